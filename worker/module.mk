@@ -1,0 +1,2 @@
+# worker/: the kfac-worker daemon (main.c plus its own modules).
+$(eval $(call daemon_rule,worker,kfac-worker))
