@@ -82,9 +82,9 @@ typedef struct layer {
     int has_bias;           /* fc/conv: 1 unless bias=0 */
 
     /* parameters: views into net->params and net->grads */
-    float *w;     /* fc: (out, in); conv: (out, in_c*k*k); bn: gamma (c) */
-    float *b;     /* fc/conv: (out); bn: beta (c); NULL when no bias */
-    float *dw, *db;
+    float *weight;  /* fc: (out, in); conv: (out, in_c*k*k); bn: gamma (c) */
+    float *bias;    /* fc/conv: (out); bn: beta (c); NULL when no bias */
+    float *dweight, *dbias; /* gradients, same shapes */
     size_t w_off, n_w, b_off, n_b; /* offsets/counts in the params arena */
     float *run_mean, *run_var;     /* bn: views into net->state, (c) each */
 
