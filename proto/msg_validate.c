@@ -1,0 +1,496 @@
+/* proto/msg_validate.c — msg_validate(): everything protobuf-c does not check
+ * about a kfac message (proto/msg.h): protocol version, role permissions,
+ * array lengths against the sizes sent with them and against the model,
+ * limits, NaN/Inf in every float, string lengths. Error messages name the
+ * field ("stats_push.stats.layers[0].factors[1].data[7] is NaN").
+ */
+#include "proto/msg.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void s_err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void s_err(char *err, size_t err_len, const char *fmt, ...) {
+    if (!err || err_len == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- validate ----------------------------------------------------------- */
+
+/* Index of the first non-finite float, or n when all are finite. Scans in
+ * blocks with an OR of exponent tests (vectorizes), then locates. */
+static size_t s_first_nonfinite(const float *x, size_t n) {
+    const size_t block = 4096;
+    for (size_t start = 0; start < n; start += block) {
+        size_t end = start + block < n ? start + block : n;
+        uint32_t bad = 0;
+        for (size_t i = start; i < end; i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], sizeof u);
+            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+        }
+        if (bad)
+            for (size_t i = start; i < end; i++)
+                if (!isfinite(x[i])) return i;
+    }
+    return n;
+}
+
+/* Check one float array: presence, length, finiteness. expect: required
+ * length, or 0 for "any length in [min_n, max_floats]". */
+static int s_check_floats(const char *field, const float *x, size_t n, uint64_t min_n,
+                          uint64_t expect, const msg_limits_t *lim, char *err, size_t err_len) {
+    if (n > 0 && !x) {
+        s_err(err, err_len, "%s: %zu floats announced but no data", field, n);
+        return -EINVAL;
+    }
+    if (n > lim->max_floats) {
+        s_err(err, err_len, "%s: %zu floats is over the limit of %" PRIu64, field, n, lim->max_floats);
+        return -EINVAL;
+    }
+    if (expect && n != expect) {
+        s_err(err, err_len, "%s: expected %" PRIu64 " floats, got %zu", field, expect, n);
+        return -EINVAL;
+    }
+    if (n < min_n) {
+        s_err(err, err_len, "%s: expected at least %" PRIu64 " floats, got %zu", field, min_n, n);
+        return -EINVAL;
+    }
+    size_t i = s_first_nonfinite(x, n);
+    if (i < n) {
+        s_err(err, err_len, "%s[%zu] is %s", field, i, isnan(x[i]) ? "NaN" : "Inf");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int s_check_string(const char *field, const char *s, size_t max, char *err, size_t err_len) {
+    if (!s) return 0;
+    size_t n = strnlen(s, max + 1);
+    if (n > max) {
+        s_err(err, err_len, "%s: longer than the limit of %zu bytes", field, max);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int s_check_scalar(const char *field, double v, int nonneg, char *err, size_t err_len) {
+    if (!isfinite(v)) {
+        s_err(err, err_len, "%s is %s", field, isnan(v) ? "NaN" : "Inf");
+        return -EINVAL;
+    }
+    if (nonneg && v < 0) {
+        s_err(err, err_len, "%s is negative (%g)", field, v);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The diagonal of a second-moment matrix (a mean of outer products) is a
+ * mean of squares, so it is >= 0 exactly in floating point; a negative one
+ * means a wrong layout or garbage. data holds n_blocks packed triangles. */
+static int s_check_diagonal(const char *field, const float *data, uint32_t n, uint32_t n_blocks,
+                            char *err, size_t err_len) {
+    uint64_t tri = msg_packed_len(n);
+    for (uint32_t b = 0; b < n_blocks; b++) {
+        const float *p = data + (size_t)b * tri;
+        for (uint32_t i = 0; i < n; i++) {
+            float d = p[msg_packed_index(n, i, i)];
+            if (d < 0) {
+                if (n_blocks > 1)
+                    s_err(err, err_len, "%s: block %u diagonal element (%u,%u) is negative (%g): not a second-moment matrix",
+                          field, b, i, i, (double)d);
+                else
+                    s_err(err, err_len, "%s: diagonal element (%u,%u) is negative (%g): not a second-moment matrix",
+                          field, i, i, (double)d);
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+static int s_check_method(const char *field, msg_method_t method, char *err, size_t err_len) {
+    if (method != MSG_METHOD_CHOLESKY && method != MSG_METHOD_EIGEN) {
+        s_err(err, err_len, "%s: unknown inversion method %d", field, (int)method);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int s_check_n(const char *field, uint32_t n, const msg_limits_t *lim, char *err, size_t err_len) {
+    if (n == 0) {
+        s_err(err, err_len, "%s: n must be at least 1", field);
+        return -EINVAL;
+    }
+    if (n > lim->max_n) {
+        s_err(err, err_len, "%s: n=%" PRIu32 " is over the limit of %" PRIu32, field, n, lim->max_n);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* A job / job result's (layer, factor, n) against the model. */
+static int s_check_job_target(const char *field, uint32_t layer, uint32_t factor, uint32_t n,
+                              const msg_limits_t *lim, char *err, size_t err_len) {
+    if (layer >= lim->max_layers) {
+        s_err(err, err_len, "%s: layer %" PRIu32 " is over the limit of %" PRIu32 " layers", field, layer,
+              lim->max_layers);
+        return -EINVAL;
+    }
+    if (factor >= lim->max_factors) {
+        s_err(err, err_len, "%s: factor %" PRIu32 " is over the limit of %" PRIu32 " factors", field,
+              factor, lim->max_factors);
+        return -EINVAL;
+    }
+    const msg_model_shape_t *md = lim->model;
+    if (!md) return 0;
+    if (layer >= md->n_layers || !md->layers || md->layers[layer].n_factors == 0) {
+        s_err(err, err_len, "%s: layer %" PRIu32 " has no Kronecker factors in this model", field, layer);
+        return -EINVAL;
+    }
+    const msg_layer_shape_t *ls = &md->layers[layer];
+    if (factor >= ls->n_factors) {
+        s_err(err, err_len, "%s: layer %" PRIu32 " has %" PRIu32 " factors, got factor %" PRIu32, field, layer,
+              ls->n_factors, factor);
+        return -EINVAL;
+    }
+    if (ls->n_blocks[factor] > 1) {
+        s_err(err, err_len, "%s: layer %" PRIu32 " factor %" PRIu32 " is block-diagonal, not an inversion job",
+              field, layer, factor);
+        return -EINVAL;
+    }
+    if (ls->n[factor] != n) {
+        s_err(err, err_len, "%s: layer %" PRIu32 " factor %" PRIu32 " has n=%" PRIu32 " in this model, got n=%" PRIu32,
+              field, layer, factor, ls->n[factor], n);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int s_check_factor(const char *field, const msg_factor_t *f, const msg_layer_shape_t *expect,
+                          size_t index, const msg_limits_t *lim, char *err, size_t err_len) {
+    if (f->kind <= MSG_FACTOR_NONE || f->kind >= MSG_FACTOR_COUNT) {
+        s_err(err, err_len, "%s: unknown factor kind %d", field, (int)f->kind);
+        return -EINVAL;
+    }
+    int rc = s_check_n(field, f->n, lim, err, err_len);
+    if (rc < 0) return rc;
+    if (f->n_blocks == 0) {
+        s_err(err, err_len, "%s: n_blocks must be at least 1", field);
+        return -EINVAL;
+    }
+    if (f->kind == MSG_FACTOR_BN ? f->n != 2 : f->n_blocks != 1) {
+        s_err(err, err_len, "%s: a %s factor has %s, got n=%" PRIu32 " n_blocks=%" PRIu32, field,
+              msg_factor_kind_name(f->kind),
+              f->kind == MSG_FACTOR_BN ? "n=2 (2x2 blocks)" : "one block", f->n, f->n_blocks);
+        return -EINVAL;
+    }
+    uint64_t tri = msg_packed_len(f->n);
+    if (f->n_blocks > lim->max_floats / tri) {
+        s_err(err, err_len, "%s: n=%" PRIu32 " n_blocks=%" PRIu32 " is over the limit of %" PRIu64 " floats",
+              field, f->n, f->n_blocks, lim->max_floats);
+        return -EINVAL;
+    }
+    uint64_t need = tri * f->n_blocks;
+    if (f->n_data != need) {
+        s_err(err, err_len, "%s: n=%" PRIu32 " n_blocks=%" PRIu32 " needs %" PRIu64 " floats, got %zu", field,
+              f->n, f->n_blocks, need, f->n_data);
+        return -EINVAL;
+    }
+    if (expect) {
+        uint32_t eb = expect->n_blocks[index] ? expect->n_blocks[index] : 1;
+        if (expect->kind[index] != f->kind || expect->n[index] != f->n || eb != f->n_blocks) {
+            s_err(err, err_len,
+                  "%s: the model has a %s factor with n=%" PRIu32 " n_blocks=%" PRIu32
+                  " here, got %s with n=%" PRIu32 " n_blocks=%" PRIu32,
+                  field, msg_factor_kind_name(expect->kind[index]), expect->n[index], eb,
+                  msg_factor_kind_name(f->kind), f->n, f->n_blocks);
+            return -EINVAL;
+        }
+    }
+    char sub[256];
+    snprintf(sub, sizeof sub, "%.240s.data", field);
+    if ((rc = s_check_floats(sub, f->data, f->n_data, need, need, lim, err, err_len)) < 0) return rc;
+    return s_check_diagonal(field, f->data, f->n, f->n_blocks, err, err_len);
+}
+
+static int s_check_stats(const char *field, const msg_stats_t *st, int required,
+                         const msg_limits_t *lim, char *err, size_t err_len) {
+    if (st->n_layers == 0) {
+        if (!required) return 0;
+        s_err(err, err_len, "%s: no layers", field);
+        return -EINVAL;
+    }
+    if (!st->layers) {
+        s_err(err, err_len, "%s: %zu layers announced but no data", field, st->n_layers);
+        return -EINVAL;
+    }
+    if (st->n_layers > lim->max_layers) {
+        s_err(err, err_len, "%s: %zu layers is over the limit of %" PRIu32, field, st->n_layers, lim->max_layers);
+        return -EINVAL;
+    }
+    const msg_model_shape_t *md = lim->model;
+    uint8_t *seen = calloc(lim->max_layers ? lim->max_layers : 1, 1);
+    if (!seen) {
+        s_err(err, err_len, "%s: out of memory", field);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    char path[160], fpath[200];
+    for (size_t l = 0; l < st->n_layers && rc == 0; l++) {
+        const msg_layer_stats_t *ls = &st->layers[l];
+        snprintf(path, sizeof path, "%.100s.layers[%zu]", field, l);
+        rc = -EINVAL;
+        if (ls->layer >= lim->max_layers) {
+            s_err(err, err_len, "%s: layer %" PRIu32 " is over the limit of %" PRIu32 " layers", path, ls->layer,
+                  lim->max_layers);
+            break;
+        }
+        if (seen[ls->layer]) {
+            s_err(err, err_len, "%s: layer %" PRIu32 " appears twice", path, ls->layer);
+            break;
+        }
+        seen[ls->layer] = 1;
+        const msg_layer_shape_t *expect = NULL;
+        if (md) {
+            if (ls->layer >= md->n_layers || !md->layers || md->layers[ls->layer].n_factors == 0) {
+                s_err(err, err_len, "%s: layer %" PRIu32 " has no Kronecker factors in this model", path, ls->layer);
+                break;
+            }
+            expect = &md->layers[ls->layer];
+            if (ls->n_factors != expect->n_factors) {
+                s_err(err, err_len, "%s: layer %" PRIu32 " has %" PRIu32 " factors in this model, got %zu", path,
+                      ls->layer, expect->n_factors, ls->n_factors);
+                break;
+            }
+        }
+        if (ls->n_factors == 0 || ls->n_factors > lim->max_factors || ls->n_factors > MSG_MAX_FACTORS) {
+            s_err(err, err_len, "%s: %zu factors, expected 1 to %" PRIu32, path, ls->n_factors,
+                  lim->max_factors < MSG_MAX_FACTORS ? lim->max_factors : (uint32_t)MSG_MAX_FACTORS);
+            break;
+        }
+        if (!ls->factors) {
+            s_err(err, err_len, "%s: %zu factors announced but no data", path, ls->n_factors);
+            break;
+        }
+        rc = 0;
+        for (size_t f = 0; f < ls->n_factors && rc == 0; f++) {
+            snprintf(fpath, sizeof fpath, "%.160s.factors[%zu]", path, f);
+            rc = s_check_factor(fpath, &ls->factors[f], expect, f, lim, err, err_len);
+        }
+    }
+    free(seen);
+    return rc;
+}
+
+/* A params/grad/state pair against the model. */
+static int s_check_params_arrays(const char *pfield, const float *p, size_t n_p, const char *sfield,
+                                 const float *s, size_t n_s, const msg_limits_t *lim, char *err,
+                                 size_t err_len) {
+    const msg_model_shape_t *md = lim->model;
+    int rc = s_check_floats(pfield, p, n_p, 1, md ? md->n_params : 0, lim, err, err_len);
+    if (rc < 0) return rc;
+    if (md && n_s != 0 && n_s != md->n_state) {
+        s_err(err, err_len, "%s: expected %" PRIu64 " floats (or none), got %zu", sfield, md->n_state, n_s);
+        return -EINVAL;
+    }
+    return s_check_floats(sfield, s, n_s, 0, 0, lim, err, err_len);
+}
+
+int msg_validate(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
+    msg_limits_t dl;
+    if (!lim) {
+        msg_limits_default(&dl);
+        lim = &dl;
+    }
+    if (!m) {
+        s_err(err, err_len, "no message");
+        return -EINVAL;
+    }
+    if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
+        s_err(err, err_len, "protocol version %" PRIu32 " does not match this build's %d",
+              m->protocol_version, KFAC_PROTOCOL_VERSION);
+        return -EPROTO;
+    }
+    if (m->type <= MSG_NONE || m->type >= MSG_TYPE_COUNT) {
+        s_err(err, err_len, "unknown message type %d", (int)m->type);
+        return -EINVAL;
+    }
+    if (m->role <= MSG_ROLE_NONE || m->role >= MSG_ROLE_COUNT) {
+        s_err(err, err_len, "%s: unknown sender role %d", msg_type_name(m->type), (int)m->role);
+        return -EINVAL;
+    }
+    if (!msg_role_may_send(m->role, m->type)) {
+        s_err(err, err_len, "a %s may not send %s", msg_role_name(m->role), msg_type_name(m->type));
+        return -EINVAL;
+    }
+    int rc = 0;
+    switch (m->type) {
+    case MSG_HELLO:
+        if ((rc = s_check_string("hello.build_id", m->hello.build_id, lim->max_string, err, err_len)) < 0) break;
+        rc = s_check_string("hello.host", m->hello.host, lim->max_string, err, err_len);
+        break;
+    case MSG_WELCOME: {
+        const msg_welcome_t *w = &m->welcome;
+        if ((rc = s_check_string("welcome.model_text", w->model_text, lim->max_text, err, err_len)) < 0) break;
+        if ((rc = s_check_string("welcome.config_text", w->config_text, lim->max_text, err, err_len)) < 0) break;
+        rc = -EINVAL;
+        if (w->n_params == 0 || w->n_params > lim->max_floats) {
+            s_err(err, err_len, "welcome.n_params: %" PRIu64 " is not in 1..%" PRIu64, w->n_params, lim->max_floats);
+            break;
+        }
+        if (w->n_state > lim->max_floats) {
+            s_err(err, err_len, "welcome.n_state: %" PRIu64 " is over the limit of %" PRIu64, w->n_state,
+                  lim->max_floats);
+            break;
+        }
+        if (w->n_ranks > 0 && w->rank >= w->n_ranks) {
+            s_err(err, err_len, "welcome.rank: %" PRIu32 " is not below n_ranks=%" PRIu32, w->rank, w->n_ranks);
+            break;
+        }
+        rc = 0;
+        break;
+    }
+    case MSG_REFUSE:
+        rc = s_check_string("refuse.reason", m->refuse.text, lim->max_string, err, err_len);
+        break;
+    case MSG_BYE:
+        rc = s_check_string("bye.reason", m->bye.text, lim->max_string, err, err_len);
+        break;
+    case MSG_SHUTDOWN:
+        rc = s_check_string("shutdown.reason", m->shutdown.text, lim->max_string, err, err_len);
+        break;
+    case MSG_ERROR:
+        if (m->error.code <= MSG_ERR_NONE || m->error.code >= MSG_ERR_COUNT) {
+            s_err(err, err_len, "error.code: unknown error code %d", (int)m->error.code);
+            rc = -EINVAL;
+            break;
+        }
+        rc = s_check_string("error.text", m->error.text, lim->max_string, err, err_len);
+        break;
+    case MSG_GET_PARAMS:
+    case MSG_JOB_REQUEST:
+    case MSG_HEARTBEAT:
+        break;
+    case MSG_PARAMS:
+        rc = s_check_params_arrays("params.params", m->params.params, m->params.n_params, "params.state",
+                                   m->params.state, m->params.n_state, lim, err, err_len);
+        break;
+    case MSG_GRAD_PUSH: {
+        const msg_grad_push_t *g = &m->grad_push;
+        if ((rc = s_check_scalar("grad_push.loss", g->loss, 0, err, err_len)) < 0) break;
+        if ((rc = s_check_scalar("grad_push.compute_ms", g->compute_ms, 1, err, err_len)) < 0) break;
+        rc = -EINVAL;
+        if (g->n_examples == 0) {
+            s_err(err, err_len, "grad_push.n_examples must be at least 1");
+            break;
+        }
+        if (g->n_correct > g->n_examples) {
+            s_err(err, err_len, "grad_push.n_correct: %" PRIu64 " is more than n_examples=%" PRIu64, g->n_correct,
+                  g->n_examples);
+            break;
+        }
+        if ((rc = s_check_params_arrays("grad_push.grad", g->grad, g->n_grad, "grad_push.state", g->state,
+                                        g->n_state, lim, err, err_len)) < 0)
+            break;
+        rc = s_check_stats("grad_push.stats", &g->stats, 0, lim, err, err_len);
+        break;
+    }
+    case MSG_STATS_PUSH: {
+        const msg_stats_push_t *s = &m->stats_push;
+        if ((rc = s_check_scalar("stats_push.compute_ms", s->compute_ms, 1, err, err_len)) < 0) break;
+        if (s->n_examples == 0) {
+            s_err(err, err_len, "stats_push.n_examples must be at least 1");
+            rc = -EINVAL;
+            break;
+        }
+        rc = s_check_stats("stats_push.stats", &s->stats, 1, lim, err, err_len);
+        break;
+    }
+    case MSG_JOB: {
+        const msg_job_t *j = &m->job;
+        if ((rc = s_check_method("job.method", j->method, err, err_len)) < 0) break;
+        if ((rc = s_check_n("job", j->n, lim, err, err_len)) < 0) break;
+        if ((rc = s_check_scalar("job.damping", j->damping, 1, err, err_len)) < 0) break;
+        if ((rc = s_check_job_target("job", j->layer, j->factor, j->n, lim, err, err_len)) < 0) break;
+        uint64_t need = msg_packed_len(j->n);
+        if (j->n_packed != need) {
+            s_err(err, err_len, "job.packed: n=%" PRIu32 " needs %" PRIu64 " floats, got %zu", j->n, need,
+                  j->n_packed);
+            rc = -EINVAL;
+            break;
+        }
+        if ((rc = s_check_floats("job.packed", j->packed, j->n_packed, need, need, lim, err, err_len)) < 0)
+            break;
+        rc = s_check_diagonal("job.packed", j->packed, j->n, 1, err, err_len);
+        break;
+    }
+    case MSG_JOB_RESULT: {
+        const msg_job_result_t *r = &m->job_result;
+        if ((rc = s_check_method("job_result.method", r->method, err, err_len)) < 0) break;
+        if ((rc = s_check_n("job_result", r->n, lim, err, err_len)) < 0) break;
+        if ((rc = s_check_scalar("job_result.damping", r->damping, 1, err, err_len)) < 0) break;
+        if ((rc = s_check_scalar("job_result.compute_ms", r->compute_ms, 1, err, err_len)) < 0) break;
+        if ((rc = s_check_job_target("job_result", r->layer, r->factor, r->n, lim, err, err_len)) < 0) break;
+        if ((rc = s_check_string("job_result.error", r->error, lim->max_string, err, err_len)) < 0) break;
+        int failed = r->error && r->error[0];
+        int chol = r->method == MSG_METHOD_CHOLESKY;
+        uint64_t n = r->n;
+        rc = -EINVAL;
+        if (failed) {
+            if (r->n_inverse || r->n_eigvecs || r->n_eigvals) {
+                s_err(err, err_len, "job_result: a failed job carries no data");
+                break;
+            }
+            rc = 0;
+            break;
+        }
+        if (chol && (r->n_eigvecs || r->n_eigvals)) {
+            s_err(err, err_len, "job_result: a cholesky result carries no eigvecs/eigvals");
+            break;
+        }
+        if (!chol && r->n_inverse) {
+            s_err(err, err_len, "job_result: an eigen result carries no inverse");
+            break;
+        }
+        if (chol) {
+            if (r->n_inverse != msg_packed_len(n)) {
+                s_err(err, err_len, "job_result.inverse: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n,
+                      msg_packed_len(n), r->n_inverse);
+                break;
+            }
+            rc = s_check_floats("job_result.inverse", r->inverse, r->n_inverse, 1, 0, lim, err, err_len);
+            break;
+        }
+        if (r->n_eigvecs != n * n) {
+            s_err(err, err_len, "job_result.eigvecs: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n, n * n,
+                  r->n_eigvecs);
+            break;
+        }
+        if (r->n_eigvals != n) {
+            s_err(err, err_len, "job_result.eigvals: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n, n,
+                  r->n_eigvals);
+            break;
+        }
+        if ((rc = s_check_floats("job_result.eigvecs", r->eigvecs, r->n_eigvecs, 1, 0, lim, err, err_len)) < 0)
+            break;
+        rc = s_check_floats("job_result.eigvals", r->eigvals, r->n_eigvals, 1, 0, lim, err, err_len);
+        break;
+    }
+    default:
+        rc = -EINVAL;
+        s_err(err, err_len, "unknown message type %d", (int)m->type);
+        break;
+    }
+    return rc;
+}
