@@ -6,6 +6,8 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "common/log.h"
 
@@ -38,11 +40,22 @@ int kfac_linalg_unpack_upper(const float *packed, int n, float *F) {
     return 0;
 }
 
+/* Tile edge for the triangle mirror: a 32 x 32 tile of the source rows and
+ * of the destination columns both stay in L1, so the strided writes hit cache. */
+#define KFAC_LINALG_TILE 32
+
 void kfac_linalg_symmetrize_upper(float *F, int n) {
     if (!F || n <= 0) return;
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            F[(size_t)j * (size_t)n + (size_t)i] = F[(size_t)i * (size_t)n + (size_t)j];
+    const size_t N = (size_t)n;
+    for (int ib = 0; ib < n; ib += KFAC_LINALG_TILE) {
+        int ie = ib + KFAC_LINALG_TILE < n ? ib + KFAC_LINALG_TILE : n;
+        for (int jb = ib; jb < n; jb += KFAC_LINALG_TILE) {
+            int je = jb + KFAC_LINALG_TILE < n ? jb + KFAC_LINALG_TILE : n;
+            for (int i = ib; i < ie; i++)
+                for (int j = (jb > i + 1 ? jb : i + 1); j < je; j++)
+                    F[(size_t)j * N + (size_t)i] = F[(size_t)i * N + (size_t)j];
+        }
+    }
 }
 
 void kfac_linalg_symmetrize_average(float *F, int n) {
@@ -61,11 +74,21 @@ void kfac_linalg_symmetrize_average(float *F, int n) {
 bool kfac_linalg_all_finite(const float *x, size_t n_elems) {
     if (n_elems == 0) return true;
     if (!x) return false;
-    /* Branch-free accumulation keeps the loop vectorisable: x - x is 0 for a
-     * finite x and NaN for NaN or +-Inf, and NaN propagates through sums. */
-    float acc = 0.0f;
-    for (size_t i = 0; i < n_elems; i++) acc += x[i] - x[i];
-    return acc == 0.0f;
+    /* A float is NaN or +-Inf exactly when its exponent bits are all ones.
+     * An integer OR-reduction vectorises (a float-sum trick would not,
+     * without reassociation); scan in blocks so a bad value stops early. */
+    const size_t block = 4096;
+    for (size_t b = 0; b < n_elems; b += block) {
+        size_t e = b + block < n_elems ? b + block : n_elems;
+        uint32_t bad = 0;
+        for (size_t i = b; i < e; i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], sizeof u);
+            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+        }
+        if (bad) return false;
+    }
+    return true;
 }
 
 bool kfac_linalg_upper_finite(const float *F, int n) {

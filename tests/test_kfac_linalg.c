@@ -82,24 +82,31 @@ START_TEST(test_symmetrize_upper_and_average) {
     uint64_t seed = s_seed();
     rng_t r;
     rng_seed(&r, seed);
-    int n = 13;
-    float F[13 * 13], G[13 * 13], orig[13 * 13];
-    s_fill_normal(&r, orig, (size_t)n * n);
-    memcpy(F, orig, sizeof F);
-    memcpy(G, orig, sizeof G);
-    kfac_linalg_symmetrize_upper(F, n);
-    kfac_linalg_symmetrize_average(G, n);
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) {
-            float up = orig[(i < j ? i : j) * n + (i < j ? j : i)];
-            ck_assert_msg(F[i * n + j] == up, "upper copy (%d,%d) seed=%llu", i, j,
-                          (unsigned long long)seed);
-            /* one float add and a multiply by 0.5: exact to 1 ulp of the sum */
-            double avg = 0.5 * ((double)orig[i * n + j] + (double)orig[j * n + i]);
-            ck_assert_msg(fabs(G[i * n + j] - avg) <= 1e-6 * (1 + fabs(avg)), "average (%d,%d)",
-                          i, j);
-            ck_assert(G[i * n + j] == G[j * n + i]);
-        }
+    const int sizes[] = {1, 13, 77}; /* 77: several 32-wide tiles and a ragged edge */
+    for (int s = 0; s < 3; s++) {
+        int n = sizes[s];
+        float *F = malloc(sizeof(float) * n * n), *G = malloc(sizeof(float) * n * n),
+              *orig = malloc(sizeof(float) * n * n);
+        s_fill_normal(&r, orig, (size_t)n * n);
+        memcpy(F, orig, sizeof(float) * n * n);
+        memcpy(G, orig, sizeof(float) * n * n);
+        kfac_linalg_symmetrize_upper(F, n);
+        kfac_linalg_symmetrize_average(G, n);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                float up = orig[(i < j ? i : j) * n + (i < j ? j : i)];
+                ck_assert_msg(F[i * n + j] == up, "upper copy (%d,%d) n=%d seed=%llu", i, j, n,
+                              (unsigned long long)seed);
+                /* one float add and a multiply by 0.5: exact to 1 ulp of the sum */
+                double avg = 0.5 * ((double)orig[i * n + j] + (double)orig[j * n + i]);
+                ck_assert_msg(fabs(G[i * n + j] - avg) <= 1e-6 * (1 + fabs(avg)),
+                              "average (%d,%d)", i, j);
+                ck_assert(G[i * n + j] == G[j * n + i]);
+            }
+        free(F);
+        free(G);
+        free(orig);
+    }
 }
 END_TEST
 
@@ -107,8 +114,8 @@ START_TEST(test_all_finite_detects_nan_inf) {
     uint64_t seed = s_seed();
     rng_t r;
     rng_seed(&r, seed);
-    enum { N = 1000 };
-    float x[N];
+    enum { N = 10000 }; /* spans several 4096-value scan blocks */
+    static float x[N];
     s_fill_normal(&r, x, N);
     x[17] = 3e38f; /* large but finite */
     ck_assert(kfac_linalg_all_finite(x, N));
@@ -123,6 +130,9 @@ START_TEST(test_all_finite_detects_nan_inf) {
                       (unsigned long long)seed);
         x[pos] = keep;
     }
+    x[N - 1] = NAN; /* last value of a ragged last block */
+    ck_assert(!kfac_linalg_all_finite(x, N));
+    ck_assert(kfac_linalg_all_finite(x, N - 1));
     /* upper-only check ignores the lower triangle */
     float F[9] = {1, 2, 3, NAN, 5, 6, INFINITY, NAN, 9};
     ck_assert(kfac_linalg_upper_finite(F, 3));
