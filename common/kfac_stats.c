@@ -207,9 +207,10 @@ int kfac_stats_rank1(const float *x, int C, int T, float *K, float *psi, double 
     }
     double *z = (T <= C) ? u : v;
     lapack_int found = 0;
-    /* Largest eigenpair (il = iu = m) of the symmetric S, upper triangle, row-major; z is (m x 1). */
-    lapack_int info = LAPACKE_dsyevr(LAPACK_ROW_MAJOR, 'V', 'I', 'U', m, S, m, 0.0, 0.0, m, m,
-                                     LAPACKE_dlamch('S'), &found, &lam, z, 1, isuppz);
+    /* Largest eigenpair (il = iu = m) of the symmetric S. Its row-major upper triangle is the
+     * column-major lower one, so LAPACK reads it in place ('L', no transposed copy); z (m). */
+    lapack_int info = LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'V', 'I', 'L', m, S, m, 0.0, 0.0, m, m,
+                                     LAPACKE_dlamch('S'), &found, &lam, z, m, isuppz);
     if (info != 0 || found != 1) {
         log_error("kfac_stats_rank1: LAPACK dsyevr failed (info %d) on a %dx%d activation", (int)info, T, C);
         rc = -EIO;
