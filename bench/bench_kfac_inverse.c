@@ -8,8 +8,9 @@
  * the finiteness scan, one copy, mirroring the triangle and checking the
  * result, against the O(n^3) factorization).
  *
- * Usage: bench_kfac_inverse [threads]   (default: OpenBLAS's own choice;
- * KFAC_BENCH_THREADS is read when no argument is given). */
+ * Usage: bench_kfac_inverse [threads]   (KFAC_BENCH_THREADS is read when no
+ * argument is given; default: the online CPUs). The count is always set
+ * with openblas_set_num_threads and printed. */
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/kfac_inverse.h"
 #include "common/kfac_linalg.h"
@@ -123,17 +125,15 @@ cleanup:
 
 int main(int argc, char **argv) {
     const char *arg = argc > 1 ? argv[1] : getenv("KFAC_BENCH_THREADS");
-    if (arg && *arg) {
-        int t = atoi(arg);
-        if (t < 1) {
-            fprintf(stderr, "usage: %s [threads >= 1]\n", argv[0]);
-            return 2;
-        }
-        openblas_set_num_threads(t);
+    long t = arg && *arg ? strtol(arg, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (t < 1 || t > 1024) {
+        fprintf(stderr, "usage: %s [threads 1..1024]\n", argv[0]);
+        return 2;
     }
+    openblas_set_num_threads((int)t);
     printf("bench_kfac_inverse: damped inverse of one factor F = X X^T/(2n) + 1e-3 I\n");
-    printf("openblas threads: %d (%s)\n", openblas_get_num_threads(),
-           arg && *arg ? "set by openblas_set_num_threads" : "OpenBLAS default");
+    printf("openblas_set_num_threads(%ld) (%s); openblas_get_num_threads() = %d\n", t,
+           arg && *arg ? "requested" : "online CPUs", openblas_get_num_threads());
     printf("median of reps; ratios: lib/bare = kfac_inverse_compute(CHOLESKY) over bare "
            "spotrf+spotri (target <= 1.2), eig/chol = EIGEN over CHOLESKY\n");
     printf("%6s %5s %10s %10s %10s %9s %9s %9s %9s\n", "n", "reps", "bare_ms", "lib_ms",

@@ -93,7 +93,10 @@ void kfac_inverse_free(kfac_inverse_t **p);
  *   EIGEN:    out->Q, out->v with F = Q diag(v) Q^T, v clamped at >= 0;
  *             damping is only recorded (damping_used). On ssyevd failure the
  *             Cholesky form with this damping is produced instead (out->method
- *             says which form is held).
+ *             says which form is held). Pass the factor's own share of the
+ *             damping here (e.g. sqrt(lambda), or the factored-Tikhonov value)
+ *             so that such a fallback, and preconditioning with a partner
+ *             held in the other form, stay well defined.
  * If damping is 0 and a retry needs damping, the retry starts from
  * 1e-6 * tr(F)/n (or 1e-6 if that is not positive).
  * stats (caller-owned, may be NULL) is updated.

@@ -151,15 +151,18 @@ static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], f
         next ^= 1;                                             \
     } while (0)
 
+    /* Modes are visited fastest first (K or A, then Psi, then G): the order
+     * of Ba et al. Eq. 9. The factors act on different modes, so any order
+     * gives the same result; the flop count is the same too. */
     if (all_eigen) {
-        for (int m = 0; m < 3; m++)
+        for (int m = 2; m >= 0; m--)
             if (fac[m]) STEP(fac[m]->Q, true, m); /* rotate into the eigenbasis: Q^T */
         s_divide_eigen((float *)cur, d, fac[0] ? fac[0]->v : NULL, fac[1] ? fac[1]->v : NULL,
                        fac[2] ? fac[2]->v : NULL, lambda);
-        for (int m = 0; m < 3; m++)
+        for (int m = 2; m >= 0; m--)
             if (fac[m]) STEP(fac[m]->Q, false, m); /* and back: Q */
     } else {
-        for (int m = 0; m < 3; m++) {
+        for (int m = 2; m >= 0; m--) {
             const kfac_inverse_t *f = fac[m];
             if (!f) continue;
             if (f->method == KFAC_INV_CHOLESKY) {
