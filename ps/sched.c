@@ -1,0 +1,170 @@
+/* ps/sched.c — see sched.h. Pure functions over ps_sched_block_t arrays. */
+#include "ps/sched.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+void ps_sched_block_init(ps_sched_block_t *b, int n) {
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    b->cost = (double)n * n * n;
+    b->factor_version = -1;
+    b->inv_version = -1;
+    b->failed_version = -1;
+}
+
+int ps_sched_wanted(const ps_sched_block_t *b, ps_sched_policy_t policy) {
+    if (b->factor_version < 0 || b->factor_version <= b->inv_version) return 0;
+    if (b->factor_version <= b->failed_version) return 0;
+    if (policy == PS_SCHED_CONTINUOUS || b->inv_version < 0) return 1;
+    return b->due != 0;
+}
+
+int ps_sched_overdue(const ps_sched_block_t *b, double now_ms, double timeout_ms) {
+    return b->cur.id != 0 && now_ms - b->cur.start_ms > timeout_ms;
+}
+
+int ps_sched_available(const ps_sched_block_t *b, double now_ms, double timeout_ms) {
+    return b->cur.id == 0 || ps_sched_overdue(b, now_ms, timeout_ms);
+}
+
+/* Age for ordering: no inverse counts as older than any inverse. */
+static long s_age(const ps_sched_block_t *b) {
+    if (b->inv_version < 0) return LONG_MAX;
+    return b->factor_version - b->inv_version;
+}
+
+int ps_sched_compare(const ps_sched_block_t *a, int ia, const ps_sched_block_t *b, int ib) {
+    long aa = s_age(a), ab = s_age(b);
+    if (aa != ab) return aa > ab ? -1 : 1;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    return ia < ib ? -1 : ia > ib ? 1 : 0;
+}
+
+int ps_sched_pick(const ps_sched_block_t *blocks, int n_blocks, ps_sched_policy_t policy, uint32_t max_n,
+                  double now_ms, double timeout_ms) {
+    int best = -1;
+    for (int i = 0; i < n_blocks; i++) {
+        const ps_sched_block_t *b = &blocks[i];
+        if (max_n > 0 && (uint32_t)b->n > max_n) continue;
+        if (!ps_sched_wanted(b, policy) || !ps_sched_available(b, now_ms, timeout_ms)) continue;
+        if (best < 0 || ps_sched_compare(b, i, &blocks[best], best) < 0) best = i;
+    }
+    return best;
+}
+
+void ps_sched_assign(ps_sched_block_t *b, uint64_t id, long version, uint32_t owner, double now_ms) {
+    ps_sched_job_t j = {.id = id, .version = version, .owner = owner, .start_ms = now_ms};
+    b->cur = j;
+    b->recent[b->recent_next] = j;
+    b->recent_next = (b->recent_next + 1) % PS_SCHED_RECENT;
+    b->due = 0;
+}
+
+int ps_sched_result(ps_sched_block_t *b, uint64_t id, long *version) {
+    if (id == 0) return -ENOENT;
+    for (int i = 0; i < PS_SCHED_RECENT; i++) {
+        if (b->recent[i].id != id) continue;
+        *version = b->recent[i].version;
+        b->recent[i].id = 0;
+        if (b->cur.id == id) {
+            memset(&b->cur, 0, sizeof b->cur);
+            return 1;
+        }
+        return 0;
+    }
+    return -ENOENT;
+}
+
+void ps_sched_installed(ps_sched_block_t *b, long version) {
+    if (version > b->inv_version) b->inv_version = version;
+}
+
+void ps_sched_failed(ps_sched_block_t *b, long version) {
+    if (version > b->failed_version) b->failed_version = version;
+}
+
+void ps_sched_folded(ps_sched_block_t *b, long version) {
+    if (version > b->factor_version) b->factor_version = version;
+}
+
+int ps_sched_owner_gone(ps_sched_block_t *blocks, int n_blocks, uint32_t owner) {
+    int n = 0;
+    for (int i = 0; i < n_blocks; i++) {
+        if (blocks[i].cur.id != 0 && blocks[i].cur.owner == owner) {
+            memset(&blocks[i].cur, 0, sizeof blocks[i].cur);
+            n++;
+        }
+    }
+    return n;
+}
+
+int ps_sched_owner_block(const ps_sched_block_t *blocks, int n_blocks, uint32_t owner) {
+    for (int i = 0; i < n_blocks; i++)
+        if (blocks[i].cur.id != 0 && blocks[i].cur.owner == owner) return i;
+    return -1;
+}
+
+int ps_sched_in_flight(const ps_sched_block_t *blocks, int n_blocks) {
+    int n = 0;
+    for (int i = 0; i < n_blocks; i++) n += blocks[i].cur.id != 0;
+    return n;
+}
+
+void ps_sched_mark_every(ps_sched_block_t *blocks, int n_blocks, long t, int every) {
+    if (every < 1 || t % every != 0) return;
+    for (int i = 0; i < n_blocks; i++)
+        if (blocks[i].factor_version > blocks[i].inv_version) blocks[i].due = 1;
+}
+
+/* Would block b hold up step t under bound k >= 0? */
+static int s_blocks_step(const ps_sched_block_t *b, long t, int k) {
+    return b->inv_version < 0 || t - b->inv_version > (long)k;
+}
+
+void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k) {
+    if (k < 0) return;
+    for (int i = 0; i < n_blocks; i++)
+        if (s_blocks_step(&blocks[i], t, k)) blocks[i].due = 1;
+}
+
+int ps_sched_bound_ok(const ps_sched_block_t *blocks, int n_blocks, long t, int k, int *n_blocking) {
+    int n = 0;
+    if (k >= 0)
+        for (int i = 0; i < n_blocks; i++) n += s_blocks_step(&blocks[i], t, k);
+    if (n_blocking) *n_blocking = n;
+    return n == 0;
+}
+
+void ps_sched_ages(const ps_sched_block_t *blocks, int n_blocks, long t, double *inv_mean, long *inv_max,
+                   double *stats_mean) {
+    double si = 0.0, ss = 0.0;
+    long mx = -1;
+    int ni = 0, ns = 0;
+    for (int i = 0; i < n_blocks; i++) {
+        const ps_sched_block_t *b = &blocks[i];
+        if (b->inv_version >= 0) {
+            long age = t - b->inv_version;
+            si += (double)age;
+            if (age > mx) mx = age;
+            ni++;
+        }
+        if (b->factor_version >= 0) {
+            ss += (double)(t - b->factor_version);
+            ns++;
+        }
+    }
+    if (inv_mean) *inv_mean = ni ? si / ni : 0.0;
+    if (inv_max) *inv_max = mx;
+    if (stats_mean) *stats_mean = ns ? ss / ns : 0.0;
+}
+
+const char *ps_sched_policy_name(ps_sched_policy_t p) {
+    switch (p) {
+    case PS_SCHED_CONTINUOUS: return "continuous";
+    case PS_SCHED_EVERY: return "every";
+    case PS_SCHED_ADAPTIVE: return "adaptive";
+    }
+    return "?";
+}

@@ -1,0 +1,156 @@
+/* ps/sched.h — the parameter server's inversion-job scheduler: pure
+ * functions over a small array of block states, no sockets, no clocks (the
+ * caller passes the time), so every rule can be unit tested.
+ *
+ * A "block" is one symmetric Kronecker factor that needs a damped inverse
+ * (kfac_opt.h). For each the scheduler knows
+ *   factor_version  the newest statistics version folded into the running
+ *                   factor (-1: no statistics yet),
+ *   inv_version     the factor version the installed inverse came from
+ *                   (-1: none yet),
+ *   the job in flight (at most one counts as "current") and a short history
+ *   of the jobs handed out, so that a late result can still be matched.
+ *
+ * Rules (docs/architecture.md, "Scheduling"):
+ *   - A block is WANTED when it has statistics newer than its inverse
+ *     (factor_version > inv_version), newer than its last failed job, and
+ *     the refresh policy asks for it: continuous always; every and adaptive
+ *     only when `due` was set (by ps_sched_mark_every, ps_sched_mark_bound or
+ *     the caller's adaptive rule) or when it has no inverse at all.
+ *   - A block is AVAILABLE when no job for it is in flight, or the job in
+ *     flight is overdue (handed out more than timeout_ms ago). A job whose
+ *     daemon vanished is cleared by ps_sched_owner_gone, which makes the
+ *     block available again. So a block is never with two daemons at once
+ *     unless the first is overdue or gone.
+ *   - Among wanted, available blocks that fit the daemon (n <= max_n, max_n
+ *     0 = any) the stalest goes first: a block without an inverse before any
+ *     block with one, then larger age = factor_version - inv_version; ties go
+ *     to the larger cost (~ n^3) so big blocks spread across daemons; then
+ *     to the lower index (deterministic).
+ *   - Staleness bound k >= 0: step t may be applied only when every block
+ *     holds an inverse with t - inv_version <= k (a block without an inverse
+ *     is infinitely old). k < 0: no bound.
+ *
+ * Ages are in parameter versions. Times are in milliseconds on the caller's
+ * monotonic clock. Owners are the inverse daemons' assigned ids (never 0,
+ * never reused).
+ *
+ * Thread safety: none; the PS's loop thread owns the array.
+ */
+#ifndef KFAC_PS_SCHED_H
+#define KFAC_PS_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    PS_SCHED_CONTINUOUS = 0, /* a job whenever the factor changed since the last inverse */
+    PS_SCHED_EVERY = 1,      /* every block once every inverse_every steps */
+    PS_SCHED_ADAPTIVE = 2,   /* SP-NGD Algorithm 2 per block, decided by the caller */
+} ps_sched_policy_t;
+
+/* Jobs remembered per block for matching late results. */
+#define PS_SCHED_RECENT 8
+
+typedef struct ps_sched_job {
+    uint64_t id;        /* 0: empty */
+    long version;       /* factor version the job was cut from */
+    uint32_t owner;     /* daemon's assigned id */
+    double start_ms;    /* when handed out */
+} ps_sched_job_t;
+
+typedef struct ps_sched_block {
+    int n;                   /* factor dimension */
+    double cost;             /* ~ n^3 */
+    long factor_version;     /* newest statistics folded (-1: none) */
+    long inv_version;        /* version of the installed inverse (-1: none) */
+    long failed_version;     /* newest version whose job failed (-1: none) */
+    int due;                 /* the refresh policy asks for a new inverse */
+    ps_sched_job_t cur;      /* job in flight (cur.id == 0: none) */
+    ps_sched_job_t recent[PS_SCHED_RECENT]; /* ring of jobs handed out and not answered */
+    int recent_next;         /* next ring slot */
+} ps_sched_block_t;
+
+/* An empty block of dimension n (cost n^3, no statistics, no inverse, no
+ * job). */
+void ps_sched_block_init(ps_sched_block_t *b, int n);
+
+/* Does the block want a new inverse under policy (see the rules above)? */
+int ps_sched_wanted(const ps_sched_block_t *b, ps_sched_policy_t policy);
+
+/* Can the block be handed out now (no job in flight, or the one in flight
+ * is overdue: now_ms - start_ms > timeout_ms)? */
+int ps_sched_available(const ps_sched_block_t *b, double now_ms, double timeout_ms);
+
+/* Is the job in flight overdue? 0 when there is none. */
+int ps_sched_overdue(const ps_sched_block_t *b, double now_ms, double timeout_ms);
+
+/* Order of two candidate blocks: < 0 when a goes before b (stalest first,
+ * then larger cost, then lower index ia < ib), > 0 after, 0 only for ia ==
+ * ib. */
+int ps_sched_compare(const ps_sched_block_t *a, int ia, const ps_sched_block_t *b, int ib);
+
+/* The block to give a daemon that accepts factors up to max_n (0: any):
+ * the first by ps_sched_compare among wanted and available blocks. Returns
+ * its index, or -1 when none. blocks: (n_blocks), read only. */
+int ps_sched_pick(const ps_sched_block_t *blocks, int n_blocks, ps_sched_policy_t policy, uint32_t max_n,
+                  double now_ms, double timeout_ms);
+
+/* Record that job `id` (> 0), cut from factor version `version`, went to
+ * daemon `owner` at now_ms. It becomes the block's current job (an overdue
+ * one it replaces stays matchable in the history) and `due` is cleared. */
+void ps_sched_assign(ps_sched_block_t *b, uint64_t id, long version, uint32_t owner, double now_ms);
+
+/* Match a result for job `id` on this block. Returns 1 when it is the
+ * current job (cleared), 0 when it is a known older job (e.g. overdue and
+ * handed out again), -ENOENT when this block never handed it out or it was
+ * answered already. On 0 or 1 *version receives the version the job was cut
+ * from and the job is forgotten (a second result for it gets -ENOENT). */
+int ps_sched_result(ps_sched_block_t *b, uint64_t id, long *version);
+
+/* The inverse from `version` was installed: inv_version = max(inv_version,
+ * version). */
+void ps_sched_installed(ps_sched_block_t *b, long version);
+
+/* The job from `version` failed: the block is not wanted again until its
+ * factor is newer than version. */
+void ps_sched_failed(ps_sched_block_t *b, long version);
+
+/* New statistics: factor_version = max(factor_version, version). */
+void ps_sched_folded(ps_sched_block_t *b, long version);
+
+/* Daemon `owner` vanished (or gave up its job): clear every current job it
+ * holds so the blocks can be handed out again; the jobs stay matchable in
+ * the history. Returns the number of jobs re-queued. */
+int ps_sched_owner_gone(ps_sched_block_t *blocks, int n_blocks, uint32_t owner);
+
+/* Index of the block whose current job `owner` holds, or -1. */
+int ps_sched_owner_block(const ps_sched_block_t *blocks, int n_blocks, uint32_t owner);
+
+/* Number of jobs in flight. */
+int ps_sched_in_flight(const ps_sched_block_t *blocks, int n_blocks);
+
+/* Refresh policy "every": at a step t with t % every == 0 set `due` on every
+ * block whose factor is newer than its inverse. every < 1 does nothing. */
+void ps_sched_mark_every(ps_sched_block_t *blocks, int n_blocks, long t, int every);
+
+/* Staleness bound: set `due` on every block that would block step t under
+ * bound k (no inverse, or t - inv_version > k), so the bound overrides the
+ * refresh policy. k < 0 does nothing. */
+void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k);
+
+/* May step t be applied under staleness bound k? 1 yes, 0 no; k < 0 always
+ * yes. *n_blocking (may be NULL) receives the number of blocks that are too
+ * old or have no inverse. */
+int ps_sched_bound_ok(const ps_sched_block_t *blocks, int n_blocks, long t, int k, int *n_blocking);
+
+/* Ages at version t: mean and max of t - inv_version over blocks holding an
+ * inverse (mean 0 and max -1 when none), and the mean of t - factor_version
+ * over blocks with statistics (0 when none). Any pointer may be NULL. */
+void ps_sched_ages(const ps_sched_block_t *blocks, int n_blocks, long t, double *inv_mean, long *inv_max,
+                   double *stats_mean);
+
+/* Policy name ("continuous", "every", "adaptive"). */
+const char *ps_sched_policy_name(ps_sched_policy_t p);
+
+#endif
