@@ -110,6 +110,14 @@ bench: $(DEPS_STAMP)
 	$(Q)sh tools/fetch-data.sh
 	$(Q)for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
+# The main job: the MNIST CNN with K-FAC on a local cluster (2 workers,
+# 1 statsd, 2 invertd); see deploy/examples/mnist-cnn-kfac.ini.
+DEMO_CONFIG ?= deploy/examples/mnist-cnn-kfac.ini
+demo: $(DEPS_STAMP)
+	$(Q)$(SUBMAKE) build-all
+	$(Q)sh tools/fetch-data.sh
+	$(Q)KFAC_BIN=$(BUILD) sh deploy/kfac-launch $(DEMO_CONFIG)
+
 clean:
 	rm -rf build build-asan
 
