@@ -25,7 +25,7 @@ static const char *s_kind_names[LAYER_KIND_COUNT] = {
 /* Options each kind accepts (space separated); "name" and "in" are common. */
 static const char *s_kind_opts[LAYER_KIND_COUNT] = {
     "out bias kfac", "out k stride pad bias kfac", "", "", "k stride pad",
-    "k stride global", "", "p", "eps momentum", "from", "",
+    "k stride pad global", "", "p", "eps momentum", "from", "",
 };
 
 const char *layer_kind_name(layer_kind_t kind) {
