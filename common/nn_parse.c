@@ -142,7 +142,6 @@ static int s_parse_layer(parse_ctx_t *p, net_t *net, layer_t *l, char **tok, int
         if (strcmp(key, "name") == 0) {
             if (!s_valid_name(val))
                 return s_fail(p, "%s: name '%s' must be 1-%d letters, digits, '_' or '-'", kn, val, NN_NAME_MAX - 1);
-            if (net_find_layer(net, val) >= 0) return s_fail(p, "%s: name '%s' is already used", kn, val);
             snprintf(l->name, sizeof l->name, "%s", val);
         } else if (strcmp(key, "in") == 0 || (strcmp(key, "from") == 0 && kind == LAYER_ADD)) {
             int idx = strcmp(val, "input") == 0 ? -1 : net_find_layer(net, val);
@@ -192,6 +191,13 @@ static int s_parse_layer(parse_ctx_t *p, net_t *net, layer_t *l, char **tok, int
     if (kind == LAYER_ADD && l->in2 == -2)
         return s_fail(p, "add: option 'from=<layer name>' is required (the branch to add)");
     if (l->stride == 0) l->stride = (kind == LAYER_MAXPOOL || kind == LAYER_AVGPOOL) ? l->k : 1;
+    /* Checked after the options so default names ("fc3") are unique too. */
+    if (strcmp(l->name, "input") == 0)
+        return s_fail(p, "%s: name 'input' is reserved (in=input and from=input mean the network input)", kn);
+    int dup = net_find_layer(net, l->name);
+    if (dup >= 0)
+        return s_fail(p, "%s: name '%s' is already used by the layer on line %d; give this layer a unique name=",
+                      kn, l->name, net->layers[dup].line);
     return 0;
 }
 
