@@ -17,6 +17,10 @@
 
 #include "common/rng.h"
 
+/* Most values per example in any layer's output, the input or a conv patch
+ * row (1 GiB of float32): keeps every per-example size well inside int. */
+#define S_MAX_VALUES (1LL << 28)
+
 static const char *s_kind_names[LAYER_KIND_COUNT] = {
     "fc", "conv", "relu", "tanh", "maxpool", "avgpool", "flatten",
     "dropout", "batchnorm", "add", "softmax_xent",
@@ -255,7 +259,14 @@ static int s_infer_shape(parse_ctx_t *p, net_t *net, layer_t *l) {
         l->c = l->in_c; l->h = l->in_h; l->w = l->in_w;
         break;
     }
-    l->size = l->c * l->h * l->w;
+    long long size = (long long)l->c * l->h * l->w;
+    if (size > S_MAX_VALUES)
+        return s_fail(p, "%s: output %dx%dx%d has %lld values per example, more than %lld",
+                      layer_kind_name(l->kind), l->c, l->h, l->w, size, S_MAX_VALUES);
+    if (l->kind == LAYER_CONV && (long long)l->in_c * l->k * l->k > S_MAX_VALUES)
+        return s_fail(p, "conv: patches of %d channels x %dx%d have more than %lld values",
+                      l->in_c, l->k, l->k, S_MAX_VALUES);
+    l->size = (int)size;
     return 0;
 }
 
@@ -386,6 +397,11 @@ net_t *net_parse(const char *text, const char *origin, int batch_cap, char *err,
                 c > 4096 || h > 4096 || w > 4096) {
                 rc = s_fail(&p, "input: expected a shape like 'input 1x28x28' (channels x height x width), got '%s'",
                             n_tok > 1 ? tok[1] : "");
+                goto done;
+            }
+            if ((long long)c * h * w > S_MAX_VALUES) {
+                rc = s_fail(&p, "input: %s has %lld values per example, more than %lld", tok[1],
+                            (long long)c * h * w, S_MAX_VALUES);
                 goto done;
             }
             net->in_c = c; net->in_h = h; net->in_w = w;

@@ -103,6 +103,9 @@ START_TEST(test_parse_input_line_missing_or_bad) {
         snprintf(text, sizeof text, "%s\nflatten\nfc out=2\nsoftmax_xent\n", bad[i]);
         s_expect_error(text, "t.model:1: ", "input", NULL);
     }
+    /* each dimension is in range but the product does not fit an int */
+    s_expect_error("input 4096x4096x4096\nflatten\nfc out=2\nsoftmax_xent\n", "t.model:1: ", "input",
+                   "values per example", NULL);
     s_expect_error("input 1x4x4\nrelu\ninput 1x4x4\nfc out=2\nsoftmax_xent\n", "t.model:3: ", "'input'", "only once",
                    NULL);
 }
@@ -134,6 +137,9 @@ START_TEST(test_parse_kernel_larger_than_input) {
                    "does not fit", NULL);
     s_expect_error("input 1x4x4\navgpool k=5\nfc out=2\nsoftmax_xent\n", "t.model:2: ", "avgpool", "does not fit",
                    NULL);
+    /* sizes that do not fit an int (2^20 x 2^24 values) are rejected, not wrapped */
+    s_expect_error("input 1x4096x4096\nconv out=1048576 k=1\nfc out=2\nsoftmax_xent\n", "t.model:2: ", "conv",
+                   "values per example", NULL);
 }
 END_TEST
 
