@@ -1,0 +1,157 @@
+/* ps/eval.c — see eval.h. */
+#include "ps/eval.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/data.h"
+#include "common/log.h"
+#include "common/nn.h"
+#include "common/zloop.h"
+
+struct ps_eval {
+    zloop_pool_t *pool;
+    net_t *net;          /* evaluation thread only, after construction */
+    dataset_t *test;     /* read only */
+    int n;               /* examples used */
+    ps_eval_done_fn done;
+    void *user;
+};
+
+typedef struct s_job {
+    ps_eval_result_t r;
+    float *params;       /* (n_params) */
+    float *polyak;       /* (n_params) or NULL */
+    float *state;        /* (n_state) or NULL */
+} s_job_t;
+
+static double s_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static void s_job_free(s_job_t *j) {
+    if (!j) return;
+    free(j->params);
+    free(j->polyak);
+    free(j->state);
+    free(j);
+}
+
+/* Evaluation thread. */
+static void s_work(void *job, void *user) {
+    s_job_t *j = job;
+    ps_eval_t *e = user;
+    net_t *net = e->net;
+    double t0 = s_now_ms();
+    if (net->n_state && j->state) memcpy(net->state, j->state, net->n_state * sizeof(float));
+    memcpy(net->params, j->params, net->n_params * sizeof(float));
+    net_evaluate(net, e->test->x, e->test->y, e->n, &j->r.loss, &j->r.acc);
+    if (j->polyak) {
+        memcpy(net->params, j->polyak, net->n_params * sizeof(float));
+        net_evaluate(net, e->test->x, e->test->y, e->n, &j->r.polyak_loss, &j->r.polyak_acc);
+        j->r.has_polyak = 1;
+    } else {
+        j->r.polyak_loss = j->r.loss;
+        j->r.polyak_acc = j->r.acc;
+    }
+    j->r.n = e->n;
+    j->r.eval_ms = s_now_ms() - t0;
+}
+
+/* Loop thread. */
+static void s_done(void *job, int status, void *user) {
+    s_job_t *j = job;
+    ps_eval_t *e = user;
+    if (e->done) e->done(&j->r, status, e->user);
+    s_job_free(j);
+}
+
+ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *cfg, ps_eval_done_fn done,
+                       void *user, char *err, size_t err_len) {
+    ps_eval_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, err_len, "evaluation: out of memory");
+        return NULL;
+    }
+    e->done = done;
+    e->user = user;
+    char perr[512] = "";
+    if (!(e->net = net_parse(model_text, cfg->model, PS_EVAL_BATCH, perr, sizeof perr))) {
+        snprintf(err, err_len, "evaluation: %s", perr);
+        goto fail;
+    }
+    const char *set = runcfg_dataset_name(cfg);
+    if (dataset_load_named(set, cfg->data_dir, 0, &e->test, perr, sizeof perr) < 0) {
+        snprintf(err, err_len, "evaluation: %s", perr);
+        goto fail;
+    }
+    if (e->test->c * e->test->h * e->test->w != e->net->in_size) {
+        snprintf(err, err_len,
+                 "evaluation: %s test examples are %dx%dx%d but the model's input is %dx%dx%d; check [data] set "
+                 "and [model] file",
+                 set, e->test->c, e->test->h, e->test->w, e->net->in_c, e->net->in_h, e->net->in_w);
+        goto fail;
+    }
+    if (e->test->n_classes != e->net->n_classes) {
+        snprintf(err, err_len, "evaluation: %s has %d classes but the model outputs %d", set, e->test->n_classes,
+                 e->net->n_classes);
+        goto fail;
+    }
+    e->n = cfg->eval_n > 0 && cfg->eval_n < e->test->n ? cfg->eval_n : e->test->n;
+    if (!(e->pool = zloop_pool_new(loop, 1, s_work, s_done, e))) {
+        snprintf(err, err_len, "evaluation: cannot start its thread");
+        goto fail;
+    }
+    return e;
+fail:
+    net_free(&e->net);
+    dataset_free(&e->test);
+    free(e);
+    return NULL;
+}
+
+static float *s_dup(const float *x, size_t n) {
+    float *y = malloc((n ? n : 1) * sizeof(float));
+    if (y && n) memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+int ps_eval_submit(ps_eval_t *e, uint64_t step, double wall_s, const float *params, const float *polyak,
+                   const float *state, int final) {
+    if (!e || !e->pool) return -EPIPE;
+    s_job_t *j = calloc(1, sizeof *j);
+    if (!j) return -ENOMEM;
+    j->r.step = step;
+    j->r.wall_s = wall_s;
+    j->r.final = final;
+    j->params = s_dup(params, e->net->n_params);
+    if (polyak) j->polyak = s_dup(polyak, e->net->n_params);
+    if (state && e->net->n_state) j->state = s_dup(state, e->net->n_state);
+    if (!j->params || (polyak && !j->polyak) || (state && e->net->n_state && !j->state)) {
+        s_job_free(j);
+        return -ENOMEM;
+    }
+    int rc = zloop_pool_submit(e->pool, j);
+    if (rc < 0) s_job_free(j);
+    return rc;
+}
+
+size_t ps_eval_pending(const ps_eval_t *e) { return e ? zloop_pool_pending(e->pool) : 0; }
+
+int ps_eval_n(const ps_eval_t *e) { return e ? e->n : 0; }
+
+void ps_eval_close(ps_eval_t **e_p) {
+    if (!e_p || !*e_p) return;
+    ps_eval_t *e = *e_p;
+    *e_p = NULL;
+    /* Joins the thread: the network is free to go afterwards. */
+    zloop_pool_close(&e->pool);
+    net_free(&e->net);
+    dataset_free(&e->test);
+    free(e);
+}

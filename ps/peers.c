@@ -1,0 +1,83 @@
+/* ps/peers.c — see peers.h. A linear table: a run has a handful to a few
+ * hundred clients, and a scan of routing ids is cheaper than the message
+ * decode that precedes it. */
+#include "ps/peers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ps_peers_init(ps_peers_t *t, int cap) {
+    memset(t, 0, sizeof *t);
+    if (cap < 1) cap = 1;
+    t->v = calloc((size_t)cap, sizeof *t->v);
+    if (!t->v) return -ENOMEM;
+    t->cap = cap;
+    return 0;
+}
+
+void ps_peers_release(ps_peers_t *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n; i++) free(t->v[i]);
+    free(t->v);
+    memset(t, 0, sizeof *t);
+}
+
+ps_peer_t *ps_peers_find(const ps_peers_t *t, const zloop_peer_t *r) {
+    for (int i = 0; i < t->n; i++) {
+        const zloop_peer_t *q = &t->v[i]->route;
+        if (q->len == r->len && memcmp(q->id, r->id, r->len) == 0) return t->v[i];
+    }
+    return NULL;
+}
+
+ps_peer_t *ps_peers_add(ps_peers_t *t, const zloop_peer_t *r) {
+    if (t->n >= t->cap) {
+        ps_peer_t *old = NULL;
+        for (int i = 0; i < t->n; i++)
+            if (!t->v[i]->present && (!old || t->v[i]->last_ns < old->last_ns)) old = t->v[i];
+        if (!old) return NULL;
+        ps_peers_remove(t, old);
+    }
+    ps_peer_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->route = *r;
+    p->rank = -1;
+    t->v[t->n++] = p;
+    return p;
+}
+
+void ps_peers_remove(ps_peers_t *t, ps_peer_t *p) {
+    if (!p) return;
+    for (int i = 0; i < t->n; i++) {
+        if (t->v[i] != p) continue;
+        t->v[i] = t->v[t->n - 1];
+        t->n--;
+        free(p);
+        return;
+    }
+}
+
+int ps_peers_count(const ps_peers_t *t, msg_role_t role, int present_only) {
+    int n = 0;
+    for (int i = 0; i < t->n; i++) {
+        const ps_peer_t *p = t->v[i];
+        if ((role == MSG_ROLE_NONE || p->role == role) && (!present_only || p->present)) n++;
+    }
+    return n;
+}
+
+int ps_peers_rank_taken(const ps_peers_t *t, msg_role_t role, int rank, const ps_peer_t *except) {
+    for (int i = 0; i < t->n; i++) {
+        const ps_peer_t *p = t->v[i];
+        if (p != except && p->role == role && p->rank == rank) return 1;
+    }
+    return 0;
+}
+
+const char *ps_peer_name(const ps_peer_t *p, char *buf, size_t len) {
+    snprintf(buf, len, "%s#%u (pid %u on %s)", msg_role_name(p->role), p->id, p->pid,
+             p->host[0] ? p->host : "?");
+    return buf;
+}

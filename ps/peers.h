@@ -1,0 +1,82 @@
+/* ps/peers.h — the parameter server's table of clients, keyed by their
+ * ZeroMQ routing id: role, assigned id, liveness, the long-poll request each
+ * one is waiting on, and a worker's place in the synchronous round.
+ *
+ * A peer enters the table with an accepted Hello and leaves it with Bye, or
+ * when the table is full and a new client needs the slot of the one silent
+ * the longest. Peers are heap objects: pointers stay valid until
+ * ps_peers_remove() (or ps_peers_release()).
+ *
+ * Threads: the PS's loop thread only.
+ */
+#ifndef KFAC_PS_PEERS_H
+#define KFAC_PS_PEERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/zloop.h"
+#include "proto/msg.h"
+
+/* What a peer's outstanding long poll asks for. */
+typedef enum {
+    PS_WAIT_NONE = 0,
+    PS_WAIT_PARAMS, /* Params with version >= min_version (GetParams, GradPush, StatsPush) */
+    PS_WAIT_JOB,    /* a Job with n <= max_n (JobRequest, JobResult) */
+} ps_wait_t;
+
+typedef struct ps_peer {
+    zloop_peer_t route;      /* ROUTER identity */
+    msg_role_t role;
+    uint32_t id;             /* assigned at Welcome, never reused */
+    uint32_t asked_id;       /* sender_id of its Hello (the daemon's --id) */
+    uint32_t pid;
+    char host[64];
+    int rank, n_ranks;       /* shard given in Welcome */
+    int present;             /* heard from within worker_timeout_ms */
+    uint64_t last_ns;        /* when its last accepted message came (uv_hrtime) */
+    uint64_t echo_ns;        /* mono_ns of its last heartbeat, echoed back */
+    ps_wait_t wait;
+    uint64_t min_version;    /* PS_WAIT_PARAMS */
+    uint32_t max_n;          /* PS_WAIT_JOB (0: any), kept from its last JobRequest */
+    uint64_t wait_seq;       /* PS_WAIT_JOB: arrival order, served first come first served */
+    /* gradient workers */
+    int has_params;          /* has been sent Params at least once */
+    int member;              /* the current round waits for its gradient */
+    int pushed;              /* its gradient of the current version is in */
+    int skipped;             /* its push for the current round was rejected */
+    /* counters */
+    uint64_t n_accepted;     /* gradients / statistics / results accepted */
+    uint64_t n_rejected;
+} ps_peer_t;
+
+typedef struct ps_peers {
+    ps_peer_t **v;           /* (n) owned */
+    int n, cap;              /* cap: most peers held at once */
+} ps_peers_t;
+
+/* An empty table for at most cap peers. Returns 0 or -ENOMEM. */
+int ps_peers_init(ps_peers_t *t, int cap);
+void ps_peers_release(ps_peers_t *t);
+
+/* The peer with routing id r, or NULL. */
+ps_peer_t *ps_peers_find(const ps_peers_t *t, const zloop_peer_t *r);
+
+/* A new zeroed peer for routing id r (caller fills it). When the table is
+ * full the peer silent the longest among those not present is evicted
+ * first; returns NULL when every peer is present (or out of memory). */
+ps_peer_t *ps_peers_add(ps_peers_t *t, const zloop_peer_t *r);
+
+/* Remove and free p (NULL: no-op). */
+void ps_peers_remove(ps_peers_t *t, ps_peer_t *p);
+
+/* Peers of a role (MSG_ROLE_NONE: any), present ones only if present_only. */
+int ps_peers_count(const ps_peers_t *t, msg_role_t role, int present_only);
+
+/* Is shard `rank` of role held by a peer other than except? */
+int ps_peers_rank_taken(const ps_peers_t *t, msg_role_t role, int rank, const ps_peer_t *except);
+
+/* "worker#3 (pid 4242 on host1)" into buf; returns buf. */
+const char *ps_peer_name(const ps_peer_t *p, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,762 @@
+/* ps/round.c — the parameter server's training logic on the loop thread:
+ * the synchronous gradient round of version t, statistics folding,
+ * inversion jobs (ps/sched.h decides which block goes to which daemon), the
+ * step itself, publishing t + 1, evaluations and progress lines.
+ *
+ * The round of version t (docs/architecture.md, "The round"):
+ *   members  = the workers present when the round opened that had been sent
+ *              Params before (a worker that joins mid-round gets the current
+ *              Params at once and is a member from the next round on; before
+ *              the first step every worker that asks is a member);
+ *   ready    = at least one gradient of version t is in, every member still
+ *              present has pushed (or had its push rejected), before the
+ *              first step the start-up gate is open ([cluster] workers have
+ *              joined, or worker_timeout_ms passed since the first did), and
+ *              the staleness bound holds;
+ *   the step = weighted mean of the gradients (weights n_examples), the
+ *              K-FAC (or SGD) update, the mean of the pushed batch-norm
+ *              states, a steps.csv row, t + 1 published to every client
+ *              waiting for it.
+ */
+#include "ps/server_int.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kfac_linalg.h"
+#include "common/log.h"
+
+/* ---- Params ------------------------------------------------------------------ */
+
+void ps_round_drop_params_cache(ps_server_t *s) {
+    for (int i = 0; i < 2; i++) {
+        free(s->pbuf[i]);
+        s->pbuf[i] = NULL;
+        s->plen[i] = 0;
+        s->pver[i] = -1;
+    }
+}
+
+/* Does a worker sent Params now compute statistics with its next gradient? */
+static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
+    return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == 1 && s->cfg->stats_every > 0 &&
+           s->t % s->cfg->stats_every == 0;
+}
+
+int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
+    if (!s->sock) return -EPIPE;
+    int ws = s_want_stats(s, p);
+    if (s->pver[ws] != s->t || !s->pbuf[ws]) {
+        free(s->pbuf[ws]);
+        s->pbuf[ws] = NULL;
+        msg_t m;
+        msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 0);
+        m.params.version = (uint64_t)s->t;
+        m.params.params = s->net->params;
+        m.params.n_params = s->net->n_params;
+        m.params.state = s->net->n_state ? s->net->state : NULL;
+        m.params.n_state = s->net->n_state;
+        m.params.want_stats = ws;
+        int rc = msg_encode(&m, &s->pbuf[ws], &s->plen[ws]);
+        if (rc < 0) {
+            log_error("encoding Params failed: %s", strerror(-rc));
+            return rc;
+        }
+        s->pver[ws] = s->t;
+    }
+    int rc = zloop_send(s->sock, &p->route, s->pbuf[ws], s->plen[ws]);
+    p->wait = PS_WAIT_NONE;
+    if (rc < 0) {
+        log_debug("Params %ld not delivered to %s#%u: %s", s->t, msg_role_name(p->role), p->id, strerror(-rc));
+        return rc;
+    }
+    if (p->role == MSG_ROLE_WORKER) {
+        p->has_params = 1;
+        if (s->steps_done == 0 && s->phase == PS_PHASE_RUNNING) {
+            p->member = 1; /* before the first step everyone who asks is in round 0 */
+            if (!s->first_worker_ns) s->first_worker_ns = uv_hrtime();
+        }
+    }
+    return 0;
+}
+
+/* Answer now if the version is there, else hold the request. */
+static void s_wait_params(ps_server_t *s, ps_peer_t *p, uint64_t min_version) {
+    if (s->phase == PS_PHASE_RUNNING && min_version <= (uint64_t)s->t) {
+        ps_round_send_params(s, p);
+        return;
+    }
+    p->wait = PS_WAIT_PARAMS;
+    p->min_version = min_version;
+}
+
+static void s_wait_job(ps_server_t *s, ps_peer_t *p) {
+    p->wait = PS_WAIT_JOB;
+    p->wait_seq = ++s->wait_seq;
+}
+
+/* ---- clients coming and going -------------------------------------------------- */
+
+void ps_round_peer_joined(ps_server_t *s, ps_peer_t *p) {
+    (void)s;
+    (void)p; /* a worker becomes a member when it is sent Params; an invertd when it asks for work */
+}
+
+void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
+    char name[160];
+    ps_peer_name(p, name, sizeof name);
+    if (p->role == MSG_ROLE_WORKER) {
+        int blocking = p->member && !p->pushed && !p->skipped;
+        p->member = 0;
+        if (blocking) {
+            if (!p->present) s->n_dropped++;
+            log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->t);
+        } else if (!p->present) {
+            log_info("%s %s", name, why);
+        }
+    } else if (p->role == MSG_ROLE_INVERTD) {
+        int b = s->kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
+        if (b >= 0) {
+            uint64_t id = s->sched[b].cur.id;
+            ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+            log_warn("%s %s: its job %" PRIu64 " (layer %d factor %d, n=%d) goes back to the queue", name, why, id,
+                     s->kfac->blocks[b].layer, s->kfac->blocks[b].factor, s->kfac->blocks[b].n);
+        } else if (!p->present) {
+            log_info("%s %s", name, why);
+        }
+    } else if (!p->present) {
+        log_info("%s %s", name, why);
+    }
+    ps_round_dispatch_jobs(s);
+    ps_round_try_step(s);
+}
+
+/* ---- requests ------------------------------------------------------------------- */
+
+void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    s_wait_params(s, p, m->get_params.min_version);
+}
+
+void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    const msg_grad_push_t *g = &m->grad_push;
+    char err[600];
+    if (s->phase != PS_PHASE_RUNNING) {
+        p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
+        p->min_version = (uint64_t)s->t + 1;
+        return;
+    }
+    if (g->version > (uint64_t)s->t) {
+        ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                      "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->t);
+        return;
+    }
+    if (g->version < (uint64_t)s->t) {
+        /* Taken at old parameters (the worker was dropped, or joined late):
+         * discarded; the worker gets the current ones. */
+        s->n_stale_grads++;
+        log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
+                  msg_role_name(p->role), p->id, s->t);
+        ps_round_send_params(s, p);
+        return;
+    }
+    if (p->pushed) {
+        ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_UNEXPECTED,
+                      "a second gradient for version %ld from the same worker", s->t);
+        return;
+    }
+    if (g->stats.n_layers > 0 && s->kfac) {
+        if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, s->scratch, s->unpack_buf, err,
+                                 sizeof err) < 0) {
+            ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
+            ps_round_after_reject(s, p, m);
+            return;
+        }
+        if (kfac_stats_merge(s->round_stats, s->scratch) == 0) s->round_stats_have = 1;
+    }
+    const float w = (float)g->n_examples;
+    /* grad_acc += n_examples * grad  (n_params floats) */
+    cblas_saxpy((int)s->net->n_params, w, g->grad, 1, s->grad_acc, 1);
+    s->acc_n += (double)g->n_examples;
+    s->acc_loss += (double)g->n_examples * g->loss;
+    s->acc_correct += g->n_correct;
+    if (s->net->n_state && g->n_state == s->net->n_state) {
+        /* state_acc += n_examples * state  (n_state floats) */
+        cblas_saxpy((int)s->net->n_state, w, g->state, 1, s->state_acc, 1);
+        s->state_n += (double)g->n_examples;
+    }
+    s->n_grads++;
+    s->n_grads_total++;
+    p->pushed = 1;
+    p->n_accepted++;
+    p->wait = PS_WAIT_PARAMS;
+    p->min_version = (uint64_t)s->t + 1;
+    ps_round_try_step(s);
+}
+
+/* After new statistics: the scheduler's versions follow the optimizer's. */
+static void s_sync_factor_versions(ps_server_t *s) {
+    for (int b = 0; b < s->n_blocks; b++) ps_sched_folded(&s->sched[b], s->kfac->blocks[b].factor_version);
+}
+
+void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    const msg_stats_push_t *sp = &m->stats_push;
+    char err[600];
+    if (!s->kfac) {
+        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_UNEXPECTED,
+                      "[optimizer] kind is sgd: this run takes no statistics");
+        return;
+    }
+    if (s->phase != PS_PHASE_RUNNING) {
+        p->wait = PS_WAIT_PARAMS;
+        p->min_version = (uint64_t)s->t + 1;
+        return;
+    }
+    if (sp->params_version > (uint64_t)s->t) {
+        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
+                      "stats_push.params_version %" PRIu64 " is ahead of the server's %ld", sp->params_version, s->t);
+        ps_round_send_params(s, p);
+        return;
+    }
+    if (ps_wire_stats_unpack(&s->shape, &sp->stats, (double)sp->n_examples, s->scratch, s->unpack_buf, err,
+                             sizeof err) < 0) {
+        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
+        ps_round_send_params(s, p);
+        return;
+    }
+    int rc = kfac_opt_fold(s->kfac, s->scratch, (long)sp->params_version);
+    if (rc < 0) {
+        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
+                      rc == -EDOM ? "not finite" : "layout mismatch");
+        ps_round_send_params(s, p);
+        return;
+    }
+    s->n_folds++;
+    p->n_accepted++;
+    s_sync_factor_versions(s);
+    ps_round_send_params(s, p);
+    ps_round_dispatch_jobs(s);
+    ps_round_try_step(s);
+}
+
+void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
+        char name[160];
+        log_info("%s asks for work while holding a job: that job goes back to the queue",
+                 ps_peer_name(p, name, sizeof name));
+        ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+    }
+    p->max_n = m->job_request.max_n;
+    s_wait_job(s, p);
+    ps_round_dispatch_jobs(s);
+}
+
+void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    const msg_job_result_t *r = &m->job_result;
+    char err[600], name[160];
+    ps_peer_name(p, name, sizeof name);
+    int b = ps_wire_block_of(s->kfac, r->layer, r->factor);
+    if (b < 0) {
+        ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
+                      "job_result: layer %u factor %u is not a block of this model's optimizer", r->layer, r->factor);
+        ps_round_after_reject(s, p, m);
+        return;
+    }
+    ps_sched_block_t *sb = &s->sched[b];
+    long version = -1;
+    int cur = ps_sched_result(sb, r->job_id, &version);
+    if (cur < 0) {
+        ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_STALE,
+                      "job %" PRIu64 " (layer %u factor %u) was not handed out by this server, or was answered already",
+                      r->job_id, r->layer, r->factor);
+        ps_round_after_reject(s, p, m);
+        return;
+    }
+    if ((long)r->factor_version != version) {
+        ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
+                      "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64, r->job_id, version,
+                      r->factor_version);
+        ps_sched_failed(sb, version);
+        ps_round_after_reject(s, p, m);
+        return;
+    }
+    if (r->error && r->error[0]) {
+        uint64_t skipped = 0;
+        s->n_inv_failed++;
+        ps_sched_failed(sb, version);
+        if (ps_ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
+                     r->n, version, r->error);
+    } else {
+        kfac_inverse_t *inv = ps_wire_result_inverse(r, s->kfac->blocks[b].n, s->job_F, err, sizeof err);
+        int rc = inv ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
+        kfac_inverse_free(&inv);
+        if (rc < 0) {
+            ps_sched_failed(sb, version);
+            ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",
+                          err[0] ? err : "the inverse was not installed");
+            s_wait_job(s, p);
+            ps_round_dispatch_jobs(s);
+            return;
+        }
+        if (rc == 0) {
+            ps_sched_installed(sb, version);
+            s->n_installed++;
+        } else {
+            s->n_ignored_old++;
+        }
+        log_debug("%s: job %" PRIu64 " (layer %u factor %u, version %ld, %.1f ms)%s%s", name, r->job_id, r->layer,
+                  r->factor, version, r->compute_ms, cur ? "" : " (late)",
+                  rc == 0 ? " installed" : " older than the inverse held: ignored");
+    }
+    p->n_accepted++;
+    s_wait_job(s, p);
+    ps_round_dispatch_jobs(s);
+    ps_round_try_step(s);
+}
+
+void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    if (s->phase != PS_PHASE_RUNNING) return;
+    switch (m->type) {
+    case MSG_GRAD_PUSH:
+        if (p->role != MSG_ROLE_WORKER) return;
+        if (m->grad_push.version == (uint64_t)s->t && !p->pushed) {
+            /* Not waited for in this round; it gets the next version. */
+            p->skipped = 1;
+            p->wait = PS_WAIT_PARAMS;
+            p->min_version = (uint64_t)s->t + 1;
+            ps_round_try_step(s);
+        } else if (m->grad_push.version < (uint64_t)s->t) {
+            ps_round_send_params(s, p);
+        }
+        break;
+    case MSG_STATS_PUSH:
+        if (p->role == MSG_ROLE_STATSD) ps_round_send_params(s, p);
+        break;
+    case MSG_JOB_RESULT:
+        if (p->role != MSG_ROLE_INVERTD) return;
+        if (s->kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+        s_wait_job(s, p);
+        ps_round_dispatch_jobs(s);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- inversion jobs --------------------------------------------------------------- */
+
+static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
+    const kfac_block_t *kb = &s->kfac->blocks[b];
+    ps_sched_block_t *sb = &s->sched[b];
+    float damping = 0.0f;
+    long fv = -1;
+    int rc = kfac_opt_block_job(s->kfac, b, s->job_F, &damping, &fv);
+    if (rc < 0) {
+        log_error("cutting a job for layer %d factor %d failed (%s)", kb->layer, kb->factor, strerror(-rc));
+        ps_sched_failed(sb, sb->factor_version);
+        return 0; /* the daemon keeps waiting */
+    }
+    /* full n x n (upper authoritative) -> packed upper triangle */
+    kfac_linalg_pack_upper(s->job_F, kb->n, s->job_packed);
+    char name[160];
+    ps_peer_name(p, name, sizeof name);
+    if (sb->cur.id != 0) {
+        uint64_t skipped = 0;
+        s->n_reassigned++;
+        if (ps_ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            log_warn("job %" PRIu64 " (layer %d factor %d, n=%d) is overdue after %.1fs on invertd#%u: "
+                     "handing it to %s",
+                     sb->cur.id, kb->layer, kb->factor, kb->n, (now_ms - sb->cur.start_ms) / 1e3, sb->cur.owner, name);
+    }
+    msg_t m;
+    msg_init(&m, MSG_JOB, MSG_ROLE_PS, 0);
+    m.job.job_id = s->next_job_id++;
+    m.job.layer = (uint32_t)kb->layer;
+    m.job.factor = (uint32_t)kb->factor;
+    m.job.factor_version = (uint64_t)fv;
+    m.job.method = ps_wire_method(s->kfac->opts.method);
+    m.job.damping = damping;
+    m.job.n = (uint32_t)kb->n;
+    m.job.packed = s->job_packed;
+    m.job.n_packed = msg_packed_len((uint64_t)kb->n);
+    rc = ps_srv_send(s, &p->route, &m);
+    p->wait = PS_WAIT_NONE;
+    if (rc < 0) return rc;
+    ps_sched_assign(sb, m.job.job_id, fv, p->id, now_ms);
+    s->n_jobs_sent++;
+    log_debug("job %" PRIu64 " -> %s: layer %d factor %d n=%d version %ld damping %g", m.job.job_id, name, kb->layer,
+              kb->factor, kb->n, fv, (double)damping);
+    return 0;
+}
+
+void ps_round_dispatch_jobs(ps_server_t *s) {
+    if (!s->kfac || s->phase != PS_PHASE_RUNNING || !s->sock) return;
+    const double timeout = (double)s->cfg->job_timeout_ms;
+    for (;;) {
+        double now = ps_srv_now_ms();
+        ps_peer_t *best = NULL;
+        int best_b = -1;
+        for (int i = 0; i < s->peers.n; i++) {
+            ps_peer_t *p = s->peers.v[i];
+            if (p->role != MSG_ROLE_INVERTD || p->wait != PS_WAIT_JOB || !p->present) continue;
+            if (best && p->wait_seq >= best->wait_seq) continue;
+            int b = ps_sched_pick(s->sched, s->n_blocks, s->policy, p->max_n, now, timeout);
+            if (b < 0) continue;
+            best = p;
+            best_b = b;
+        }
+        if (!best) return;
+        s_send_job(s, best, best_b, now); /* the daemon stops waiting either way: no endless loop */
+    }
+}
+
+/* ---- the step ----------------------------------------------------------------------- */
+
+/* SP-NGD Algorithm 1 per block: at its refresh step, record a summary of the
+ * running factor (its diagonal) and ask for a new inverse; Algorithm 2 sets
+ * the next refresh step from how much the summary moved. */
+static void s_adaptive_mark(ps_server_t *s) {
+    for (int b = 0; b < s->n_blocks; b++) {
+        ps_sched_block_t *sb = &s->sched[b];
+        if (sb->factor_version < 0 || !kfac_refresh_due(s->refresh[b], s->t)) continue;
+        if (sb->inv_version >= 0 && sb->factor_version <= sb->inv_version) continue; /* nothing new yet */
+        const kfac_block_t *kb = &s->kfac->blocks[b];
+        const float *F = s->kfac->avg->layers[kb->stat].f[kb->factor].data;
+        for (int i = 0; i < kb->n; i++) s->diag[i] = F[(size_t)i * kb->n + i];
+        int delta = kfac_refresh_record(s->refresh[b], s->diag, s->t);
+        sb->due = 1;
+        log_debug("adaptive refresh: layer %d factor %d at step %ld, next in %d steps", kb->layer, kb->factor, s->t,
+                  delta);
+    }
+}
+
+static int s_members_waiting(const ps_server_t *s, int *n_members) {
+    int waiting = 0, members = 0;
+    for (int i = 0; i < s->peers.n; i++) {
+        const ps_peer_t *p = s->peers.v[i];
+        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present) continue;
+        members++;
+        if (!p->pushed && !p->skipped) waiting++;
+    }
+    if (n_members) *n_members = members;
+    return waiting;
+}
+
+static void s_open_round(ps_server_t *s) {
+    for (int i = 0; i < s->peers.n; i++) {
+        ps_peer_t *p = s->peers.v[i];
+        if (p->role != MSG_ROLE_WORKER) continue;
+        p->member = p->present && p->has_params;
+        p->pushed = p->skipped = 0;
+    }
+    memset(s->grad_acc, 0, s->net->n_params * sizeof(float));
+    if (s->net->n_state) memset(s->state_acc, 0, s->net->n_state * sizeof(float));
+    s->acc_n = s->acc_loss = s->state_n = 0.0;
+    s->acc_correct = 0;
+    s->n_grads = 0;
+    s->round_folded = s->round_marked = 0;
+    if (s->round_stats) ps_wire_stats_clear(s->round_stats);
+    s->round_stats_have = 0;
+}
+
+static void s_submit_eval(ps_server_t *s, int final) {
+    if (!s->eval) return;
+    if (!final && ps_eval_pending(s->eval) >= 2) {
+        if (!s->warned_eval_slow++)
+            log_warn("evaluation is slower than [run] eval_every = %" PRIu64 " steps: skipping some (lower eval_n?)",
+                     s->cfg->eval_every);
+        return;
+    }
+    const float *polyak = s->kfac && s->kfac->polyak_count > 0 ? s->kfac->polyak : NULL;
+    const float *state = s->net->n_state ? s->net->state : NULL;
+    int rc = ps_eval_submit(s->eval, (uint64_t)s->t, ps_srv_wall_s(s), s->net->params, polyak, state, final);
+    if (rc < 0) {
+        log_error("could not queue an evaluation: %s", strerror(-rc));
+        return;
+    }
+    s->eval_queued_step = s->t;
+}
+
+/* The run is over (steps or target): final evaluation, then shutdown. */
+static void s_finish(ps_server_t *s, const char *reason) {
+    if (s->phase != PS_PHASE_RUNNING) return;
+    s->phase = PS_PHASE_FINISHING;
+    s->final_step = s->t;
+    snprintf(s->reason, sizeof s->reason, "%s", reason);
+    log_info("%s; final evaluation at step %ld", reason, s->t);
+    if (s->eval_queued_step == s->t) return; /* the evaluation of this step is already queued */
+    s_submit_eval(s, 1);
+    if (s->eval_queued_step != s->t) ps_srv_shutdown(s, 0);
+}
+
+static void s_progress(ps_server_t *s) {
+    uint64_t now = uv_hrtime();
+    double dt = (double)(now - s->prog_ns) * 1e-9;
+    double rate = dt > 0 ? (double)(s->steps_done - s->prog_step) / dt : 0.0;
+    char test[64] = "test -", age[48] = "", eta[32] = "?";
+    if (s->have_eval)
+        snprintf(test, sizeof test, "test %.1f%% (polyak %.1f%%)", 100.0 * s->last_eval.acc,
+                 100.0 * s->last_eval.polyak_acc);
+    if (s->kfac) {
+        if (s->last_inv_age_max >= 0)
+            snprintf(age, sizeof age, "  inv age %.1f/%ld", s->last_inv_age_mean, s->last_inv_age_max);
+        else
+            snprintf(age, sizeof age, "  inv age -");
+    }
+    if (rate > 0) ps_format_duration((double)(s->cfg->steps - s->steps_done) / rate, eta, sizeof eta);
+    double n = s->prog_n ? (double)s->prog_n : 1.0;
+    log_info("step %" PRIu64 "/%" PRIu64 "  loss %.4f  acc %.1f%%  %s%s  workers %d  invertd %d  %.1f steps/s  ETA %s",
+             s->steps_done, s->cfg->steps, s->prog_loss / n, 100.0 * s->prog_acc / n, test, age,
+             ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1), rate,
+             eta);
+    s->prog_loss = s->prog_acc = 0.0;
+    s->prog_n = 0;
+    s->prog_ns = now;
+    s->prog_step = s->steps_done;
+}
+
+static void s_apply_step(ps_server_t *s) {
+    const size_t np = s->net->n_params;
+    /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
+    cblas_sscal((int)np, (float)(1.0 / s->acc_n), s->grad_acc, 1);
+    ps_step_row_t row;
+    memset(&row, 0, sizeof row);
+    row.inv_age_max = -1;
+    double step_size = 0.0;
+    if (s->kfac) {
+        kfac_step_info_t info;
+        memset(&info, 0, sizeof info);
+        int rc = kfac_opt_step(s->kfac, s->net->params, s->grad_acc, s->t, &info);
+        if (rc < 0) {
+            s->n_step_failures++;
+            s->consecutive_failures++;
+            log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->t, strerror(-rc));
+            if (s->consecutive_failures >= PS_MAX_STEP_FAILURES) {
+                snprintf(s->reason, sizeof s->reason,
+                         "the update was not finite for %d steps in a row (diverged: lower eta_max/kl_c0 or lr, raise "
+                         "damping)",
+                         PS_MAX_STEP_FAILURES);
+                log_error("%s", s->reason);
+                ps_srv_shutdown(s, 1);
+                return;
+            }
+        } else {
+            s->consecutive_failures = 0;
+            step_size = info.step;
+        }
+        ps_sched_ages(s->sched, s->n_blocks, s->t, &row.inv_age_mean, &row.inv_age_max, &row.stats_age_mean);
+        double now_s = ps_srv_now_ms() * 1e-3, ms = 0.0;
+        int n_inv = 0;
+        for (int b = 0; b < s->n_blocks; b++)
+            if (s->kfac->blocks[b].inv->valid) {
+                ms += (now_s - s->kfac->blocks[b].inv_time_s) * 1e3;
+                n_inv++;
+            }
+        row.inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
+    } else {
+        step_size = lr_at(&s->lr, s->t);
+        sgd_step(s->sgd, s->net->params, s->grad_acc, step_size);
+    }
+    if (s->state_n > 0) {
+        /* state = state_acc / sum(n_examples): the mean of the workers' running statistics */
+        for (size_t i = 0; i < s->net->n_state; i++) s->net->state[i] = (float)(s->state_acc[i] / s->state_n);
+    }
+    row.step = (uint64_t)s->t + 1;
+    row.wall_s = ps_srv_wall_s(s);
+    row.train_loss = s->acc_loss / s->acc_n;
+    row.train_acc = (double)s->acc_correct / s->acc_n;
+    row.step_size = step_size;
+    row.inverses_installed = s->n_installed;
+    row.stats_folded = s->n_folds;
+    row.workers = s->n_grads;
+    ps_metrics_step(s->metrics, &row);
+    s->last_inv_age_mean = row.inv_age_mean;
+    s->last_inv_age_max = row.inv_age_max;
+    s->prog_loss += row.train_loss;
+    s->prog_acc += row.train_acc;
+    s->prog_n++;
+
+    s->t++;
+    s->steps_done++;
+    s->last_step_ns = uv_hrtime();
+    s_open_round(s);
+    /* Publish t: every client waiting for this version. */
+    for (int i = 0; i < s->peers.n; i++) {
+        ps_peer_t *p = s->peers.v[i];
+        if (p->wait == PS_WAIT_PARAMS && p->min_version <= (uint64_t)s->t) ps_round_send_params(s, p);
+    }
+    /* Members of the new round: the workers present that hold parameters. */
+    for (int i = 0; i < s->peers.n; i++) {
+        ps_peer_t *p = s->peers.v[i];
+        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params;
+    }
+    if (s->steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
+    if (s->steps_done % s->cfg->progress_every == 0 || s->steps_done == s->cfg->steps) s_progress(s);
+    if (s->kfac && s->cfg->stats_mode == 0 && s->n_folds == 0 && s->steps_done == 20 && !s->warned_no_stats++)
+        log_warn("no statistics after 20 steps: is kfac-statsd running? ([kfac] stats = async); until then every "
+                 "layer steps with the identity ([kfac] identity)");
+    if (s->steps_done >= s->cfg->steps) {
+        char why[96];
+        snprintf(why, sizeof why, "all %" PRIu64 " steps done", s->cfg->steps);
+        s_finish(s, why);
+    } else {
+        ps_round_dispatch_jobs(s);
+    }
+}
+
+void ps_round_try_step(ps_server_t *s) {
+    if (s->phase != PS_PHASE_RUNNING || s->n_grads == 0) return;
+    int n_members = 0;
+    if (s_members_waiting(s, &n_members) > 0) return;
+    if (s->steps_done == 0 && !s->gate_open) {
+        uint64_t waited = s->first_worker_ns ? uv_hrtime() - s->first_worker_ns : 0;
+        if (n_members >= s->cfg->workers) {
+            s->gate_open = 1;
+        } else if (waited >= s->cfg->worker_timeout_ms * 1000000ULL) {
+            s->gate_open = 1;
+            log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
+                     n_members, s->cfg->workers, (double)waited * 1e-9);
+        } else {
+            return;
+        }
+    }
+    if (s->kfac) {
+        if (!s->round_folded) {
+            s->round_folded = 1;
+            if (s->round_stats_have) {
+                int rc = kfac_opt_fold(s->kfac, s->round_stats, s->t);
+                if (rc == 0) {
+                    s->n_folds++;
+                    s_sync_factor_versions(s);
+                } else {
+                    log_warn("step %ld: the workers' statistics were not folded (%s)", s->t, strerror(-rc));
+                }
+            }
+        }
+        if (!s->round_marked) {
+            s->round_marked = 1;
+            if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->t, s->cfg->inverse_every);
+            else if (s->policy == PS_SCHED_ADAPTIVE) s_adaptive_mark(s);
+        }
+        int k = s->cfg->max_inverse_staleness;
+        if (k >= 0) {
+            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k);
+            ps_round_dispatch_jobs(s);
+            if (s->phase != PS_PHASE_RUNNING) return;
+            if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->t, k, NULL)) return;
+        } else {
+            ps_round_dispatch_jobs(s);
+        }
+    }
+    s_apply_step(s);
+}
+
+/* ---- timer -------------------------------------------------------------------------- */
+
+void ps_round_tick(ps_server_t *s) {
+    if (s->phase != PS_PHASE_RUNNING) return;
+    ps_round_dispatch_jobs(s); /* overdue jobs become available */
+    ps_round_try_step(s);      /* the start-up gate may have opened */
+    if (s->phase != PS_PHASE_RUNNING) return;
+    uint64_t now = uv_hrtime();
+    if (now - s->last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
+    if (!ps_ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
+    char what[700] = "";
+    size_t off = 0;
+    int n_members = 0, waiting = s_members_waiting(s, &n_members);
+    int n_workers = ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1);
+    if (waiting > 0) {
+        off += (size_t)snprintf(what + off, sizeof what - off, "gradients from");
+        int listed = 0;
+        for (int i = 0; i < s->peers.n && listed < 4; i++) {
+            const ps_peer_t *p = s->peers.v[i];
+            if (p->role != MSG_ROLE_WORKER || !p->member || !p->present || p->pushed || p->skipped) continue;
+            off += (size_t)snprintf(what + off, sizeof what - off, "%s worker#%u", listed ? "," : "", p->id);
+            listed++;
+        }
+        if (waiting > listed) off += (size_t)snprintf(what + off, sizeof what - off, " and %d more", waiting - listed);
+    } else if (s->n_grads == 0) {
+        snprintf(what, sizeof what, "a gradient (%d gradient worker%s connected)", n_workers, n_workers == 1 ? "" : "s");
+    } else if (s->steps_done == 0 && !s->gate_open) {
+        snprintf(what, sizeof what, "[cluster] workers = %d gradient workers to join (%d so far)", s->cfg->workers,
+                 n_members);
+    } else if (s->kfac && s->cfg->max_inverse_staleness >= 0) {
+        int blocking = 0;
+        ps_sched_bound_ok(s->sched, s->n_blocks, s->t, s->cfg->max_inverse_staleness, &blocking);
+        int no_stats = 0;
+        for (int b = 0; b < s->n_blocks; b++) no_stats += s->sched[b].factor_version < s->t - s->cfg->max_inverse_staleness;
+        snprintf(what, sizeof what,
+                 "inverses at most %d versions old: %d block%s too old (%d without fresh enough statistics; %d jobs in "
+                 "flight; %d invertd connected)",
+                 s->cfg->max_inverse_staleness, blocking, blocking == 1 ? "" : "s", no_stats,
+                 ps_sched_in_flight(s->sched, s->n_blocks), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1));
+    } else {
+        snprintf(what, sizeof what, "nothing known (please report)");
+    }
+    log_info("step %ld has waited %.0fs for %s", s->t, (double)(now - s->last_step_ns) * 1e-9, what);
+}
+
+/* ---- evaluation and summary --------------------------------------------------------- */
+
+void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
+    ps_server_t *s = user;
+    if (status != 0) return;
+    ps_metrics_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
+    s->last_eval = *r;
+    s->have_eval = 1;
+    log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",
+             r->step, r->loss, 100.0 * r->acc, r->polyak_loss, 100.0 * r->polyak_acc, r->n, r->eval_ms);
+    if (s->phase == PS_PHASE_RUNNING) {
+        double target = s->cfg->target_acc;
+        if (target > 0 && (r->acc >= target || r->polyak_acc >= target)) {
+            char why[160];
+            snprintf(why, sizeof why, "target accuracy %.2f%% reached at step %" PRIu64 " (test %.2f%%, polyak %.2f%%)",
+                     100.0 * target, r->step, 100.0 * r->acc, 100.0 * r->polyak_acc);
+            s_finish(s, why);
+        }
+    } else if (s->phase == PS_PHASE_FINISHING && (long)r->step == s->final_step) {
+        ps_srv_shutdown(s, 0);
+    }
+}
+
+void ps_round_summary(const ps_server_t *s, char *buf, size_t len) {
+    double wall = ps_srv_wall_s(s);
+    size_t off = 0;
+#define S_ADD(...)                                                          \
+    do {                                                                    \
+        if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); \
+    } while (0)
+    S_ADD("%s: %" PRIu64 " steps in %.1fs", s->exit_code ? "failed" : "done", s->steps_done, wall);
+    if (s->signum) S_ADD(" (stopped by %s)", s->signum == SIGINT ? "SIGINT" : "SIGTERM");
+    if (s->have_eval) {
+        S_ADD(", test acc %.2f%% (polyak %.2f%%), test loss %.4f", 100.0 * s->last_eval.acc,
+              100.0 * s->last_eval.polyak_acc, s->last_eval.loss);
+        if ((long)s->last_eval.step != s->t) S_ADD(" at step %" PRIu64, s->last_eval.step);
+    } else {
+        S_ADD(", test acc n/a");
+    }
+    S_ADD(", %.1f steps/s", wall > 0 ? (double)s->steps_done / wall : 0.0);
+    if (s->kfac)
+        S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, s->n_installed,
+              s->last_inv_age_mean, s->last_inv_age_max, s->n_folds);
+    S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);
+    uint64_t total = 0;
+    for (int t = 0; t < MSG_TYPE_COUNT; t++) total += s->rejected[t];
+    S_ADD(", rejected %" PRIu64, total);
+    if (total) {
+        const char *sep = " (";
+        for (int t = 0; t < MSG_TYPE_COUNT; t++) {
+            if (!s->rejected[t]) continue;
+            S_ADD("%s%s %" PRIu64, sep, t == MSG_NONE ? "undecodable" : msg_type_name((msg_type_t)t), s->rejected[t]);
+            sep = ", ";
+        }
+        S_ADD(")");
+    }
+#undef S_ADD
+}

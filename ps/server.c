@@ -1,0 +1,602 @@
+/* ps/server.c — see server.h. Life cycle, the ROUTER socket and the checks
+ * every message goes through, the client table (Hello/Welcome/Refuse, Bye,
+ * heartbeats, liveness) and the shutdown path. The training logic is in
+ * ps/round.c. */
+#include "ps/server_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "common/log.h"
+
+/* ---- small helpers -------------------------------------------------------- */
+
+double ps_srv_wall_s(const ps_server_t *s) { return (double)(uv_hrtime() - s->t0_ns) * 1e-9; }
+
+double ps_srv_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
+    /* Compare the first two words: "kfac" and the release. */
+    char a[2][64] = {{0}}, b[2][64] = {{0}};
+    int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
+    int nb = sscanf(PS_BUILD_ID, "%63s %63s", b[0], b[1]);
+    if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
+    snprintf(why, why_len, "build '%.100s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
+             client_build && client_build[0] ? client_build : "(none)", PS_BUILD_ID);
+    return 0;
+}
+
+int ps_srv_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
+    if (!s->sock) return -EPIPE;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = msg_encode(m, &buf, &len);
+    if (rc < 0) {
+        log_error("encoding %s failed: %s", msg_type_name(m->type), strerror(-rc));
+        return rc;
+    }
+    rc = zloop_send_take(s->sock, route, &buf, len);
+    if (rc < 0) {
+        uint64_t skipped = 0;
+        if (rc == -EHOSTUNREACH) log_debug("%s not delivered: the client is gone", msg_type_name(m->type));
+        else if (ps_ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            log_warn("sending %s failed: %s [%" PRIu64 " more]", msg_type_name(m->type), strerror(-rc), skipped);
+    }
+    return rc;
+}
+
+static void s_send_text(ps_server_t *s, const zloop_peer_t *route, msg_type_t type, const char *text) {
+    msg_t m;
+    msg_init(&m, type, MSG_ROLE_PS, 0);
+    if (type == MSG_REFUSE) m.refuse.text = (char *)text;
+    else if (type == MSG_SHUTDOWN) m.shutdown.text = (char *)text;
+    ps_srv_send(s, route, &m);
+}
+
+void ps_srv_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
+                   msg_error_code_t code, const char *fmt, ...) {
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if ((unsigned)type >= MSG_TYPE_COUNT) type = MSG_NONE;
+    s->rejected[type]++;
+    if ((unsigned)code < MSG_ERR_COUNT) s->rejected_code[code]++;
+    if (p) p->n_rejected++;
+    uint64_t skipped = 0;
+    if (ps_ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
+        char name[160];
+        if (p) ps_peer_name(p, name, sizeof name);
+        else snprintf(name, sizeof name, "an unknown client");
+        log_warn("rejected %s from %s (%s): %s%s", type == MSG_NONE ? "a message" : msg_type_name(type), name,
+                 msg_error_code_name(code), text, skipped ? " [more rejections held back]" : "");
+    }
+    msg_t m;
+    msg_init(&m, MSG_ERROR, MSG_ROLE_PS, 0);
+    m.error.code = code;
+    m.error.text = text;
+    ps_srv_send(s, route, &m);
+}
+
+/* ---- clients ----------------------------------------------------------------- */
+
+/* Shard of a new worker or stats worker: its own --id when free, else the
+ * lowest free one; when every shard is taken, shared round-robin. */
+static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
+    int n = 0;
+    if (p->role == MSG_ROLE_WORKER) n = s->cfg->workers;
+    else if (p->role == MSG_ROLE_STATSD) n = s->cfg->statsd > 0 ? s->cfg->statsd : 1;
+    p->n_ranks = n;
+    if (n <= 0) {
+        p->rank = 0;
+        return;
+    }
+    if (p->asked_id < (uint32_t)n && !ps_peers_rank_taken(&s->peers, p->role, (int)p->asked_id, p)) {
+        p->rank = (int)p->asked_id;
+        return;
+    }
+    for (int r = 0; r < n; r++)
+        if (!ps_peers_rank_taken(&s->peers, p->role, r, p)) {
+            p->rank = r;
+            return;
+        }
+    p->rank = (int)((p->id - 1) % (uint32_t)n);
+    char name[160];
+    log_warn("%s: more %ss than [cluster] %s = %d; it shares shard %d", ps_peer_name(p, name, sizeof name),
+             msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", n, p->rank);
+}
+
+static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
+    char err[600];
+    if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
+        msg_version_refusal(err, sizeof err, m->protocol_version, m->role);
+        s->rejected[MSG_HELLO]++;
+        s->rejected_code[MSG_ERR_VERSION]++;
+        log_warn("refused a %s: %s", msg_role_program(m->role), err);
+        s_send_text(s, route, MSG_REFUSE, err);
+        return;
+    }
+    int rc = msg_validate(m, &s->shape.limits, err, sizeof err);
+    if (rc < 0) {
+        ps_srv_reject(s, route, p, MSG_HELLO, MSG_ERR_INVALID, "%s", err);
+        return;
+    }
+    if (!ps_build_compatible(m->hello.build_id, err, sizeof err)) {
+        s->rejected[MSG_HELLO]++;
+        s->rejected_code[MSG_ERR_VERSION]++;
+        log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
+        s_send_text(s, route, MSG_REFUSE, err);
+        return;
+    }
+    if (s->phase != PS_PHASE_RUNNING) {
+        s_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
+        return;
+    }
+    char name[160];
+    if (p && p->role != m->role) {
+        /* The same connection now says it is something else: forget the old one. */
+        ps_round_peer_gone(s, p, "said hello again in another role");
+        ps_peers_remove(&s->peers, p);
+        p = NULL;
+    }
+    int again = p != NULL;
+    if (again) {
+        /* A client that restarted its session (or re-sent Hello): same id,
+         * same shard; its outstanding request is void, it will send it again. */
+        ps_round_peer_gone(s, p, "said hello again");
+        p->wait = PS_WAIT_NONE;
+    } else {
+        if (!(p = ps_peers_add(&s->peers, route))) {
+            snprintf(err, sizeof err, "kfac-ps already serves %d clients; no room for another", s->peers.n);
+            s->rejected[MSG_HELLO]++;
+            log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
+            s_send_text(s, route, MSG_REFUSE, err);
+            return;
+        }
+        p->role = m->role;
+        p->id = ++s->next_peer_id;
+        p->asked_id = m->sender_id;
+        p->pid = m->hello.pid;
+        snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+        s_assign_rank(s, p);
+    }
+    p->present = 1;
+    p->last_ns = uv_hrtime();
+    msg_t w;
+    msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
+    w.welcome.model_text = s->net->source;
+    w.welcome.config_text = s->config_text;
+    w.welcome.params_version = (uint64_t)s->t;
+    w.welcome.n_params = s->net->n_params;
+    w.welcome.n_state = s->net->n_state;
+    w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;
+    w.welcome.n_ranks = (uint32_t)p->n_ranks;
+    w.welcome.assigned_id = p->id;
+    ps_srv_send(s, route, &w);
+    if (p->n_ranks > 0)
+        log_info("%s %s (asked for id %u; shard %d of %d; build '%s')", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, p->rank, p->n_ranks,
+                 m->hello.build_id ? m->hello.build_id : "");
+    else
+        log_info("%s %s (asked for id %u; build '%s')", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, m->hello.build_id ? m->hello.build_id : "");
+    if (!again) ps_round_peer_joined(s, p);
+}
+
+/* An accepted message from p: it is alive. */
+static void s_touch(ps_server_t *s, ps_peer_t *p) {
+    p->last_ns = uv_hrtime();
+    if (p->present) return;
+    p->present = 1;
+    char name[160];
+    log_info("%s is back%s", ps_peer_name(p, name, sizeof name),
+             p->role == MSG_ROLE_WORKER ? "; it joins the next round" : "");
+    ps_round_peer_joined(s, p);
+}
+
+static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uint8_t *data, size_t len, void *user) {
+    (void)sock;
+    ps_server_t *s = user;
+    msg_t m;
+    char err[600] = "";
+    int rc = msg_decode(data, len, &m, err, sizeof err);
+    ps_peer_t *p = ps_peers_find(&s->peers, route);
+    if (s->phase == PS_PHASE_CLOSED) {
+        /* The grace period after Shutdown: anyone still talking is told again. */
+        if (rc == 0 && m.type != MSG_BYE && m.type != MSG_HEARTBEAT)
+            s_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
+        msg_clear(&m);
+        return;
+    }
+    if (rc < 0) {
+        if (rc == -EPROTO && m.protocol_version != KFAC_PROTOCOL_VERSION) {
+            char why[300];
+            msg_version_refusal(why, sizeof why, m.protocol_version, m.role);
+            ps_srv_reject(s, route, p, MSG_NONE, MSG_ERR_VERSION, "%s", why);
+        } else {
+            ps_srv_reject(s, route, p, MSG_NONE, MSG_ERR_BAD_MESSAGE, "%zu bytes: %s", len, err);
+        }
+        msg_clear(&m);
+        return;
+    }
+    if (m.type == MSG_HELLO) {
+        s_on_hello(s, route, p, &m);
+        msg_clear(&m);
+        return;
+    }
+    if (!p) {
+        ps_srv_reject(s, route, NULL, m.type, MSG_ERR_NOT_WELCOMED, "%s before Hello: say Hello first",
+                      msg_type_name(m.type));
+        msg_clear(&m);
+        return;
+    }
+    rc = msg_validate(&m, &s->shape.limits, err, sizeof err);
+    if (rc == -EPROTO) {
+        ps_srv_reject(s, route, p, m.type, MSG_ERR_VERSION, "%s", err);
+    } else if (rc < 0) {
+        ps_srv_reject(s, route, p, m.type, rc == -ENOMEM ? MSG_ERR_INTERNAL : MSG_ERR_INVALID, "%s", err);
+        if (m.role == p->role) ps_round_after_reject(s, p, &m);
+    } else if (m.role != p->role) {
+        ps_srv_reject(s, route, p, m.type, MSG_ERR_UNEXPECTED, "this connection said Hello as %s, not as %s",
+                      msg_role_name(p->role), msg_role_name(m.role));
+    } else {
+        s_touch(s, p);
+        switch (m.type) {
+        case MSG_HEARTBEAT:
+            p->echo_ns = m.heartbeat.mono_ns;
+            break;
+        case MSG_ERROR: {
+            uint64_t skipped = 0;
+            char name[160];
+            if (ps_ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                log_warn("%s reports %s: %s", ps_peer_name(p, name, sizeof name),
+                         msg_error_code_name(m.error.code), m.error.text ? m.error.text : "");
+            break;
+        }
+        case MSG_BYE: {
+            char name[160];
+            log_info("%s left: %s", ps_peer_name(p, name, sizeof name),
+                     m.bye.text && m.bye.text[0] ? m.bye.text : "bye");
+            ps_round_peer_gone(s, p, "left");
+            ps_peers_remove(&s->peers, p);
+            ps_round_dispatch_jobs(s);
+            ps_round_try_step(s);
+            break;
+        }
+        case MSG_GET_PARAMS: ps_round_get_params(s, p, &m); break;
+        case MSG_GRAD_PUSH: ps_round_grad_push(s, p, &m); break;
+        case MSG_STATS_PUSH: ps_round_stats_push(s, p, &m); break;
+        case MSG_JOB_REQUEST: ps_round_job_request(s, p, &m); break;
+        case MSG_JOB_RESULT: ps_round_job_result(s, p, &m); break;
+        default:
+            ps_srv_reject(s, route, p, m.type, MSG_ERR_UNEXPECTED, "kfac-ps does not take %s",
+                          msg_type_name(m.type));
+            break;
+        }
+    }
+    msg_clear(&m);
+}
+
+/* ---- timers ------------------------------------------------------------------ */
+
+static void s_on_tick(uv_timer_t *t) {
+    ps_server_t *s = t->data;
+    if (s->phase == PS_PHASE_CLOSED) return;
+    uint64_t now = uv_hrtime(), timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
+    for (int i = 0; i < s->peers.n; i++) {
+        ps_peer_t *p = s->peers.v[i];
+        if (!p->present || now - p->last_ns <= timeout_ns) continue;
+        p->present = 0;
+        char name[160], why[120];
+        snprintf(why, sizeof why, "silent for %.1fs", (double)(now - p->last_ns) * 1e-9);
+        ps_peer_name(p, name, sizeof name);
+        ps_round_peer_gone(s, p, why);
+    }
+    ps_round_tick(s);
+}
+
+static void s_on_heartbeat(uv_timer_t *t) {
+    ps_server_t *s = t->data;
+    if (s->phase == PS_PHASE_CLOSED) return;
+    msg_t m;
+    msg_init(&m, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
+    m.heartbeat.mono_ns = uv_hrtime();
+    for (int i = 0; i < s->peers.n; i++) {
+        ps_peer_t *p = s->peers.v[i];
+        if (!p->present) continue;
+        m.heartbeat.echo_ns = p->echo_ns;
+        ps_srv_send(s, &p->route, &m);
+    }
+}
+
+/* ---- shutdown ---------------------------------------------------------------- */
+
+static void s_close_handles(ps_server_t *s) {
+    ps_eval_close(&s->eval);
+    ps_metrics_close(&s->metrics);
+    if (s->tick_ok) {
+        uv_timer_stop(&s->tick);
+        uv_close((uv_handle_t *)&s->tick, NULL);
+        s->tick_ok = 0;
+    }
+    if (s->hb_ok) {
+        uv_timer_stop(&s->hb);
+        uv_close((uv_handle_t *)&s->hb, NULL);
+        s->hb_ok = 0;
+    }
+    zloop_signals_close(&s->sigs);
+    zloop_socket_close(&s->sock);
+}
+
+static void s_on_grace_over(uv_timer_t *t) {
+    s_close_handles(t->data);
+}
+
+void ps_srv_shutdown(ps_server_t *s, int exit_code) {
+    if (s->phase == PS_PHASE_CLOSED) return;
+    s->phase = PS_PHASE_CLOSED;
+    if (exit_code > s->exit_code) s->exit_code = exit_code;
+    /* The evaluation in flight (if any) finishes and is written first. */
+    ps_eval_close(&s->eval);
+    ps_metrics_close(&s->metrics);
+    char line[1400];
+    ps_round_summary(s, line, sizeof line);
+    printf("%s\n", line);
+    fflush(stdout);
+    const char *why = s->reason[0] ? s->reason : "the run is over";
+    int n = 0;
+    for (int i = 0; i < s->peers.n; i++) {
+        s_send_text(s, &s->peers.v[i]->route, MSG_SHUTDOWN, why);
+        n++;
+    }
+    log_info("sent Shutdown (%s) to %d client%s; exiting with code %d", why, n, n == 1 ? "" : "s", s->exit_code);
+    /* Keep the connections open a moment: a client that has not read the
+     * Shutdown yet would lose it if the connection dropped first. Whatever
+     * arrives meanwhile is answered with Shutdown again. */
+    if (s->hb_ok) uv_timer_stop(&s->hb);
+    if (n > 0 && s->tick_ok && s->sock) {
+        uv_timer_stop(&s->tick);
+        uv_timer_start(&s->tick, s_on_grace_over, PS_SHUTDOWN_GRACE_MS, 0);
+        return;
+    }
+    s_close_handles(s);
+}
+
+static void s_on_signal(int signum, void *user) {
+    ps_server_t *s = user;
+    if (signum == SIGHUP) {
+        log_info("SIGHUP: nothing to reload (the configuration is read once)");
+        return;
+    }
+    if (s->phase == PS_PHASE_CLOSED) {
+        s_close_handles(s); /* a second signal cuts the grace period short */
+        return;
+    }
+    s->signum = signum;
+    snprintf(s->reason, sizeof s->reason, "kfac-ps stopped by %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    log_info("%s: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    ps_srv_shutdown(s, 0);
+}
+
+/* ---- construction -------------------------------------------------------------- */
+
+static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
+    const runcfg_t *c = s->cfg;
+    char perr[512] = "";
+    if (!(s->net = net_load(c->model, 1, perr, sizeof perr))) {
+        snprintf(err, err_len, "%s", perr);
+        return -EINVAL;
+    }
+    s->net->fc_doubly_min_in = c->doubly_min_in;
+    net_init_params(s->net, c->seed);
+    if (c->optimizer == 0) {
+        kfac_opts_t ko;
+        runcfg_kfac_opts(c, &ko);
+        if (!(s->kfac = kfac_opt_new(s->net, &ko, err, err_len))) return -EINVAL;
+        if (!(s->scratch = kfac_stats_new(s->net)) || !(s->round_stats = kfac_stats_new(s->net))) {
+            snprintf(err, err_len, "out of memory (statistics)");
+            return -ENOMEM;
+        }
+    } else {
+        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay))) {
+            snprintf(err, err_len, "out of memory (sgd)");
+            return -ENOMEM;
+        }
+        runcfg_lr_sched(c, &s->lr);
+    }
+    if (ps_wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
+        snprintf(err, err_len, "out of memory (model shape)");
+        return -ENOMEM;
+    }
+    size_t np = s->net->n_params ? s->net->n_params : 1, ns = s->net->n_state ? s->net->n_state : 1;
+    s->grad_acc = calloc(np, sizeof(float));
+    s->state_acc = calloc(ns, sizeof(float));
+    s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
+    if (!s->grad_acc || !s->state_acc || !s->unpack_buf) {
+        snprintf(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    s->policy = (ps_sched_policy_t)c->refresh;
+    if (s->kfac) {
+        s->n_blocks = s->kfac->n_blocks;
+        int max_n = 1;
+        s->sched = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->sched);
+        if (!s->sched) goto oom;
+        for (int b = 0; b < s->n_blocks; b++) {
+            ps_sched_block_init(&s->sched[b], s->kfac->blocks[b].n);
+            if (s->kfac->blocks[b].n > max_n) max_n = s->kfac->blocks[b].n;
+        }
+        s->job_F = malloc((size_t)max_n * max_n * sizeof(float));
+        s->job_packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
+        s->diag = malloc((size_t)max_n * sizeof(float));
+        if (!s->job_F || !s->job_packed || !s->diag) goto oom;
+        if (s->policy == PS_SCHED_ADAPTIVE) {
+            s->refresh = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->refresh);
+            if (!s->refresh) goto oom;
+            for (int b = 0; b < s->n_blocks; b++)
+                if (!(s->refresh[b] = kfac_refresh_new((size_t)s->kfac->blocks[b].n, c->refresh_alpha, 0))) {
+                    snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g)",
+                             c->refresh_alpha);
+                    return -EINVAL;
+                }
+        }
+    }
+    if (!(s->config_text = runcfg_shared_text(c))) goto oom;
+    return 0;
+oom:
+    snprintf(err, err_len, "out of memory");
+    return -ENOMEM;
+}
+
+static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
+    if (!(s->zctx = zmq_ctx_new())) {
+        snprintf(err, err_len, "zmq_ctx_new failed: %s", zmq_strerror(errno));
+        return -ENOMEM;
+    }
+    zloop_socket_opts_t o;
+    zloop_socket_opts_default(&o);
+    int64_t max_bytes = msg_limits_max_bytes(&s->shape.limits);
+    o.max_msg_bytes = max_bytes > 0 ? max_bytes : -1;
+    o.linger_ms = PS_LINGER_MS;
+    if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
+        snprintf(err, err_len, "cannot create the ROUTER socket");
+        return -ENOMEM;
+    }
+    int rc = zloop_socket_bind(s->sock, s->cfg->bind, s->endpoint, sizeof s->endpoint);
+    if (rc < 0 && rc != -ENOSPC) {
+        snprintf(err, err_len, "cannot bind [ps] bind = %s: %s%s", s->cfg->bind, strerror(-rc),
+                 rc == -EADDRINUSE ? " (another kfac-ps running? pick another port, or port 0 for any)" : "");
+        return rc;
+    }
+    if (!(s->sigs = zloop_signals_new(&s->loop, s_on_signal, s))) {
+        snprintf(err, err_len, "cannot watch signals");
+        return -ENOMEM;
+    }
+    uint64_t tick = s->cfg->heartbeat_ms;
+    if (s->cfg->worker_timeout_ms / 4 < tick) tick = s->cfg->worker_timeout_ms / 4;
+    if (s->cfg->job_timeout_ms / 4 < tick) tick = s->cfg->job_timeout_ms / 4;
+    if (tick > 1000) tick = 1000;
+    if (tick < 5) tick = 5;
+    s->tick_ms = tick;
+    uv_timer_init(&s->loop, &s->tick);
+    s->tick.data = s;
+    s->tick_ok = 1;
+    uv_timer_start(&s->tick, s_on_tick, tick, tick);
+    uv_timer_init(&s->loop, &s->hb);
+    s->hb.data = s;
+    s->hb_ok = 1;
+    uv_timer_start(&s->hb, s_on_heartbeat, s->cfg->heartbeat_ms, s->cfg->heartbeat_ms);
+    return 0;
+}
+
+ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
+    ps_server_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    s->cfg = cfg;
+    s->eval_queued_step = -1;
+    s->final_step = -1;
+    s->last_inv_age_max = -1;
+    s->next_job_id = 1;
+    s->pver[0] = s->pver[1] = -1;
+    s->t0_ns = uv_hrtime();
+    if (uv_loop_init(&s->loop) < 0) {
+        snprintf(err, err_len, "uv_loop_init failed");
+        free(s);
+        return NULL;
+    }
+    s->loop_ok = 1;
+    char why[1024] = "";
+    if (ps_peers_init(&s->peers, PS_MAX_PEERS) < 0) {
+        snprintf(err, err_len, "out of memory");
+        goto fail;
+    }
+    if (s_setup_model(s, err, err_len) < 0) goto fail;
+    if (!(s->metrics = ps_metrics_open(cfg->out_dir, why, sizeof why))) {
+        snprintf(err, err_len, "%s", why);
+        goto fail;
+    }
+    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, ps_round_eval_done, s, why, sizeof why))) {
+        snprintf(err, err_len, "%s", why);
+        goto fail;
+    }
+    if (s_setup_net(s, err, err_len) < 0) goto fail;
+    char line[300];
+    snprintf(line, sizeof line, "%s\n", s->endpoint);
+    if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
+        log_warn("could not write %s/endpoint", cfg->out_dir);
+    s->t0_ns = uv_hrtime();
+    s->last_step_ns = s->prog_ns = s->t0_ns;
+    log_info("listening on %s (build '%s', protocol %d)", s->endpoint, PS_BUILD_ID, KFAC_PROTOCOL_VERSION);
+    if (s->kfac) {
+        char bound[32];
+        if (cfg->max_inverse_staleness < 0) snprintf(bound, sizeof bound, "none");
+        else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
+        log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
+                 "staleness bound %s, stats %s",
+                 cfg->model, s->net->n_params, s->n_blocks, s->shape.max_n, cfg->method ? "eigen" : "cholesky",
+                 ps_sched_policy_name(s->policy), bound, cfg->stats_mode ? "sync (from the workers)" : "async (kfac-statsd)");
+    } else {
+        log_info("model %s: %zu parameters; sgd", cfg->model, s->net->n_params);
+    }
+    log_info("run: %" PRIu64 " steps, %d gradient workers per round, evaluation every %" PRIu64
+             " steps on %d test examples, metrics in %s",
+             cfg->steps, cfg->workers, cfg->eval_every, ps_eval_n(s->eval), cfg->out_dir);
+    return s;
+fail:
+    ps_server_destroy(&s);
+    return NULL;
+}
+
+int ps_server_run(ps_server_t *s) {
+    if (!s) return 1;
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return s->exit_code;
+}
+
+void ps_server_destroy(ps_server_t **s_p) {
+    if (!s_p || !*s_p) return;
+    ps_server_t *s = *s_p;
+    *s_p = NULL;
+    if (s->loop_ok) {
+        s_close_handles(s);
+        uv_run(&s->loop, UV_RUN_DEFAULT); /* close callbacks */
+        if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
+    }
+    if (s->zctx) zmq_ctx_term(s->zctx);
+    ps_round_drop_params_cache(s);
+    ps_peers_release(&s->peers);
+    if (s->refresh)
+        for (int b = 0; b < s->n_blocks; b++) kfac_refresh_free(&s->refresh[b]);
+    free(s->refresh);
+    free(s->sched);
+    free(s->diag);
+    free(s->job_F);
+    free(s->job_packed);
+    free(s->grad_acc);
+    free(s->state_acc);
+    free(s->unpack_buf);
+    free(s->config_text);
+    ps_wire_shape_release(&s->shape);
+    kfac_stats_free(&s->scratch);
+    kfac_stats_free(&s->round_stats);
+    kfac_opt_free(&s->kfac);
+    sgd_free(&s->sgd);
+    net_free(&s->net);
+    free(s);
+}

@@ -1,0 +1,51 @@
+/* ps/server.h — kfac-ps, the parameter server: one ROUTER socket on one
+ * libuv loop that owns the model (parameters with version t, momentum,
+ * Polyak average, running factors, versioned inverses), runs the
+ * synchronous gradient rounds, folds statistics, schedules inversion jobs
+ * and writes the metrics. docs/architecture.md describes the message flow,
+ * the scheduling and the staleness accounting; proto/msg.h the messages.
+ *
+ * Threads: the loop thread owns all state and runs the step math
+ * (kfac_opt_step: one preconditioned update, milliseconds for the models in
+ * models/); evaluation runs on its own thread (ps/eval.h) on copies.
+ *
+ * Ownership: the server borrows the configuration (it must outlive the
+ * server) and owns everything else.
+ */
+#ifndef KFAC_PS_SERVER_H
+#define KFAC_PS_SERVER_H
+
+#include <stddef.h>
+
+#include "common/runcfg.h"
+
+/* The build this server speaks for. Clients send theirs in Hello; the first
+ * two words ("kfac" and the release) must match, the rest is informational
+ * (the protocol version is checked separately, from the envelope). Keep in
+ * step with the clients' CLIENT_BUILD_ID (common/client.h). */
+#define PS_BUILD_ID "kfac 0.1 (protocol 1)"
+
+typedef struct ps_server ps_server_t;
+
+/* Build the server: load the model and initialize the parameters from
+ * [run] seed, the optimizer state, the test set and the evaluation thread,
+ * the metrics files in [run] out_dir, and bind [ps] bind (port 0 picks a
+ * free port; the endpoint bound is logged and written to out_dir/endpoint).
+ * Returns NULL with the reason in err (a missing model or data file, a busy
+ * port, ...). */
+ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len);
+
+/* Run until the run is over (all steps, the target accuracy, SIGINT or
+ * SIGTERM) or a fatal error. Returns the process exit code: 0 clean, 1
+ * fatal. */
+int ps_server_run(ps_server_t *s);
+
+/* Free everything (closes what is still open first). NULLs *s_p; NULL is a
+ * no-op. */
+void ps_server_destroy(ps_server_t **s_p);
+
+/* Is the client's build id compatible with PS_BUILD_ID? 1 yes; 0 no, with
+ * the reason in why. */
+int ps_build_compatible(const char *client_build, char *why, size_t why_len);
+
+#endif

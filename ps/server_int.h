@@ -1,0 +1,198 @@
+/* ps/server_int.h — the parameter server's private state, shared by
+ * ps/server.c (life cycle, socket, clients, liveness, shutdown) and
+ * ps/round.c (gradient rounds, statistics, inversion jobs, the step,
+ * evaluation and progress). Not for other modules.
+ *
+ * Versions: t is the version of the current parameters; the round collects
+ * gradients of version t; the step turns t into t + 1 and publishes it.
+ * Threads: everything here belongs to the loop thread.
+ */
+#ifndef KFAC_PS_SERVER_INT_H
+#define KFAC_PS_SERVER_INT_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/kfac_opt.h"
+#include "common/kfac_step.h"
+#include "common/nn.h"
+#include "common/runcfg.h"
+#include "common/sgd.h"
+#include "common/zloop.h"
+#include "proto/msg.h"
+#include "ps/eval.h"
+#include "ps/metrics.h"
+#include "ps/peers.h"
+#include "ps/sched.h"
+#include "ps/server.h"
+#include "ps/wire.h"
+
+/* Most clients held at once. */
+#define PS_MAX_PEERS 1024
+/* ZMQ_LINGER of the ROUTER: how long Shutdown messages may take to leave. */
+#define PS_LINGER_MS 2000
+/* After Shutdown the socket stays open this long so that every client reads
+ * it before the connection drops (a client drops unread messages when its
+ * connection goes). */
+#define PS_SHUTDOWN_GRACE_MS 1000
+/* Interval of "rejected ..." and similar warning lines. */
+#define PS_LOG_EVERY_MS 1000
+/* Interval of "step t waits for ..." lines while a step is held up. */
+#define PS_WAIT_LOG_MS 10000
+/* Consecutive failed updates (non-finite direction) before giving up. */
+#define PS_MAX_STEP_FAILURES 10
+
+typedef enum {
+    PS_PHASE_RUNNING = 0, /* rounds go on */
+    PS_PHASE_FINISHING,   /* steps done or target reached: the final evaluation runs, requests are held */
+    PS_PHASE_CLOSED,      /* Shutdown sent, handles closing */
+} ps_phase_t;
+
+struct ps_server {
+    const runcfg_t *cfg;           /* borrowed */
+    uv_loop_t loop;
+    int loop_ok;
+    void *zctx;
+    zloop_socket_t *sock;
+    zloop_signals_t *sigs;
+    uv_timer_t tick, hb;
+    int tick_ok, hb_ok;
+    uint64_t tick_ms;
+    char endpoint[256];            /* bound */
+    uint64_t t0_ns;                /* start (uv_hrtime) */
+
+    /* model and optimizer */
+    net_t *net;                    /* params (n_params) and state (n_state) live here */
+    kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
+    sgd_t *sgd;                    /* optimizer sgd, else NULL */
+    lr_sched_t lr;
+    char *config_text;             /* runcfg_shared_text, sent in Welcome */
+    ps_wire_shape_t shape;         /* message limits from the model */
+    kfac_stats_t *scratch;         /* statistics of one message */
+    kfac_stats_t *round_stats;     /* stats=sync: the round's statistics merged */
+    int round_stats_have;
+    float *unpack_buf;             /* (shape.max_layer_floats) */
+    int n_blocks;
+    ps_sched_block_t *sched;       /* (n_blocks), mirrors kfac->blocks */
+    ps_sched_policy_t policy;
+    kfac_refresh_t **refresh;      /* (n_blocks) adaptive policy only */
+    float *diag;                   /* (max n) factor diagonal, the adaptive summary */
+    float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
+    float *job_packed;             /* (max n (n+1)/2) */
+    uint64_t next_job_id;
+
+    /* the round of version t */
+    long t;
+    uint64_t steps_done;
+    float *grad_acc;               /* (n_params) sum of n_examples * gradient */
+    double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
+    uint64_t acc_correct;
+    int n_grads;                   /* gradients in */
+    float *state_acc;              /* (n_state) sum of n_examples * state */
+    double state_n;
+    int round_folded, round_marked;
+    int gate_open;                 /* the first step may start */
+    uint64_t first_worker_ns;      /* when the first worker joined */
+    uint64_t last_step_ns;         /* when the last step was applied (or the start) */
+    int consecutive_failures;
+
+    /* encoded Params of version pver[i], want_stats = i */
+    uint8_t *pbuf[2];
+    size_t plen[2];
+    long pver[2];
+
+    /* clients */
+    ps_peers_t peers;
+    uint32_t next_peer_id;
+    uint64_t wait_seq;
+
+    /* evaluation */
+    ps_eval_t *eval;
+    int have_eval;
+    ps_eval_result_t last_eval;
+    long eval_queued_step;         /* newest step submitted (-1: none) */
+    long final_step;               /* FINISHING: the step whose evaluation ends the run */
+    int warned_eval_slow;
+
+    /* metrics and progress */
+    ps_metrics_t *metrics;
+    double prog_loss, prog_acc;    /* sums since the last progress line */
+    int prog_n;
+    uint64_t prog_ns;              /* time of the last progress line */
+    uint64_t prog_step;
+    double last_inv_age_mean;
+    long last_inv_age_max;
+    int warned_no_stats;
+
+    /* counters */
+    uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */
+    uint64_t rejected_code[MSG_ERR_COUNT];
+    uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
+    uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
+    ps_ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
+
+    /* life cycle */
+    ps_phase_t phase;
+    int exit_code;
+    int signum;                    /* the signal that stopped the run (0: none) */
+    char reason[200];              /* why the run ended */
+};
+
+/* ---- server.c ------------------------------------------------------------ */
+
+/* Seconds since the server started. */
+double ps_srv_wall_s(const ps_server_t *s);
+
+/* Milliseconds on the monotonic clock (the scheduler's time base). */
+double ps_srv_now_ms(void);
+
+/* Encode m and send it to route. Returns 0 or a negative errno (a peer that
+ * went away is logged at debug level only). */
+int ps_srv_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m);
+
+/* Answer a message with Error(code, text) and count it under type. p may be
+ * NULL (unknown sender). The line logged is rate-limited. */
+void ps_srv_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
+                   msg_error_code_t code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Stop the run: print the summary, send Shutdown to every client, close
+ * everything; uv_run then returns and ps_server_run returns exit_code. */
+void ps_srv_shutdown(ps_server_t *s, int exit_code);
+
+/* ---- round.c --------------------------------------------------------------- */
+
+/* Client requests (validated, role-checked, sender present). */
+void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+
+/* After a rejected long-poll request from a welcomed client of the right
+ * role: keep it going (next Params, or back in the job queue). */
+void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+
+/* A client joined, left or went silent: its place in the round and its job. */
+void ps_round_peer_joined(ps_server_t *s, ps_peer_t *p);
+void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why);
+
+/* Send Params of the current version to p now. Returns 0 or -errno. */
+int ps_round_send_params(ps_server_t *s, ps_peer_t *p);
+
+/* Hand out jobs to waiting inverse daemons; apply the step if it is ready. */
+void ps_round_dispatch_jobs(ps_server_t *s);
+void ps_round_try_step(ps_server_t *s);
+
+/* Timer work: overdue jobs, the start-up gate, "waiting for" lines. */
+void ps_round_tick(ps_server_t *s);
+
+/* An evaluation came back (ps_eval_done_fn). */
+void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user);
+
+/* The final summary line ("done: ..."), into buf. */
+void ps_round_summary(const ps_server_t *s, char *buf, size_t len);
+
+/* Free the encoded Params cache. */
+void ps_round_drop_params_cache(ps_server_t *s);
+
+#endif

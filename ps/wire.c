@@ -1,0 +1,182 @@
+/* ps/wire.c — see wire.h. */
+#include "ps/wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kfac_linalg.h"
+
+msg_factor_kind_t ps_wire_factor_kind(const kfac_factor_t *f) {
+    switch (f->role) {
+    case KFAC_FACTOR_ROLE_A: return MSG_FACTOR_A;
+    case KFAC_FACTOR_ROLE_G: return MSG_FACTOR_G;
+    case KFAC_FACTOR_ROLE_K: return MSG_FACTOR_K;
+    case KFAC_FACTOR_ROLE_PSI: return MSG_FACTOR_PSI;
+    case KFAC_FACTOR_ROLE_GBIAS: return MSG_FACTOR_G_BIAS;
+    case KFAC_FACTOR_ROLE_BN: return MSG_FACTOR_BN;
+    }
+    return MSG_FACTOR_NONE;
+}
+
+msg_method_t ps_wire_method(kfac_inv_method_t m) {
+    return m == KFAC_INV_EIGEN ? MSG_METHOD_EIGEN : MSG_METHOD_CHOLESKY;
+}
+
+static uint64_t s_max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+int ps_wire_shape_init(ps_wire_shape_t *sh, const net_t *net, const kfac_stats_t *stats) {
+    memset(sh, 0, sizeof *sh);
+    uint32_t nl = net->n_layers > 0 ? (uint32_t)net->n_layers : 1;
+    sh->layers = calloc(nl, sizeof *sh->layers);
+    if (!sh->layers) return -ENOMEM;
+    uint32_t max_n = 2;
+    uint64_t max_floats = s_max64(net->n_params, net->n_state);
+    for (int j = 0; stats && j < stats->n_layers; j++) {
+        const kfac_layer_stats_t *ls = &stats->layers[j];
+        if (ls->layer < 0 || ls->layer >= net->n_layers || ls->n_factors > MSG_MAX_FACTORS) {
+            ps_wire_shape_release(sh);
+            return -EINVAL;
+        }
+        msg_layer_shape_t *out = &sh->layers[ls->layer];
+        out->n_factors = (uint32_t)ls->n_factors;
+        for (int f = 0; f < ls->n_factors; f++) {
+            const kfac_factor_t *fa = &ls->f[f];
+            out->kind[f] = ps_wire_factor_kind(fa);
+            if (fa->kind == KFAC_FACTOR_DIAG2X2) {
+                out->n[f] = 2;
+                out->n_blocks[f] = (uint32_t)fa->dim;
+            } else {
+                out->n[f] = (uint32_t)fa->dim;
+                out->n_blocks[f] = 1;
+                if ((uint32_t)fa->dim > max_n) max_n = (uint32_t)fa->dim;
+                /* an eigen result carries n x n eigenvectors */
+                max_floats = s_max64(max_floats, (uint64_t)fa->dim * (uint64_t)fa->dim);
+            }
+            max_floats = s_max64(max_floats, kfac_factor_packed_len(fa));
+        }
+        size_t lf = kfac_stats_layer_packed_len(ls);
+        if (lf > sh->max_layer_floats) sh->max_layer_floats = lf;
+    }
+    sh->model.n_params = net->n_params;
+    sh->model.n_state = net->n_state;
+    sh->model.n_layers = (uint32_t)net->n_layers;
+    sh->model.layers = sh->layers;
+    msg_limits_default(&sh->limits);
+    sh->limits.max_n = max_n;
+    sh->limits.max_floats = max_floats ? max_floats : 1;
+    sh->limits.max_layers = nl;
+    sh->limits.model = &sh->model;
+    sh->max_n = max_n;
+    if (sh->max_layer_floats == 0) sh->max_layer_floats = 1;
+    return 0;
+}
+
+void ps_wire_shape_release(ps_wire_shape_t *sh) {
+    if (!sh) return;
+    free(sh->layers);
+    memset(sh, 0, sizeof *sh);
+}
+
+void ps_wire_stats_clear(kfac_stats_t *s) {
+    for (int j = 0; j < s->n_layers; j++)
+        for (int f = 0; f < s->layers[j].n_factors; f++) {
+            s->layers[j].f[f].n_samples = 0.0;
+            s->layers[j].f[f].n_updates = 0;
+        }
+}
+
+int ps_wire_stats_unpack(const ps_wire_shape_t *sh, const msg_stats_t *st, double n_examples,
+                         kfac_stats_t *out, float *scratch, char *err, size_t err_len) {
+    ps_wire_stats_clear(out);
+    for (size_t l = 0; l < st->n_layers; l++) {
+        const msg_layer_stats_t *ml = &st->layers[l];
+        int slot = kfac_stats_find(out, (int)ml->layer);
+        if (slot < 0) {
+            snprintf(err, err_len, "stats: layer %u has no Kronecker factors", ml->layer);
+            goto fail;
+        }
+        kfac_layer_stats_t *ls = &out->layers[slot];
+        if ((int)ml->n_factors != ls->n_factors) {
+            snprintf(err, err_len, "stats: layer %u has %d factors, got %zu", ml->layer, ls->n_factors,
+                     ml->n_factors);
+            goto fail;
+        }
+        size_t off = 0;
+        for (int f = 0; f < ls->n_factors; f++) {
+            size_t len = kfac_factor_packed_len(&ls->f[f]);
+            if (ml->factors[f].n_data != len || off + len > sh->max_layer_floats) {
+                snprintf(err, err_len, "stats: layer %u factor %d needs %zu floats, got %zu", ml->layer, f, len,
+                         ml->factors[f].n_data);
+                goto fail;
+            }
+            memcpy(scratch + off, ml->factors[f].data, len * sizeof(float));
+            off += len;
+        }
+        if (kfac_stats_layer_unpack(ls, scratch, off, n_examples) != 0) {
+            snprintf(err, err_len, "stats: layer %u: not finite or a negative diagonal", ml->layer);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    ps_wire_stats_clear(out);
+    return -EINVAL;
+}
+
+int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor) {
+    if (!k) return -1;
+    for (int b = 0; b < k->n_blocks; b++)
+        if ((uint32_t)k->blocks[b].layer == layer && (uint32_t)k->blocks[b].factor == factor) return b;
+    return -1;
+}
+
+kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float *full, char *err, size_t err_len) {
+    if (n < 1 || r->n != (uint32_t)n) {
+        snprintf(err, err_len, "job_result: n=%u, the block has n=%d", r->n, n);
+        return NULL;
+    }
+    kfac_inverse_t *inv = kfac_inverse_new(n);
+    if (!inv) {
+        snprintf(err, err_len, "job_result: out of memory");
+        return NULL;
+    }
+    int rc;
+    if (r->method == MSG_METHOD_CHOLESKY) {
+        if (r->n_inverse != kfac_linalg_packed_len(n)) {
+            snprintf(err, err_len, "job_result.inverse: %zu floats, n=%d needs %zu", r->n_inverse, n,
+                     kfac_linalg_packed_len(n));
+            kfac_inverse_free(&inv);
+            return NULL;
+        }
+        /* A damped SPD inverse has a positive diagonal; checked here so a bad
+         * result is turned away quietly (the loader would log each one). */
+        for (int i = 0; i < n; i++)
+            if (!(r->inverse[kfac_linalg_packed_index(n, i, i)] > 0.0f)) {
+                snprintf(err, err_len, "job_result.inverse: diagonal element %d is not positive", i);
+                kfac_inverse_free(&inv);
+                return NULL;
+            }
+        /* packed upper -> full n x n row-major, both triangles */
+        rc = kfac_linalg_unpack_upper(r->inverse, n, full);
+        if (rc == 0) rc = kfac_inverse_load_cholesky(inv, full, (float)r->damping);
+    } else if (r->method == MSG_METHOD_EIGEN) {
+        if (r->n_eigvecs != (size_t)n * (size_t)n || r->n_eigvals != (size_t)n) {
+            snprintf(err, err_len, "job_result: eigen result of n=%d with %zu eigvecs and %zu eigvals", n,
+                     r->n_eigvecs, r->n_eigvals);
+            kfac_inverse_free(&inv);
+            return NULL;
+        }
+        rc = kfac_inverse_load_eigen(inv, r->eigvecs, r->eigvals, (float)r->damping);
+    } else {
+        rc = -EINVAL;
+    }
+    if (rc != 0) {
+        snprintf(err, err_len, "job_result: the inverse was rejected (%s)",
+                 rc == -EDOM ? "not finite or a non-positive diagonal" : "bad shape or method");
+        kfac_inverse_free(&inv);
+        return NULL;
+    }
+    return inv;
+}
