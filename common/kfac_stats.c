@@ -51,6 +51,21 @@ static void s_input_factor(const float *x, int m, int d, int has_bias, float *A,
     kfac_linalg_symmetrize_upper(A, dA);
 }
 
+/* The same for column samples: X (d, m) row-major, A = (1/m) [X; 1^T] [X; 1^T]^T. */
+static void s_input_factor_cm(const float *X, int m, int d, int has_bias, float *A, float *ones) {
+    int dA = d + (has_bias ? 1 : 0);
+    float inv_m = 1.0f / (float)m;
+    /* A[0:d, 0:d] (upper) = inv_m * X X^T; X (d, m) row-major, C leading dim dA. */
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, d, m, inv_m, X, m, 0.0f, A, dA);
+    if (has_bias) {
+        s_fill(ones, (size_t)m, 1.0f);
+        /* A[0:d, d] = inv_m * X 1 (row means), written with stride dA down column d. */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, d, m, inv_m, X, m, ones, 1, 0.0f, A + d, dA);
+        A[(size_t)d * dA + d] = 1.0f;
+    }
+    kfac_linalg_symmetrize_upper(A, dA);
+}
+
 /* G (d, d) = alpha * y^T y for rows y (m, d). */
 static void s_gram(const float *y, int m, int d, float alpha, float *G) {
     /* G (upper) = alpha * y^T y; y (m, d) row-major. */
@@ -179,6 +194,53 @@ int kfac_stats_conv(kfac_mode_t mode, const float *patches, const float *dy, int
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n * out, P, 1.0f, dy, P, ones_p, 1, 0.0f, sums, 1);
         s_input_factor(means, n, K, has_bias, A, ones);
         s_gram(sums, n, out, g_scale * g_scale / (float)n, G);
+    }
+    free(owned);
+    return 0;
+}
+
+size_t kfac_stats_conv_cm_work_len(kfac_mode_t mode, int n, int positions, int K, int out) {
+    if (mode == KFAC_MODE_AVG)
+        /* per-example mean patches (K, n), position sums (n, out), ones (n), ones (positions) */
+        return (size_t)n * K + (size_t)n * out + (size_t)n + (size_t)positions;
+    return (size_t)n * (size_t)positions; /* KFC: ones (n*positions) */
+}
+
+int kfac_stats_conv_cm(kfac_mode_t mode, const float *cols, const float *dy, int n, int positions,
+                       int K, int out, int has_bias, float g_scale, float *A, float *G, float *work) {
+    if (!cols || !dy || !A || !G) return -EINVAL;
+    if (mode != KFAC_MODE_KFC && mode != KFAC_MODE_AVG) {
+        log_error("kfac_stats_conv_cm: mode %d is neither KFC nor AVG", (int)mode);
+        return -EINVAL;
+    }
+    int rc = s_check_dims("conv", n, K, out);
+    if (rc) return rc;
+    if (positions < 1) return -EINVAL;
+    const int P = positions;
+    const size_t R = (size_t)n * (size_t)P;
+    float *owned, *ws = s_scratch(work, kfac_stats_conv_cm_work_len(mode, n, P, K, out), &owned);
+    if (!ws) return -ENOMEM;
+    const float alpha = g_scale * g_scale / (float)n;
+    if (mode == KFAC_MODE_KFC) {
+        /* A = (1/(nP)) sum over all (example, position) columns of [p;1][p;1]^T. */
+        s_input_factor_cm(cols, (int)R, K, has_bias, A, ws);
+        /* G = (1/n) sum_i sum_t g g^T = alpha sum_i dy_i dy_i^T, dy_i (out, P) row-major. */
+        for (int i = 0; i < n; i++)
+            cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, out, P, alpha, dy + (size_t)i * out * P, P,
+                        i ? 1.0f : 0.0f, G, out);
+        kfac_linalg_symmetrize_upper(G, out);
+    } else {
+        float *means = ws;                              /* (K, n) */
+        float *sums = means + (size_t)n * K;            /* (n, out) */
+        float *ones = sums + (size_t)n * out;           /* (n) */
+        float *ones_p = ones + n;                       /* (P) */
+        s_fill(ones_p, (size_t)P, 1.0f);
+        /* means (K*n) = (1/P) cols (K*n, P) 1: per (row, example) mean over positions. */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)((size_t)K * n), P, 1.0f / (float)P, cols, P, ones_p, 1, 0.0f, means, 1);
+        /* sums (n*out) = dy (n*out, P) 1: the per-example sum over positions. */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n * out, P, 1.0f, dy, P, ones_p, 1, 0.0f, sums, 1);
+        s_input_factor_cm(means, n, K, has_bias, A, ones);
+        s_gram(sums, n, out, alpha, G);
     }
     free(owned);
     return 0;
@@ -433,7 +495,7 @@ kfac_stats_t *kfac_stats_new(const net_t *net) {
             s_set_factor(&ls->f[0], KFAC_FACTOR_SYM, KFAC_FACTOR_ROLE_A, ls->in + ls->has_bias);
             s_set_factor(&ls->f[1], KFAC_FACTOR_SYM, KFAC_FACTOR_ROLE_G, l->out);
             ls->n_factors = 2;
-            need = kfac_stats_conv_work_len(ls->mode, n, ls->positions, ls->in, ls->out);
+            need = kfac_stats_conv_cm_work_len(ls->mode, n, ls->positions, ls->in, ls->out);
         } else { /* batchnorm */
             ls->in = ls->out = l->c;
             ls->positions = l->h * l->w;
@@ -532,8 +594,8 @@ int kfac_stats_compute(kfac_stats_t *s, net_t *net) {
                 rc = kfac_stats_fc(a, l->dy, n, ls->in, ls->out, ls->has_bias, g_scale, ls->f[0].data,
                                    ls->f[1].data, s->work);
         } else if (ls->kind == LAYER_CONV) {
-            rc = kfac_stats_conv(ls->mode, l->cols, l->dy, n, ls->positions, ls->in, ls->out, ls->has_bias,
-                                 g_scale, ls->f[0].data, ls->f[1].data, s->work);
+            rc = kfac_stats_conv_cm(ls->mode, l->cols, l->dy, n, ls->positions, ls->in, ls->out, ls->has_bias,
+                                    g_scale, ls->f[0].data, ls->f[1].data, s->work);
         } else {
             rc = kfac_stats_bn(l->xhat, l->dy, n, ls->in, ls->positions, g_scale, ls->f[0].data);
         }

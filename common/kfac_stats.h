@@ -177,12 +177,19 @@ int kfac_stats_fc(const float *a, const float *dy, int n, int in, int out, int h
 size_t kfac_stats_conv_work_len(kfac_mode_t mode, int n, int positions, int K, int out);
 
 /* conv, KFC or AVG (see the file comment for the exact normalization).
- * patches (n*positions, K), rows (example, position) as in nn's l->cols;
+ * patches (n*positions, K), rows (example, position) (row-major patches);
  * dy (n, out, positions) as in nn's l->dy (position-minor). Writes
  * A (K+has_bias)^2 and G (out, out). work: kfac_stats_conv_work_len floats
  * or NULL. Returns 0 or -EINVAL/-ENOMEM. */
 int kfac_stats_conv(kfac_mode_t mode, const float *patches, const float *dy, int n, int positions,
                     int K, int out, int has_bias, float g_scale, float *A, float *G, float *work);
+
+/* The same statistics from channel-major patches, nn's own layout:
+ * cols (K, n*positions), row (c, ky, kx), column (example, position) as in
+ * nn's l->cols; dy (n, out, positions). kfac_stats_compute uses this one. */
+size_t kfac_stats_conv_cm_work_len(kfac_mode_t mode, int n, int positions, int K, int out);
+int kfac_stats_conv_cm(kfac_mode_t mode, const float *cols, const float *dy, int n, int positions,
+                       int K, int out, int has_bias, float g_scale, float *A, float *G, float *work);
 
 /* Rank-1 approximation of one example's feature-map input x (C*T floats,
  * channel-major: A[t][c] = x[c*T + t]): K (T) and psi (C) with

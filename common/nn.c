@@ -22,95 +22,99 @@ static float *s_input_grad(net_t *net, const layer_t *l) {
 
 /* ---- convolution -------------------------------------------------------- */
 
-/* cols (n*oh*ow, C*k*k): row (i, oy, ox), column (c, ky, kx) holds
- * x[i][c][oy*s - pad + ky][ox*s - pad + kx], zero outside the image. */
+/* cols (C*k*k, n*oh*ow): row (c, ky, kx), column (i, oy, ox) holds
+ * x[i][c][oy*s - pad + ky][ox*s - pad + kx], zero outside the image. Rows
+ * are built a whole output row at a time: with stride 1 each output row is
+ * one contiguous copy of an input row segment between two zero fills. */
 static void s_im2col(const layer_t *l, const float *x, int n) {
     const int C = l->in_c, H = l->in_h, W = l->in_w, k = l->k, s = l->stride, pad = l->pad;
-    const int OH = l->h, OW = l->w, K = C * k * k;
-    for (int i = 0; i < n; i++) {
-        const float *xi = x + (size_t)i * C * H * W;
-        for (int oy = 0; oy < OH; oy++)
-            for (int ox = 0; ox < OW; ox++) {
-                float *row = l->cols + ((size_t)i * OH * OW + (size_t)oy * OW + ox) * K;
-                for (int c = 0; c < C; c++)
-                    for (int ky = 0; ky < k; ky++) {
+    const int OH = l->h, OW = l->w, P = OH * OW;
+    const size_t R = (size_t)n * P;
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                float *row = l->cols + ((size_t)(c * k + ky) * k + kx) * R;
+                /* valid ox: 0 <= ox*s - pad + kx < W */
+                int lo = 0, hi = OW;
+                while (lo < OW && lo * s - pad + kx < 0) lo++;
+                while (hi > lo && (hi - 1) * s - pad + kx >= W) hi--;
+                for (int i = 0; i < n; i++) {
+                    const float *xc = x + ((size_t)i * C + c) * H * W;
+                    float *d = row + (size_t)i * P;
+                    for (int oy = 0; oy < OH; oy++, d += OW) {
                         int iy = oy * s - pad + ky;
-                        float *dst = row + (c * k + ky) * k;
-                        if (iy < 0 || iy >= H) { memset(dst, 0, (size_t)k * sizeof(float)); continue; }
-                        const float *src = xi + ((size_t)c * H + iy) * W;
-                        int ix0 = ox * s - pad;
-                        for (int kx = 0; kx < k; kx++) {
-                            int ix = ix0 + kx;
-                            dst[kx] = (ix >= 0 && ix < W) ? src[ix] : 0.0f;
-                        }
+                        if (iy < 0 || iy >= H) { memset(d, 0, (size_t)OW * sizeof(float)); continue; }
+                        const float *src = xc + (size_t)iy * W - pad + kx;
+                        if (lo > 0) memset(d, 0, (size_t)lo * sizeof(float));
+                        if (s == 1) memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+                        else for (int ox = lo; ox < hi; ox++) d[ox] = src[ox * s];
+                        if (hi < OW) memset(d + hi, 0, (size_t)(OW - hi) * sizeof(float));
                     }
+                }
             }
-    }
 }
 
 /* dx += col2im(dcols): the adjoint of s_im2col. */
 static void s_col2im_add(const layer_t *l, float *dx, int n) {
     const int C = l->in_c, H = l->in_h, W = l->in_w, k = l->k, s = l->stride, pad = l->pad;
-    const int OH = l->h, OW = l->w, K = C * k * k;
-    for (int i = 0; i < n; i++) {
-        float *dxi = dx + (size_t)i * C * H * W;
-        for (int oy = 0; oy < OH; oy++)
-            for (int ox = 0; ox < OW; ox++) {
-                const float *row = l->dcols + ((size_t)i * OH * OW + (size_t)oy * OW + ox) * K;
-                for (int c = 0; c < C; c++)
-                    for (int ky = 0; ky < k; ky++) {
+    const int OH = l->h, OW = l->w, P = OH * OW;
+    const size_t R = (size_t)n * P;
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                const float *row = l->dcols + ((size_t)(c * k + ky) * k + kx) * R;
+                int lo = 0, hi = OW;
+                while (lo < OW && lo * s - pad + kx < 0) lo++;
+                while (hi > lo && (hi - 1) * s - pad + kx >= W) hi--;
+                for (int i = 0; i < n; i++) {
+                    float *dxc = dx + ((size_t)i * C + c) * H * W;
+                    const float *d = row + (size_t)i * P;
+                    for (int oy = 0; oy < OH; oy++, d += OW) {
                         int iy = oy * s - pad + ky;
                         if (iy < 0 || iy >= H) continue;
-                        const float *src = row + (c * k + ky) * k;
-                        float *dst = dxi + ((size_t)c * H + iy) * W;
-                        int ix0 = ox * s - pad;
-                        for (int kx = 0; kx < k; kx++) {
-                            int ix = ix0 + kx;
-                            if (ix >= 0 && ix < W) dst[ix] += src[kx];
-                        }
+                        float *dst = dxc + (size_t)iy * W - pad + kx;
+                        if (s == 1) for (int ox = lo; ox < hi; ox++) dst[ox] += d[ox];
+                        else for (int ox = lo; ox < hi; ox++) dst[ox * s] += d[ox];
                     }
+                }
             }
-    }
 }
 
 static void s_conv_forward(layer_t *l, const float *x, int n) {
     const int P = l->h * l->w, K = l->in_c * l->k * l->k, O = l->out;
-    const int rows = n * P;
+    const int R = n * P;
     s_im2col(l, x, n);
-    /* tmp (rows, O) = cols (rows, K) * W^T; W is (O, K) row-major. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, O, K, 1.0f, l->cols, K, l->weight, K, 0.0f, l->tmp, O);
+    /* tmp (O, R) = W (O, K) * cols (K, R). */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, O, R, K, 1.0f, l->weight, K, l->cols, R, 0.0f, l->tmp, R);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < O; o++) {
-            float bo = l->bias ? l->bias[o] : 0.0f;
+            const float bo = l->bias ? l->bias[o] : 0.0f;
             float *yo = l->y + ((size_t)i * O + o) * P;
-            const float *t = l->tmp + (size_t)i * P * O + o;
-            for (int p = 0; p < P; p++) yo[p] = t[(size_t)p * O] + bo;
+            const float *t = l->tmp + (size_t)o * R + (size_t)i * P;
+            for (int p = 0; p < P; p++) yo[p] = t[p] + bo;
         }
 }
 
 static void s_conv_backward(net_t *net, layer_t *l, int n) {
     const int P = l->h * l->w, K = l->in_c * l->k * l->k, O = l->out;
-    const int rows = n * P;
-    /* tmp (rows, O) <- dy (n, O, P) transposed per example. */
+    const int R = n * P;
+    /* tmp (O, R) <- dy (n, O, P): block copies. */
     for (int i = 0; i < n; i++)
+        for (int o = 0; o < O; o++)
+            memcpy(l->tmp + (size_t)o * R + (size_t)i * P, l->dy + ((size_t)i * O + o) * P, (size_t)P * sizeof(float));
+    /* dW (O, K) = tmp (O, R) * cols^T (R, K). */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, O, K, R, 1.0f, l->tmp, R, l->cols, R, 0.0f, l->dweight, K);
+    if (l->dbias)
         for (int o = 0; o < O; o++) {
-            const float *d = l->dy + ((size_t)i * O + o) * P;
-            float *t = l->tmp + (size_t)i * P * O + o;
-            for (int p = 0; p < P; p++) t[(size_t)p * O] = d[p];
+            const float *t = l->tmp + (size_t)o * R;
+            float acc = 0.0f;
+            for (int r = 0; r < R; r++) acc += t[r];
+            l->dbias[o] = acc;
         }
-    /* dW (O, K) = tmp^T (O, rows) * cols (rows, K). */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, K, rows, 1.0f, l->tmp, O, l->cols, K, 0.0f, l->dweight, K);
-    if (l->dbias) {
-        memset(l->dbias, 0, (size_t)O * sizeof(float));
-        for (int r = 0; r < rows; r++) {
-            const float *t = l->tmp + (size_t)r * O;
-            for (int o = 0; o < O; o++) l->dbias[o] += t[o];
-        }
-    }
     float *dx = s_input_grad(net, l);
     if (!dx) return;
-    /* dcols (rows, K) = tmp (rows, O) * W (O, K). */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, K, O, 1.0f, l->tmp, O, l->weight, K, 0.0f, l->dcols, K);
+    /* dcols (K, R) = W^T (K, O) * tmp (O, R). */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, R, O, 1.0f, l->weight, K, l->tmp, R, 0.0f, l->dcols, R);
     s_col2im_add(l, dx, n);
 }
 

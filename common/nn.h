@@ -18,8 +18,8 @@
  *     every layer into its dy, so the per-example gradient w.r.t. a layer's
  *     output is n * dy[i]. What K-FAC needs per weighted layer:
  *       fc:    input a = net_layer_input(net, l)  (n, in)   and dy (n, out);
- *       conv:  patches l->cols (n*oh*ow, in_c*k*k) (rows are (example, position),
- *              kept by the forward pass)            and dy (n, out, oh, ow);
+ *       conv:  patches l->cols (in_c*k*k, n*oh*ow) (row (c, ky, kx), column
+ *              (example, position); kept by the forward pass) and dy (n, out, oh, ow);
  *       bn:    l->xhat (n, c, h, w) normalized input and dy.
  *   - Fan-out is allowed: backward *adds* into the input's dy; net_backward
  *     zeroes every dy first.
@@ -91,9 +91,9 @@ typedef struct layer {
     /* buffers, sized for net->batch_cap examples */
     float *y;     /* (n, c, h, w) output */
     float *dy;    /* (n, c, h, w) d loss / d output */
-    float *cols;  /* conv: (n*oh*ow, in_c*k*k) patches (im2col, row = example x position) */
+    float *cols;  /* conv: (in_c*k*k, n*oh*ow) patches (im2col; row (c, ky, kx), column (example, position)) */
     float *dcols; /* conv: scratch, same shape as cols */
-    float *tmp;   /* conv: (n*oh*ow, out) output / gradient in position-major layout */
+    float *tmp;   /* conv: (out, n*oh*ow) output / output gradient, channel-major */
     int32_t *argmax; /* maxpool: (n, c, h, w) index into the input example */
     float *mask;  /* dropout: (n, c, h, w) 0 or 1/(1-p) */
     float *xhat;  /* bn: (n, c, h, w) normalized input */
