@@ -244,11 +244,32 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_round_try_step(s);
 }
 
+void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    char name[160];
+    uint64_t skipped = 0;
+    ps_peer_name(p, name, sizeof name);
+    int b = p->role == MSG_ROLE_INVERTD && s->kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
+    if (b >= 0) {
+        /* The daemon gave up on its job: like a JobResult with an error, the
+         * block waits for newer statistics before it is tried again. */
+        ps_sched_block_t *sb = &s->sched[b];
+        long version = sb->cur.version;
+        ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+        ps_sched_failed(sb, version);
+        s->n_inv_failed++;
+    }
+    if (ps_ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code), m->error.text ? m->error.text : "",
+                 b >= 0 ? " (its job counts as failed)" : "");
+}
+
 void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
         char name[160];
-        log_info("%s asks for work while holding a job: that job goes back to the queue",
-                 ps_peer_name(p, name, sizeof name));
+        uint64_t skipped = 0;
+        if (ps_ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            log_info("%s asks for work while holding a job: that job goes back to the queue",
+                     ps_peer_name(p, name, sizeof name));
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
     }
     p->max_n = m->job_request.max_n;
@@ -271,9 +292,15 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     long version = -1;
     int cur = ps_sched_result(sb, r->job_id, &version);
     if (cur < 0) {
-        ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_STALE,
-                      "job %" PRIu64 " (layer %u factor %u) was not handed out by this server, or was answered already",
-                      r->job_id, r->layer, r->factor);
+        /* Answered with the next Job all the same (docs/protocol.md), counted. */
+        uint64_t skipped = 0;
+        s->rejected[MSG_JOB_RESULT]++;
+        s->rejected_code[MSG_ERR_STALE]++;
+        p->n_rejected++;
+        if (ps_ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
+                     "answered already",
+                     name, r->job_id, r->layer, r->factor);
         ps_round_after_reject(s, p, m);
         return;
     }

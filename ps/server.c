@@ -223,9 +223,16 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
     }
     if (rc < 0) {
         if (rc == -EPROTO && m.protocol_version != KFAC_PROTOCOL_VERSION) {
+            /* A body this build does not know, from another protocol version:
+             * refused with the reason (docs/protocol.md, section 4). */
             char why[300];
             msg_version_refusal(why, sizeof why, m.protocol_version, m.role);
-            ps_srv_reject(s, route, p, MSG_NONE, MSG_ERR_VERSION, "%s", why);
+            s->rejected[MSG_NONE]++;
+            s->rejected_code[MSG_ERR_VERSION]++;
+            uint64_t skipped = 0;
+            if (ps_ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                log_warn("refused a %s: %s", msg_role_program(m.role), why);
+            s_send_text(s, route, MSG_REFUSE, why);
         } else {
             ps_srv_reject(s, route, p, MSG_NONE, MSG_ERR_BAD_MESSAGE, "%zu bytes: %s", len, err);
         }
@@ -258,14 +265,7 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
         case MSG_HEARTBEAT:
             p->echo_ns = m.heartbeat.mono_ns;
             break;
-        case MSG_ERROR: {
-            uint64_t skipped = 0;
-            char name[160];
-            if (ps_ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-                log_warn("%s reports %s: %s", ps_peer_name(p, name, sizeof name),
-                         msg_error_code_name(m.error.code), m.error.text ? m.error.text : "");
-            break;
-        }
+        case MSG_ERROR: ps_round_peer_error(s, p, &m); break;
         case MSG_BYE: {
             char name[160];
             log_info("%s left: %s", ps_peer_name(p, name, sizeof name),

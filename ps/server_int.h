@@ -172,6 +172,10 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m);
  * role: keep it going (next Params, or back in the job queue). */
 void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 
+/* An Error from a client: logged (rate-limited); from an inverse daemon
+ * holding a job, that job counts as failed. */
+void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+
 /* A client joined, left or went silent: its place in the round and its job. */
 void ps_round_peer_joined(ps_server_t *s, ps_peer_t *p);
 void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why);
