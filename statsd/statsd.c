@@ -1,0 +1,354 @@
+/* statsd/statsd.c — see statsd.h. Same shape as the worker: the loop keeps
+ * the protocol state, the compute thread owns the network while a job runs.
+ *
+ * Request accounting: n_outstanding counts GetParams / StatsPush not yet
+ * answered; a GetParams is sent only when idle with nothing outstanding.
+ * Params that arrive while a batch is being computed (duplicates after a
+ * re-Hello) are kept (the newest) but dropped once the StatsPush went out,
+ * since its answer brings newer parameters anyway.
+ */
+#include "statsd/statsd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/client.h"
+#include "common/log.h"
+#include "common/zloop.h"
+#include "proto/msg.h"
+
+#define S_PROGRESS_EVERY 100 /* pushes between info lines */
+
+typedef enum { S_JOB_SETUP = 0, S_JOB_STATS } s_job_kind_t;
+
+typedef struct s_job {
+    s_job_kind_t kind;
+    client_setup_t setup;     /* setup */
+    client_compute_t cc;      /* setup: built here, installed by the loop */
+    msg_t params;             /* stats: the Params message (owned) */
+    uint32_t sender_id;
+    uint8_t *buf;             /* stats: encoded StatsPush */
+    size_t len;
+    int n_examples;
+    double compute_ms;
+    int rc;
+    char err[512];
+} s_job_t;
+
+struct statsd_server {
+    uv_loop_t loop;
+    const runcfg_t *cfg;          /* borrowed */
+    client_t *client;
+    zloop_pool_t *pool;
+    client_compute_t cc;          /* the compute thread's while busy */
+    int have_cc;
+    int idle_mode;                /* sgd or stats=sync: nothing to compute */
+    int busy;
+    client_setup_t *next_setup;
+    msg_t *pending;
+    int n_outstanding;
+    uint64_t n_pushed, n_invalid;
+    uint64_t last_version;
+    double compute_ms_sum;
+    client_ratelimit_t rl_err;
+};
+
+static void s_next(statsd_server_t *s);
+
+/* ---- compute thread -------------------------------------------------------------- */
+
+static void s_work_stats(statsd_server_t *s, s_job_t *j) {
+    double t0 = client_now_ms();
+    client_compute_t *cc = &s->cc;
+    const msg_params_t *p = &j->params.params;
+    double loss = 0.0;
+    int hits = 0;
+    j->rc = client_compute_batch(cc, p->params, p->n_state ? p->state : NULL, 1, 0, &loss, &hits, &j->n_examples,
+                                 j->err, sizeof j->err);
+    if (j->rc < 0) return;
+    msg_t m;
+    msg_init(&m, MSG_STATS_PUSH, MSG_ROLE_STATSD, j->sender_id);
+    msg_stats_push_t *sp = &m.stats_push;
+    sp->params_version = p->version;
+    sp->n_examples = (uint64_t)j->n_examples;
+    float *packed = NULL;
+    if ((j->rc = client_stats_to_msg(cc->stats, &sp->stats, &packed)) < 0) {
+        snprintf(j->err, sizeof j->err, "packing the statistics failed (%d)", j->rc);
+        return;
+    }
+    j->compute_ms = client_now_ms() - t0;
+    sp->compute_ms = j->compute_ms;
+    j->rc = msg_encode(&m, &j->buf, &j->len);
+    if (j->rc < 0) snprintf(j->err, sizeof j->err, "encoding the statistics failed (%d)", j->rc);
+    client_stats_release(&sp->stats, &packed);
+}
+
+static void s_work(void *job, void *user) {
+    s_job_t *j = job;
+    if (j->kind == S_JOB_SETUP) j->rc = client_compute_init(&j->cc, &j->setup, j->err, sizeof j->err);
+    else s_work_stats(user, j);
+}
+
+/* ---- loop thread ------------------------------------------------------------------ */
+
+static void s_job_free(s_job_t *j) {
+    if (!j) return;
+    client_setup_release(&j->setup);
+    client_compute_release(&j->cc);
+    msg_clear(&j->params);
+    free(j->buf);
+    free(j);
+}
+
+static void s_drop_pending(statsd_server_t *s) {
+    if (!s->pending) return;
+    msg_clear(s->pending);
+    free(s->pending);
+    s->pending = NULL;
+}
+
+static void s_done(void *job, int status, void *user) {
+    statsd_server_t *s = user;
+    s_job_t *j = job;
+    s->busy = 0;
+    if (status < 0 || client_stopping(s->client)) {
+        s_job_free(j);
+        return;
+    }
+    if (j->kind == S_JOB_SETUP) {
+        if (j->rc < 0) {
+            log_error("cannot set up the model and data: %s", j->err);
+            s_job_free(j);
+            client_stop(s->client, 1, "setup failed", 1);
+            return;
+        }
+        client_compute_move(&s->cc, &j->cc);
+        s->have_cc = 1;
+        log_info("ready: batches of %d from %d training examples, %s Fisher, %d preconditioned layers", s->cc.batch,
+                 batcher_shard_size(s->cc.bat), s->cc.fisher == KFAC_FISHER_TRUE ? "true" : "empirical",
+                 s->cc.stats ? s->cc.stats->n_layers : 0);
+    } else {
+        if (j->rc < 0) {
+            log_error("statistics at version %" PRIu64 " failed: %s", j->params.params.version, j->err);
+            s_job_free(j);
+            client_stop(s->client, 1, "compute failed", 1);
+            return;
+        }
+        uint64_t v = j->params.params.version;
+        if (client_send_take(s->client, &j->buf, j->len) == 0) {
+            s->n_outstanding++;
+            s->n_pushed++;
+            s->last_version = v;
+            s->compute_ms_sum += j->compute_ms;
+            s_drop_pending(s); /* the answer brings the newest parameters */
+            log_debug("statistics of %d examples at version %" PRIu64 ", %.1f ms", j->n_examples, v, j->compute_ms);
+            if (s->n_pushed % S_PROGRESS_EVERY == 0)
+                log_info("%" PRIu64 " statistics batches pushed (version %" PRIu64 "), %.1f ms each on average",
+                         s->n_pushed, v, s->compute_ms_sum / (double)s->n_pushed);
+        }
+    }
+    s_job_free(j);
+    s_next(s);
+}
+
+static void s_submit(statsd_server_t *s, s_job_t *j) {
+    int rc = zloop_pool_submit(s->pool, j);
+    if (rc < 0) {
+        log_error("cannot queue work: %s", strerror(-rc));
+        s_job_free(j);
+        client_stop(s->client, 1, "internal error", 1);
+        return;
+    }
+    s->busy = 1;
+}
+
+static void s_next(statsd_server_t *s) {
+    if (s->busy || client_stopping(s->client)) return;
+    if (s->next_setup) {
+        s_job_t *j = calloc(1, sizeof *j);
+        if (!j) {
+            client_stop(s->client, 1, "out of memory", 1);
+            return;
+        }
+        j->kind = S_JOB_SETUP;
+        j->setup = *s->next_setup;
+        free(s->next_setup);
+        s->next_setup = NULL;
+        s_submit(s, j);
+        return;
+    }
+    if (s->idle_mode || !s->have_cc || !client_welcomed(s->client)) return;
+    if (s->pending) {
+        s_job_t *j = calloc(1, sizeof *j);
+        if (!j) {
+            client_stop(s->client, 1, "out of memory", 1);
+            return;
+        }
+        j->kind = S_JOB_STATS;
+        j->params = *s->pending;
+        free(s->pending);
+        s->pending = NULL;
+        j->sender_id = client_id(s->client);
+        s_submit(s, j);
+        return;
+    }
+    if (s->n_outstanding == 0) {
+        msg_t m;
+        client_msg_init(s->client, &m, MSG_GET_PARAMS);
+        m.get_params.min_version = 0;
+        if (client_send(s->client, &m) == 0) s->n_outstanding++;
+    }
+}
+
+static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg, void *user) {
+    statsd_server_t *s = user;
+    s->n_outstanding = 0;
+    s_drop_pending(s);
+    if (cfg->optimizer != 0 || cfg->stats_mode != 0) {
+        if (!s->idle_mode)
+            log_info("nothing to do: the run uses %s; waiting for the end of the run",
+                     cfg->optimizer != 0 ? "sgd (no statistics)" : "kfac stats=sync (workers send the statistics)");
+        s->idle_mode = 1;
+        return 0;
+    }
+    s->idle_mode = 0;
+    client_setup_t *st = calloc(1, sizeof *st);
+    if (!st || client_setup_init(st, w, cfg) < 0) {
+        free(st);
+        log_error("out of memory");
+        return -ENOMEM;
+    }
+    /* Its own stream: the whole training split, seeded from the run seed and
+     * this daemon's id, batches of [statsd] batch (or [data] batch). */
+    uint64_t id = client_id(c);
+    st->rank = 0;
+    st->n_ranks = 1;
+    st->batch = cfg->statsd_batch > 0 ? cfg->statsd_batch : cfg->batch;
+    st->batch_seed = cfg->seed ^ (0x57a75d0000000000ULL + id * 0x9E3779B97F4A7C15ULL);
+    st->label_seed = st->batch_seed ^ 0x1abe1ULL;
+    st->with_stats = 1;
+    if (s->next_setup) {
+        client_setup_release(s->next_setup);
+        free(s->next_setup);
+    }
+    s->next_setup = st;
+    s_next(s);
+    return 0;
+}
+
+static void s_on_params(statsd_server_t *s, msg_t *m) {
+    char err[512];
+    if (s->n_outstanding > 0) s->n_outstanding--;
+    if (msg_validate(m, s->have_cc ? &s->cc.shape.limits : NULL, err, sizeof err) < 0) {
+        s->n_invalid++;
+        uint64_t skipped = 0;
+        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+            log_error("rejected params from kfac-ps: %s (%" PRIu64 " rejected so far)", err, s->n_invalid);
+        msg_t e;
+        client_msg_init(s->client, &e, MSG_ERROR);
+        e.error.code = MSG_ERR_INVALID;
+        e.error.text = err;
+        (void)client_send(s->client, &e);
+        s_next(s);
+        return;
+    }
+    if (s->idle_mode) return;
+    if (s->pending && s->pending->params.version > m->params.version) return;
+    msg_t *keep = malloc(sizeof *keep);
+    if (!keep) {
+        client_stop(s->client, 1, "out of memory", 1);
+        return;
+    }
+    *keep = *m;
+    memset(m, 0, sizeof *m);
+    s_drop_pending(s);
+    s->pending = keep;
+    s_next(s);
+}
+
+static void s_on_message(client_t *c, msg_t *m, void *user) {
+    (void)c;
+    statsd_server_t *s = user;
+    uint64_t skipped = 0;
+    switch (m->type) {
+    case MSG_PARAMS:
+        s_on_params(s, m);
+        break;
+    case MSG_ERROR:
+        if (s->n_outstanding > 0) s->n_outstanding--;
+        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+            log_warn("kfac-ps answered with error %s: %s", msg_error_code_name(m->error.code),
+                     m->error.text ? m->error.text : "");
+        s_next(s);
+        break;
+    default:
+        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+            log_warn("unexpected %s message from kfac-ps: ignored", msg_type_name(m->type));
+        break;
+    }
+}
+
+static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user) {
+    (void)c;
+    (void)exit_code;
+    (void)reason;
+    statsd_server_t *s = user;
+    log_info("%" PRIu64 " statistics batches pushed, %" PRIu64 " invalid params", s->n_pushed, s->n_invalid);
+    zloop_pool_close(&s->pool);
+}
+
+static const client_handlers_t s_handlers = {
+    .on_welcome = s_on_welcome,
+    .on_message = s_on_message,
+    .on_stop = s_on_stop,
+};
+
+statsd_server_t *statsd_server_new(const runcfg_t *cfg) {
+    client_blas_threads(cfg->statsd_threads);
+    statsd_server_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->cfg = cfg;
+    int rc = uv_loop_init(&s->loop);
+    if (rc < 0) {
+        log_error("uv_loop_init: %s", uv_strerror(rc));
+        free(s);
+        return NULL;
+    }
+    s->pool = zloop_pool_new(&s->loop, 1, s_work, s_done, s);
+    s->client = s->pool ? client_new(&s->loop, MSG_ROLE_STATSD, RUNCFG_ROLE_STATSD, cfg, &s_handlers, s) : NULL;
+    if (!s->client) {
+        zloop_pool_close(&s->pool);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int statsd_server_run(statsd_server_t *s) {
+    if (client_start(s->client) < 0) client_stop(s->client, 1, "cannot start", 0);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return client_exit_code(s->client);
+}
+
+void statsd_server_destroy(statsd_server_t **sp) {
+    if (!sp || !*sp) return;
+    statsd_server_t *s = *sp;
+    *sp = NULL;
+    if (s->client && !client_stopping(s->client)) client_stop(s->client, 0, "destroyed", 1);
+    zloop_pool_close(&s->pool);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    client_free(&s->client);
+    if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had open handles at exit");
+    client_compute_release(&s->cc);
+    if (s->next_setup) {
+        client_setup_release(s->next_setup);
+        free(s->next_setup);
+    }
+    s_drop_pending(s);
+    free(s);
+}
