@@ -33,7 +33,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 CC      ?= cc
-OPT     ?= -O2
+OPT     ?= -O3
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP -pthread \
            -I. -I$(BUILD)/gen $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm -pthread
