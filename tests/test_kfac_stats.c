@@ -334,6 +334,20 @@ START_TEST(test_conv_factors_match_definition) {
             s_check_kron("avg Eq. 19", A, dA, G, out, F, RTOL_SUM, seed);
             free(F); free(mg); free(Em);
         }
+        /* The channel-major entry point (nn's own patch layout) gives the same factors
+         * against the same double-precision references. */
+        {
+            size_t R = (size_t)n * P;
+            float *cm = NEWF(R * K);
+            for (size_t r = 0; r < R; r++)
+                for (int j = 0; j < K; j++) cm[(size_t)j * R + r] = cols[r * K + j];
+            for (int mode = KFAC_MODE_KFC; mode <= KFAC_MODE_AVG; mode++) {
+                ck_assert_int_eq(kfac_stats_conv_cm((kfac_mode_t)mode, cm, dy, n, P, K, out, bias, (float)n, A, G, NULL), 0);
+                s_check_close("cm A", A, mode == KFAC_MODE_KFC ? Ak : Aa, (size_t)dA * dA, RTOL_SUM, seed);
+                s_check_close("cm G", G, mode == KFAC_MODE_KFC ? Gk : Ga, (size_t)out * out, RTOL_SUM, seed);
+            }
+            free(cm);
+        }
         free(x); free(dy); free(gs); free(cols); free(Ak); free(Gk); free(Aa); free(Ga); free(A); free(G); free(work);
     }
 }
