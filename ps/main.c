@@ -8,6 +8,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "common/runcfg.h"
@@ -21,8 +22,9 @@ int main(int argc, char **argv) {
         runcfg_release(&cfg);
         return 0;
     }
+    if (rc == 0) rc = ps_config_check(&cfg, err, sizeof err);
     if (rc < 0) {
-        fprintf(stderr, "kfac-ps: %s\n(see kfac-ps --help)\n", err);
+        fprintf(stderr, "kfac-ps: %s\n%s", err, strstr(err, "--help") ? "" : "(see kfac-ps --help)\n");
         runcfg_release(&cfg);
         return 2;
     }

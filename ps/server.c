@@ -393,6 +393,18 @@ static void s_on_signal(int signum, void *user) {
 
 /* ---- construction -------------------------------------------------------------- */
 
+int ps_config_check(const runcfg_t *c, char *err, size_t err_len) {
+    int k = c->max_inverse_staleness;
+    if (c->optimizer == 0 && c->stats_mode == 1 && k >= 0 && k < c->stats_every - 1) {
+        snprintf(err, err_len,
+                 "[kfac] max_inverse_staleness = %d cannot hold with stats = sync and stats_every = %d (statistics "
+                 "exist only every %d versions): use max_inverse_staleness >= %d, stats_every = %d, or stats = async",
+                 k, c->stats_every, c->stats_every, c->stats_every - 1, k + 1);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     const runcfg_t *c = s->cfg;
     char perr[512] = "";

@@ -27,6 +27,13 @@
 
 typedef struct ps_server ps_server_t;
 
+/* Checks across options that only the PS cares about, for a usage error
+ * before anything starts: with [kfac] stats = sync, statistics exist only
+ * every stats_every versions, so a staleness bound k >= 0 needs
+ * k >= stats_every - 1 (else step t would wait forever). Returns 0 or
+ * -EINVAL with the reason in err. */
+int ps_config_check(const runcfg_t *cfg, char *err, size_t err_len);
+
 /* Build the server: load the model and initialize the parameters from
  * [run] seed, the optimizer state, the test set and the evaluation thread,
  * the metrics files in [run] out_dir, and bind [ps] bind (port 0 picks a
