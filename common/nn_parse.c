@@ -498,7 +498,6 @@ void net_free(net_t **net_p) {
 void net_print_summary(const net_t *net, void *fp) {
     FILE *f = fp;
     fprintf(f, "%-4s %-14s %-12s %-16s %12s  %s\n", "#", "layer", "kind", "output", "params", "input");
-    fprintf(f, "%-4s %-14s %-12s %-16s %12s  %s\n", "-", "input", "input", "", "0", "");
     char shape[32];
     snprintf(shape, sizeof shape, "%dx%dx%d", net->in_c, net->in_h, net->in_w);
     fprintf(f, "%-4d %-14s %-12s %-16s %12d\n", 0, "input", "input", shape, 0);

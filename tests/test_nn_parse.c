@@ -435,7 +435,60 @@ START_TEST(test_summary_lists_layers_and_total) {
     ck_assert_msg(strstr(buf, "conv1") && strstr(buf, "fc2") && strstr(buf, "softmax_xent"), "%s", buf);
     ck_assert_msg(strstr(buf, "total parameters: 37766") != NULL, "summary lacks the total:\n%s", buf);
     ck_assert_msg(strstr(buf, "36928") != NULL, "summary lacks fc1's count:\n%s", buf);
+    /* one header, one row for the input, one per layer, the total */
+    int lines = 0;
+    for (const char *c = buf; *c; c++) lines += *c == '\n';
+    ck_assert_msg(lines == net->n_layers + 3, "summary has %d lines, expected %d:\n%s", lines, net->n_layers + 3, buf);
     free(buf);
+    net_free(&net);
+}
+END_TEST
+
+/* The text of the first ``` block after the line `heading` in models/README.md
+ * (caller frees). */
+static char *s_readme_block(const char *heading) {
+    FILE *f = fopen("models/README.md", "rb");
+    ck_assert_msg(f != NULL, "cannot open models/README.md (run from the repository root)");
+    char *doc = calloc(1 << 16, 1);
+    ck_assert_ptr_nonnull(doc);
+    size_t len = fread(doc, 1, (1 << 16) - 1, f);
+    fclose(f);
+    doc[len] = 0;
+    const char *h = strstr(doc, heading);
+    ck_assert_msg(h != NULL, "models/README.md lacks '%s'", heading);
+    const char *start = strstr(h, "```\n");
+    ck_assert_ptr_nonnull(start);
+    start += 4;
+    const char *end = strstr(start, "```");
+    ck_assert_ptr_nonnull(end);
+    char *block = strndup(start, (size_t)(end - start));
+    free(doc);
+    return block;
+}
+
+START_TEST(test_readme_examples_parse) {
+    /* the opening example is a whole model */
+    char *mlp = s_readme_block("# Model descriptions");
+    net_t *net = s_parse_ok(mlp);
+    ck_assert_uint_eq(net->n_params, s_fc_n(784, 256, 1) + s_fc_n(256, 128, 1) + s_fc_n(128, 10, 1));
+    net_free(&net);
+    free(mlp);
+    /* the residual block, completed into a model */
+    char *block = s_readme_block("## Residual blocks");
+    char text[4096];
+    snprintf(text, sizeof text, "input 16x32x32\n%savgpool global\nfc out=10\nsoftmax_xent\n", block);
+    free(block);
+    net = s_parse_ok(text);
+    const int add = net_find_layer(net, "b_add");
+    ck_assert_int_ge(add, 0);
+    const layer_t *l = &net->layers[add];
+    ck_assert_int_eq(l->c, 32);
+    ck_assert_int_eq(l->h, 16);
+    ck_assert_int_eq(l->in, net_find_layer(net, "b_proj_bn"));
+    ck_assert_int_eq(l->in2, net_find_layer(net, "b_b_bn"));
+    ck_assert_int_eq(net->layers[net_find_layer(net, "b_proj")].in, net_find_layer(net, "block_in"));
+    ck_assert_uint_eq(net->n_params, s_conv_n(16, 32, 3, 0) + s_conv_n(32, 32, 3, 0) + s_conv_n(16, 32, 1, 0) +
+                                         3 * s_bn_n(32) + s_fc_n(32, 10, 1));
     net_free(&net);
 }
 END_TEST
@@ -463,6 +516,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_shipped_models_parse_with_expected_counts);
     tcase_add_test(tc, test_resnet8_shapes);
     tcase_add_test(tc, test_summary_lists_layers_and_total);
+    tcase_add_test(tc, test_readme_examples_parse);
     suite_add_tcase(s, tc);
     return s;
 }
