@@ -364,8 +364,9 @@ static int s_tokenize(char *s, char **tok, int max_tok) {
 net_t *net_parse(const char *text, const char *origin, int batch_cap, char *err, size_t err_len) {
     parse_ctx_t p = {origin ? origin : "<model>", 0, err, err_len};
     if (err && err_len) err[0] = 0;
+    if (!text) { s_fail(&p, "no model text"); return NULL; }
     net_t *net = calloc(1, sizeof *net);
-    char *copy = text ? strdup(text) : NULL;
+    char *copy = strdup(text);
     if (!net || !copy) { free(net); free(copy); s_fail(&p, "out of memory"); return NULL; }
     net->source = strdup(text);
     net->fc_doubly_min_in = 1e30; /* automatic doubly-factored selection off unless set */

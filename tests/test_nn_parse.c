@@ -199,6 +199,9 @@ START_TEST(test_parse_batch_cap_and_err_buffer) {
     ck_assert_ptr_null(net_parse("input 1x4x4\nfoo\n", "t.model", 4, small, sizeof small));
     ck_assert_int_eq(small[sizeof small - 1], 0);
     ck_assert_ptr_null(net_parse("input 1x4x4\nfoo\n", "t.model", 4, NULL, 0));
+    /* no text at all */
+    ck_assert_ptr_null(net_parse(NULL, "t.model", 4, err, sizeof err));
+    ck_assert_msg(strstr(err, "t.model: ") == err && strstr(err, "no model text"), "%s", err);
     /* no origin: a default one names the text */
     ck_assert_ptr_null(net_parse("input 1x4x4\nfoo\n", NULL, 4, err, sizeof err));
     ck_assert_msg(strstr(err, ":2: ") != NULL, "%s", err);
