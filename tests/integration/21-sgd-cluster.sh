@@ -1,0 +1,48 @@
+#!/bin/sh
+# tests/integration/21-sgd-cluster.sh — the same cluster with optimizer sgd
+# and no kfac-statsd / kfac-invertd: deploy/kfac-launch starts kfac-ps and 2
+# kfac-worker, which train the MNIST MLP (first 10000 training examples,
+# batch 64 per worker) for 200 steps. Passes when the launcher and the
+# daemons exit 0, steps.csv has 200 steps with 2 workers and no inverse, and
+# the final test accuracy on 2000 test examples is at least ACC.
+. tests/integration/harness.inc
+h_init 21-sgd-cluster
+ACC=0.90   # SGD (lr 0.05, momentum 0.9) reaches ~0.93 at this budget
+port=$(h_port) || exit 1
+cat >"$H_DIR/run.ini" <<EOF2
+[run]
+seed = 2
+steps = 200
+eval_every = 100
+eval_n = 2000
+out_dir = $H_DIR/out
+[model]
+file = models/mnist-mlp.model
+[data]
+batch = 64
+train_n = 10000
+[optimizer]
+kind = sgd
+lr = 0.05
+momentum = 0.9
+[cluster]
+workers = 2
+statsd = 0
+invertd = 0
+[ps]
+progress_every = 50
+EOF2
+h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --quiet
+h_wait "$H_PID" 120
+st=$H_STATUS
+[ "$st" = 0 ] || h_fail "kfac-launch exited with status $st (124: still running after 120 s)"
+grep -q "3 of 3 daemons exited cleanly" "$H_DIR/launch.log" || h_fail "expected kfac-ps and 2 workers to exit cleanly"
+steps="$H_DIR/out/steps.csv"
+rows=$(awk 'NR > 1' "$steps" | wc -l)
+[ "$rows" -eq 200 ] || h_fail "steps.csv has $rows steps, expected 200"
+awk -F, 'NR > 1 && $12 != 2 { bad = 1 } END { exit bad }' "$steps" || h_fail "a step ran without both workers"
+inv=$(h_csv_last "$steps" inverses_installed)
+[ "${inv:-0}" = 0 ] || h_fail "sgd installed $inv inverses"
+acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
+h_ge "$acc" "$ACC" || h_fail "final test accuracy $acc is below $ACC"
+h_pass "200 sgd steps, test accuracy $acc >= $ACC"

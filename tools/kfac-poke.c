@@ -1,0 +1,388 @@
+/* tools/kfac-poke.c — send malformed and hostile frames to a kfac-ps and
+ * print what comes back: a robustness probe for the parameter server (and
+ * the integration test that trains while being poked).
+ *
+ *   kfac-poke --endpoint tcp://127.0.0.1:5555 --count 200
+ *   kfac-poke --endpoint tcp://127.0.0.1:5555 --kinds random,version,nan --print 50
+ *
+ * It holds one DEALER (like every client) and never says a valid Hello, so it
+ * never joins the run. Frame kinds, sent round-robin (--kinds all):
+ *   random       random bytes (0..2047 of them)
+ *   truncated    a valid GradPush envelope cut short
+ *   version      a Hello speaking protocol version 99      -> Refuse expected
+ *   body         an Envelope whose body field is unknown    -> Error expected
+ *   role         a Params message claiming to come from a worker
+ *   unwelcomed   a GradPush from a peer that never said Hello
+ *   nan          a GradPush whose gradient holds NaN and Inf
+ *   shape        a StatsPush whose factor data do not match n
+ *   job          a JobResult for a job that does not exist, with NaN data
+ *   empty        a zero-length frame
+ *   multipart    a message of two frames (dropped by the PS, no reply)
+ *   oversize     --oversize-bytes of random data (ZeroMQ drops the connection)
+ * Every reply is decoded and, up to --print of them, printed one per line
+ * ("reply 3: error INVALID: ..."); the last line sums up. Exit: 0 done,
+ * 1 nothing could be sent, 2 usage error.
+ *
+ * Conventions: plain blocking ZeroMQ calls with timeouts (a probe, not a
+ * daemon); random choices from common/rng.h seeded by --seed (0: the clock).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/rng.h"
+#include "proto/msg.h"
+
+typedef struct poke_cfg {
+    char *endpoint;
+    int count;
+    uint64_t seed;
+    int wait_ms;
+    int interval_ms;
+    char *kinds;
+    int print;
+    int oversize_bytes;
+} poke_cfg_t;
+
+#define O(key, type, field, def, lo, hi, help) CONFIG_OPT("poke", key, type, poke_cfg_t, field, def, lo, hi, help)
+static const config_option_t s_opts[] = {
+    O("endpoint", OPT_STRING, endpoint, "tcp://127.0.0.1:5555", 1, 256, "the kfac-ps endpoint to poke"),
+    O("count", OPT_INT, count, "100", 1, 1000000, "frames to send"),
+    O("seed", OPT_UINT64, seed, "0", 0, 0, "seed of the random frames (0: from the clock)"),
+    O("wait_ms", OPT_INT, wait_ms, "1000", 0, 600000, "how long to collect replies after the last frame"),
+    O("interval_ms", OPT_INT, interval_ms, "0", 0, 60000, "pause between frames"),
+    O("kinds", OPT_STRING, kinds, "all", 1, 512,
+      "comma-separated frame kinds: random truncated version body role unwelcomed nan shape job empty multipart "
+      "oversize, or all"),
+    O("print", OPT_INT, print, "20", 0, 1000000, "replies printed one per line (the rest are only counted)"),
+    O("oversize_bytes", OPT_INT, oversize_bytes, "33554432", 1, 1073741824, "size of an oversize frame"),
+};
+static const char *const s_sections[] = {"poke", NULL};
+
+typedef enum {
+    K_RANDOM = 0, K_TRUNCATED, K_VERSION, K_BODY, K_ROLE, K_UNWELCOMED, K_NAN, K_SHAPE, K_JOB, K_EMPTY,
+    K_MULTIPART, K_OVERSIZE, K_COUNT
+} kind_t;
+static const char *const s_kind_names[K_COUNT] = {"random", "truncated", "version", "body", "role", "unwelcomed",
+                                                  "nan", "shape", "job", "empty", "multipart", "oversize"};
+
+/* Parse "all" or a comma list into on[]. Returns the number chosen or -1. */
+static int s_parse_kinds(const char *text, bool *on) {
+    memset(on, 0, K_COUNT * sizeof *on);
+    if (strcmp(text, "all") == 0) {
+        for (int k = 0; k < K_COUNT; k++) on[k] = true;
+        return K_COUNT;
+    }
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int k = 0; k < K_COUNT; k++)
+            if (strlen(s_kind_names[k]) == len && strncmp(p, s_kind_names[k], len) == 0) found = k;
+        if (found < 0) {
+            fprintf(stderr, "kfac-poke: unknown frame kind '%.*s' (see --help)\n", (int)len, p);
+            return -1;
+        }
+        if (!on[found]) n++;
+        on[found] = true;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return n;
+}
+
+static void s_fill_random(rng_t *r, uint8_t *b, size_t n) {
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rng_below(r, 256);
+}
+
+/* Encode m into a malloc'd buffer; exits on failure (a programming error). */
+static uint8_t *s_encode(const msg_t *m, size_t *len) {
+    uint8_t *buf = NULL;
+    if (msg_encode(m, &buf, len) < 0) {
+        fprintf(stderr, "kfac-poke: encoding a %s failed\n", msg_type_name(m->type));
+        exit(1);
+    }
+    return buf;
+}
+
+/* A GradPush of n floats from a worker; poison: NaN and Inf inside. */
+static uint8_t *s_grad_push(rng_t *r, size_t n, int poison, size_t *len) {
+    float *g = malloc(n * sizeof *g);
+    if (!g) exit(1);
+    for (size_t i = 0; i < n; i++) g[i] = (float)rng_normal(r);
+    if (poison) {
+        g[rng_below(r, (uint32_t)n)] = NAN;
+        g[rng_below(r, (uint32_t)n)] = INFINITY;
+    }
+    msg_t m;
+    msg_init(&m, MSG_GRAD_PUSH, MSG_ROLE_WORKER, 1 + rng_below(r, 8));
+    m.grad_push.version = rng_below(r, 1000);
+    m.grad_push.loss = poison ? NAN : 2.3;
+    m.grad_push.n_examples = 64;
+    m.grad_push.grad = g;
+    m.grad_push.n_grad = n;
+    uint8_t *buf = s_encode(&m, len);
+    free(g);
+    return buf;
+}
+
+/* One frame of kind k: *buf (malloc'd) and *len (multipart: split in two by the caller). */
+static void s_make(kind_t k, rng_t *r, const poke_cfg_t *c, uint8_t **buf, size_t *len) {
+    msg_t m;
+    switch (k) {
+    case K_RANDOM:
+        *len = rng_below(r, 2048);
+        *buf = malloc(*len + 1);
+        s_fill_random(r, *buf, *len);
+        return;
+    case K_TRUNCATED: {
+        size_t full;
+        uint8_t *b = s_grad_push(r, 1000, 0, &full);
+        *len = 1 + rng_below(r, (uint32_t)(full - 1));
+        *buf = b;
+        return;
+    }
+    case K_VERSION:
+        msg_init(&m, MSG_HELLO, MSG_ROLE_WORKER, 0);
+        m.protocol_version = 99;
+        m.hello.build_id = "kfac-poke";
+        m.hello.host = "poke";
+        *buf = s_encode(&m, len);
+        return;
+    case K_BODY: {
+        /* protocol_version = 1, role = worker, then field 99 (length 1): no
+         * body this protocol knows. */
+        static const uint8_t b[] = {0x08, 0x01, 0x10, 0x02, 0x9a, 0x06, 0x01, 0x00};
+        *len = sizeof b;
+        *buf = malloc(sizeof b);
+        memcpy(*buf, b, sizeof b);
+        return;
+    }
+    case K_ROLE: {
+        float p[4] = {1, 2, 3, 4};
+        msg_init(&m, MSG_PARAMS, MSG_ROLE_WORKER, 1);
+        m.params.version = 7;
+        m.params.params = p;
+        m.params.n_params = 4;
+        *buf = s_encode(&m, len);
+        return;
+    }
+    case K_UNWELCOMED:
+        *buf = s_grad_push(r, 16, 0, len);
+        return;
+    case K_NAN:
+        *buf = s_grad_push(r, 64, 1, len);
+        return;
+    case K_SHAPE: {
+        float d[5] = {1, 0, 1, 0, 1};
+        msg_factor_t f = {.kind = MSG_FACTOR_A, .n = 3, .n_blocks = 1, .data = d, .n_data = 5}; /* needs 6 */
+        msg_layer_stats_t ls = {.layer = 1, .factors = &f, .n_factors = 1};
+        msg_init(&m, MSG_STATS_PUSH, MSG_ROLE_STATSD, 1);
+        m.stats_push.params_version = 1;
+        m.stats_push.n_examples = 64;
+        m.stats_push.stats.layers = &ls;
+        m.stats_push.stats.n_layers = 1;
+        *buf = s_encode(&m, len);
+        return;
+    }
+    case K_JOB: {
+        float inv[3] = {1, NAN, 1};
+        msg_init(&m, MSG_JOB_RESULT, MSG_ROLE_INVERTD, 1);
+        m.job_result.job_id = 1000000 + rng_below(r, 1000);
+        m.job_result.layer = 1;
+        m.job_result.n = 2;
+        m.job_result.method = MSG_METHOD_CHOLESKY;
+        m.job_result.inverse = inv;
+        m.job_result.n_inverse = 3;
+        *buf = s_encode(&m, len);
+        return;
+    }
+    case K_EMPTY:
+        *len = 0;
+        *buf = malloc(1);
+        return;
+    case K_MULTIPART:
+        *len = 16;
+        *buf = malloc(16);
+        s_fill_random(r, *buf, 16);
+        return;
+    case K_OVERSIZE:
+        *len = (size_t)c->oversize_bytes;
+        *buf = malloc(*len);
+        if (*buf) s_fill_random(r, *buf, *len < 4096 ? *len : 4096); /* the rest: whatever malloc gave */
+        if (*buf && *len > 4096) memset(*buf + 4096, 0x5a, *len - 4096);
+        return;
+    case K_COUNT:
+        break;
+    }
+    *len = 0;
+    *buf = malloc(1);
+}
+
+typedef struct tally {
+    uint64_t n_replies;
+    uint64_t by_type[MSG_TYPE_COUNT];
+    uint64_t by_error[MSG_ERR_COUNT];
+    uint64_t n_undecodable;
+} tally_t;
+
+/* Read every reply that arrives within timeout_ms (then until quiet). */
+static void s_collect(void *sock, int timeout_ms, const poke_cfg_t *c, tally_t *t) {
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    for (;;) {
+        int rc = zmq_poll(&it, 1, timeout_ms);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc <= 0) return;
+        zmq_msg_t zm;
+        zmq_msg_init(&zm);
+        if (zmq_msg_recv(&zm, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&zm);
+            continue;
+        }
+        msg_t m;
+        char err[256];
+        t->n_replies++;
+        if (msg_decode(zmq_msg_data(&zm), zmq_msg_size(&zm), &m, err, sizeof err) < 0) {
+            t->n_undecodable++;
+            if (t->n_replies <= (uint64_t)c->print)
+                printf("reply %" PRIu64 ": undecodable (%zu bytes): %s\n", t->n_replies, zmq_msg_size(&zm), err);
+        } else {
+            t->by_type[m.type]++;
+            if (m.type == MSG_ERROR && m.error.code < MSG_ERR_COUNT) t->by_error[m.error.code]++;
+            if (t->n_replies <= (uint64_t)c->print) {
+                if (m.type == MSG_ERROR)
+                    printf("reply %" PRIu64 ": error %s: %s\n", t->n_replies, msg_error_code_name(m.error.code),
+                           m.error.text ? m.error.text : "");
+                else if (m.type == MSG_REFUSE)
+                    printf("reply %" PRIu64 ": refuse: %s\n", t->n_replies, m.refuse.text ? m.refuse.text : "");
+                else
+                    printf("reply %" PRIu64 ": %s\n", t->n_replies, msg_type_name(m.type));
+            }
+        }
+        msg_clear(&m);
+        zmq_msg_close(&zm);
+        fflush(stdout);
+        timeout_ms = timeout_ms < 50 ? timeout_ms : 50; /* drain what is there, then go on */
+    }
+}
+
+static void s_sleep_ms(int ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int main(int argc, char **argv) {
+    config_spec_t spec = {.program = "kfac-poke",
+                          .summary = "send malformed frames to a kfac-ps and print its replies",
+                          .opts = s_opts,
+                          .n_opts = CONFIG_COUNT(s_opts),
+                          .partial_sections = NULL,
+                          .known_sections = s_sections};
+    poke_cfg_t c;
+    memset(&c, 0, sizeof c);
+    char err[1024];
+    int rc = config_load(&spec, &c, argc, argv, stdout, err, sizeof err);
+    if (rc == CONFIG_HELP || rc == CONFIG_DUMP) {
+        config_release(&spec, &c);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "kfac-poke: %s\n", err);
+        config_release(&spec, &c);
+        return 2;
+    }
+    bool on[K_COUNT];
+    int n_kinds = s_parse_kinds(c.kinds, on);
+    if (n_kinds <= 0) {
+        config_release(&spec, &c);
+        return 2;
+    }
+    log_init(LOG_LEVEL_WARN, "kfac-poke");
+    uint64_t seed = c.seed ? c.seed : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    rng_t r;
+    rng_seed(&r, seed);
+    printf("kfac-poke: %d frames to %s, seed %" PRIu64 "\n", c.count, c.endpoint, seed);
+
+    int status = 0;
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    int linger = 0, one = 1, sndtimeo = 2000;
+    if (!sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
+        zmq_setsockopt(sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo) || zmq_connect(sock, c.endpoint)) {
+        fprintf(stderr, "kfac-poke: cannot connect to %s: %s\n", c.endpoint, zmq_strerror(errno));
+        status = 1;
+        goto done;
+    }
+    int kinds[K_COUNT], nk = 0;
+    for (int k = 0; k < K_COUNT; k++)
+        if (on[k]) kinds[nk++] = k;
+    uint64_t sent[K_COUNT] = {0}, failed = 0;
+    tally_t t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < c.count; i++) {
+        kind_t k = (kind_t)kinds[i % nk];
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        s_make(k, &r, &c, &buf, &len);
+        if (!buf) {
+            fprintf(stderr, "kfac-poke: out of memory for a %s frame\n", s_kind_names[k]);
+            status = 1;
+            goto done;
+        }
+        int ok;
+        if (k == K_MULTIPART) {
+            ok = zmq_send(sock, buf, len / 2, ZMQ_SNDMORE) >= 0 && zmq_send(sock, buf + len / 2, len - len / 2, 0) >= 0;
+        } else {
+            ok = zmq_send(sock, buf, len, 0) >= 0;
+        }
+        free(buf);
+        if (ok) sent[k]++;
+        else failed++;
+        if (c.interval_ms > 0) s_sleep_ms(c.interval_ms);
+        s_collect(sock, 0, &c, &t);
+    }
+    s_collect(sock, c.wait_ms, &c, &t);
+    uint64_t total = 0;
+    printf("sent:");
+    for (int k = 0; k < K_COUNT; k++)
+        if (sent[k]) {
+            printf(" %s %" PRIu64, s_kind_names[k], sent[k]);
+            total += sent[k];
+        }
+    printf(" (%" PRIu64 " frames, %" PRIu64 " could not be sent)\n", total, failed);
+    printf("replies: %" PRIu64 " (", t.n_replies);
+    const char *sep = "";
+    for (int ty = 0; ty < MSG_TYPE_COUNT; ty++)
+        if (t.by_type[ty]) {
+            printf("%s%s %" PRIu64, sep, msg_type_name((msg_type_t)ty), t.by_type[ty]);
+            sep = ", ";
+        }
+    for (int e = 0; e < MSG_ERR_COUNT; e++)
+        if (t.by_error[e]) {
+            printf("%serror %s %" PRIu64, sep, msg_error_code_name((msg_error_code_t)e), t.by_error[e]);
+            sep = ", ";
+        }
+    if (t.n_undecodable) printf("%sundecodable %" PRIu64, sep, t.n_undecodable);
+    printf(")\n");
+    if (total == 0) {
+        fprintf(stderr, "kfac-poke: nothing could be sent to %s (is kfac-ps running there?)\n", c.endpoint);
+        status = 1;
+    }
+done:
+    if (sock) zmq_close(sock);
+    if (ctx) zmq_ctx_term(ctx);
+    config_release(&spec, &c);
+    return status;
+}
