@@ -555,7 +555,7 @@ static void s_apply_step(ps_server_t *s) {
     ps_step_row_t row;
     memset(&row, 0, sizeof row);
     row.inv_age_max = -1;
-    double step_size = 0.0;
+    double step_size = 0.0, t_math = ps_srv_now_ms();
     if (s->kfac) {
         kfac_step_info_t info;
         memset(&info, 0, sizeof info);
@@ -594,6 +594,14 @@ static void s_apply_step(ps_server_t *s) {
         /* state = state_acc / sum(n_examples): the mean of the workers' running statistics */
         for (size_t i = 0; i < s->net->n_state; i++) s->net->state[i] = (float)(s->state_acc[i] / s->state_n);
     }
+    /* The update runs on the loop thread: watch how long it holds it. */
+    double math_ms = ps_srv_now_ms() - t_math;
+    s->step_ms_sum += math_ms;
+    if (math_ms > s->step_ms_max) s->step_ms_max = math_ms;
+    if (math_ms > PS_SLOW_STEP_MS && !s->warned_slow_step++)
+        log_warn("step %ld: the update took %.0f ms on the loop thread (messages wait meanwhile); a model this "
+                 "large wants [ps] threads > 1",
+                 s->t, math_ms);
     row.step = (uint64_t)s->t + 1;
     row.wall_s = ps_srv_wall_s(s);
     row.train_loss = s->acc_loss / s->acc_n;
@@ -772,6 +780,8 @@ void ps_round_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->kfac)
         S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, s->n_installed,
               s->last_inv_age_mean, s->last_inv_age_max, s->n_folds);
+    if (s->steps_done)
+        S_ADD(", update %.1f ms mean %.1f max", s->step_ms_sum / (double)s->steps_done, s->step_ms_max);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);
     uint64_t total = 0;
     for (int t = 0; t < MSG_TYPE_COUNT; t++) total += s->rejected[t];

@@ -39,6 +39,8 @@
 #define PS_LOG_EVERY_MS 1000
 /* Interval of "step t waits for ..." lines while a step is held up. */
 #define PS_WAIT_LOG_MS 10000
+/* An update that holds the loop thread longer than this is worth a warning. */
+#define PS_SLOW_STEP_MS 250.0
 /* Consecutive failed updates (non-finite direction) before giving up. */
 #define PS_MAX_STEP_FAILURES 10
 
@@ -95,6 +97,8 @@ struct ps_server {
     uint64_t first_worker_ns;      /* when the first worker joined */
     uint64_t last_step_ns;         /* when the last step was applied (or the start) */
     int consecutive_failures;
+    double step_ms_sum, step_ms_max; /* time the update held the loop thread */
+    int warned_slow_step;
 
     /* encoded Params of version pver[i], want_stats = i */
     uint8_t *pbuf[2];
