@@ -787,7 +787,7 @@ END_TEST
 Suite *make_suite(void) {
     Suite *s = suite_create("nn_grad");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_fc_grad_matches_fd);
     tcase_add_test(tc, test_conv_grad_matches_fd);
     tcase_add_test(tc, test_tanh_grad_matches_fd);

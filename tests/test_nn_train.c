@@ -112,7 +112,7 @@ END_TEST
 Suite *make_suite(void) {
     Suite *s = suite_create("nn_train");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_train_mnist_mlp_sgd_reaches_90pct);
     suite_add_tcase(s, tc);
     return s;
