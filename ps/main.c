@@ -5,37 +5,17 @@
  *
  * Exit codes: 0 clean (all steps, target accuracy, SIGINT/SIGTERM), 1 fatal
  * (model or data missing, port busy, diverged), 2 usage (bad option). */
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
+#include "common/blas.h"
 #include "common/log.h"
 #include "common/runcfg.h"
 #include "ps/server.h"
 
-/* OpenBLAS 0.3.21 does not recognise some virtual CPUs and falls back to its
- * generic "Prescott" kernels: three times slower updates here, and crashes
- * in other daemons' Cholesky inverses. OPENBLAS_CORETYPE is read only when
- * the library loads, so on an AVX2 + FMA CPU the program restarts itself
- * once with OPENBLAS_CORETYPE=Haswell. An explicit setting is respected. */
-static void s_blas_core_check(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || !argv || !argv[0]) return;
-    const char *core = openblas_get_corename();
-    if (!core || strcasecmp(core, "Prescott") != 0) return;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
-    if (setenv("OPENBLAS_CORETYPE", "Haswell", 1) != 0) return;
-    setenv("KFAC_BLAS_RESTARTED", core, 1);
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE"); /* the restart failed: go on with what we have */
-    unsetenv("KFAC_BLAS_RESTARTED");
-}
-
 int main(int argc, char **argv) {
-    s_blas_core_check(argv);
+    blas_restart_if_generic(argv);
     runcfg_t cfg;
     char err[1024] = "";
     int rc = runcfg_load(&cfg, RUNCFG_ROLE_PS, argc, argv, err, sizeof err);
@@ -61,12 +41,7 @@ int main(int argc, char **argv) {
         log_debug("configuration:\n%s", text ? text : "(out of memory)");
         free(text);
     }
-    openblas_set_num_threads(cfg.ps_threads);
-    if (getenv("KFAC_BLAS_RESTARTED"))
-        log_info("OpenBLAS had chosen its %s kernels on this AVX2 CPU: restarted with OPENBLAS_CORETYPE=Haswell",
-                 getenv("KFAC_BLAS_RESTARTED"));
-    log_info("OpenBLAS threads: %d ([ps] threads = %d, core %s)", openblas_get_num_threads(), cfg.ps_threads,
-             openblas_get_corename());
+    blas_set_threads(cfg.ps_threads);
     ps_server_t *s = ps_server_new(&cfg, err, sizeof err);
     if (!s) {
         log_error("%s", err);

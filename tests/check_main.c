@@ -5,9 +5,13 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "common/blas.h"
+
 Suite *make_suite(void);
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_restart_if_generic(argv); /* the same OpenBLAS kernels the daemons use */
     SRunner *sr = srunner_create(make_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -8,12 +8,12 @@
  * Prints the model summary, a progress line per evaluation and a final
  * summary; writes nothing else. Exit: 0 done, 1 failure, 2 usage error.
  */
-#include <cblas.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/blas.h"
 #include "common/data.h"
 #include "common/log.h"
 #include "common/nn.h"
@@ -21,6 +21,7 @@
 #include "common/train.h"
 
 int main(int argc, char **argv) {
+    blas_restart_if_generic(argv);
     char err[1024];
     runcfg_t c;
     int rc = runcfg_load(&c, RUNCFG_ROLE_TRAIN, argc, argv, err, sizeof err);
@@ -33,8 +34,7 @@ int main(int argc, char **argv) {
     log_level_t lvl = LOG_LEVEL_INFO;
     log_level_parse(c.log_level, &lvl);
     log_init(lvl, "kfac-train");
-    openblas_set_num_threads(2);
-    log_info("OpenBLAS threads: %d", openblas_get_num_threads());
+    blas_set_threads(2);
     int status = 1;
     dataset_t *train = NULL, *test = NULL;
     net_t *net = NULL;
