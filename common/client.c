@@ -212,6 +212,7 @@ static void s_send_hello(client_t *c) {
 }
 
 static void s_send_heartbeat(client_t *c, uint64_t echo_ns) {
+    c->t_last_tx_ns = uv_hrtime(); /* also when the send fails: no retry every tick */
     msg_t m;
     client_msg_init(c, &m, MSG_HEARTBEAT);
     m.heartbeat.mono_ns = uv_hrtime();
@@ -404,7 +405,11 @@ static void s_on_tick(uv_timer_t *t) {
         return;
     }
     if (c->state != S_READY) return;
-    if (now - c->t_last_tx_ns >= c->hb_ms * S_NS_PER_MS) s_send_heartbeat(c, 0);
+    /* Heartbeats while the PS is heard; once a PS that heartbeats itself has been
+     * silent for five of its intervals, more of them would only pile up in the
+     * queue of a dead connection. */
+    int ps_quiet = c->ps_hb_ms && now - c->t_last_rx_ns > 5 * c->ps_hb_ms * S_NS_PER_MS;
+    if (!ps_quiet && now - c->t_last_tx_ns >= c->hb_ms * S_NS_PER_MS) s_send_heartbeat(c, 0);
     uint64_t silence_ms = CLIENT_SILENCE_MS;
     if (c->ps_hb_ms && 10 * c->ps_hb_ms > silence_ms) silence_ms = 10 * c->ps_hb_ms;
     if (now - c->t_last_rx_ns >= silence_ms * S_NS_PER_MS) {
@@ -445,16 +450,17 @@ client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, c
     zloop_socket_opts_t so;
     zloop_socket_opts_default(&so);
     so.linger_ms = 200; /* long enough for Bye to leave */
+    /* No ZMQ_IMMEDIATE: with it, a message that arrives just before the PS
+     * closes its end (the Shutdown of a finished run) can be discarded with
+     * the connection. Without it, what is sent while no PS is connected
+     * waits in the queue (bounded here) and goes out on connection, in order. */
+    so.sndhwm = 256;
     c->sock = zloop_socket_new(loop, c->zctx, ZMQ_DEALER, &so, s_on_recv, c);
     if (!c->sock) {
         zmq_ctx_term(c->zctx);
         free(c);
         return NULL;
     }
-    /* Queue nothing while no PS is connected: requests are re-sent by us. */
-    int one = 1;
-    if (zmq_setsockopt(zloop_socket_zmq(c->sock), ZMQ_IMMEDIATE, &one, sizeof one) != 0)
-        log_warn("ZMQ_IMMEDIATE: %s", zmq_strerror(errno));
     return c;
 }
 

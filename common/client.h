@@ -8,16 +8,20 @@
  *
  * The connection (client_t)
  *   client_start() connects the DEALER to [cluster] ps and sends Hello
- *   (role, build id, host, pid, sender_id = the --id). The socket has
- *   ZMQ_IMMEDIATE set, so nothing is queued while no PS is connected: Hello
- *   is re-sent every few seconds until a Welcome comes, and "waiting for
- *   kfac-ps at ..." is logged once per CLIENT_WAIT_LOG_MS.
+ *   (role, build id, host, pid, sender_id = the --id). Hello is re-sent every
+ *   CLIENT_HELLO_RETRY_MS until a Welcome comes, and "waiting for kfac-ps at
+ *   ..." is logged once per CLIENT_WAIT_LOG_MS. The socket does not use
+ *   ZMQ_IMMEDIATE (with it, the Shutdown a PS sends just before it exits can
+ *   be discarded with the connection): messages sent while no PS is
+ *   connected wait in a bounded queue and leave in order once it is, so
+ *   every repeated Hello reaches the PS before any request that followed
+ *   the first Welcome.
  *   Welcome: the config text is parsed into the effective configuration (the
  *   PS's shared sections, with this host's [data] dir and [run] log_level and
  *   the daemon's own section kept from the local configuration), the
  *   assigned id is used as sender_id from then on, and on_welcome runs. A
- *   Welcome while already welcomed (a duplicate answer to a re-sent Hello) is
- *   ignored.
+ *   Welcome while already welcomed is the answer to a repeated Hello that
+ *   was queued before the daemon's first request, so it is ignored.
  *   Refuse: logged, the client stops with exit code 1.
  *   Shutdown: logged, the client stops with exit code 0 (no Bye).
  *   Error NOT_WELCOMED (the PS restarted and forgot us): Hello again; the

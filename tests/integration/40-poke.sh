@@ -33,7 +33,7 @@ invertd = 2
 progress_every = 10
 EOF2
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
-h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --quiet
+h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet
 launch=$H_PID
 h_wait_log "$H_DIR/out/logs/ps.log" "step +20/" 90 || h_fail "training did not reach step 20"
 "$BUILD/kfac-poke" --endpoint "tcp://127.0.0.1:$port" --count 240 --seed 42 --interval_ms 5 \

@@ -30,7 +30,7 @@ invertd = 2
 [ps]
 progress_every = 10
 EOF2
-h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --quiet
+h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet
 h_wait "$H_PID" 150
 st=$H_STATUS
 [ "$st" = 0 ] || h_fail "kfac-launch exited with status $st (124: still running after 150 s)"
