@@ -3,13 +3,11 @@
  * the model helpers the worker and the stats worker share. */
 #include "common/client.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
-#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "common/blas.h"
 #include "common/data.h"
 #include "common/log.h"
 #include "common/zloop.h"
@@ -101,27 +100,8 @@ int client_local_id(const runcfg_t *cfg, runcfg_role_t role) {
 
 /* ---- start-up ------------------------------------------------------------------ */
 
-/* OpenBLAS 0.3.21 (Debian 12) falls back to its generic "Prescott" kernels
- * on CPUs whose model it does not recognise (virtual CPUs with a generic
- * model name), and there its single-threaded strtri (inside spotri, so every
- * Cholesky inverse) crashes in strsm_kernel_RT for odd n from about 400 on.
- * When the CPU has AVX2 and FMA, restart the program once with
- * OPENBLAS_CORETYPE=Haswell, which OpenBLAS reads only at load time. An
- * explicit OPENBLAS_CORETYPE is always respected. */
-static void s_blas_core_check(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || !argv || !argv[0]) return;
-    const char *core = openblas_get_corename();
-    if (!core || strcasecmp(core, "Prescott") != 0) return;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
-    if (setenv("OPENBLAS_CORETYPE", "Haswell", 1) != 0 || setenv("KFAC_BLAS_RESTARTED", "Prescott", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on as we are */
-    unsetenv("KFAC_BLAS_RESTARTED");
-}
-
 int client_config_load(runcfg_t *cfg, runcfg_role_t role, int argc, char **argv, int *exit_code) {
-    s_blas_core_check(argv);
+    blas_restart_if_generic(argv); /* may restart the program (common/blas.h) */
     char err[1024] = "";
     const char *prog = s_program(role);
     int rc = runcfg_load(cfg, role, argc, argv, err, sizeof err);
@@ -154,14 +134,7 @@ int client_config_load(runcfg_t *cfg, runcfg_role_t role, int argc, char **argv,
     return 0;
 }
 
-void client_blas_threads(int n) {
-    openblas_set_num_threads(n);
-    const char *why = getenv("KFAC_BLAS_RESTARTED");
-    if (why)
-        log_info("OpenBLAS had chosen its %s kernels on this AVX2 CPU (their single-threaded strtri crashes): "
-                 "restarted with OPENBLAS_CORETYPE=Haswell", why);
-    log_info("OpenBLAS threads: %d (core %s)", openblas_get_num_threads(), openblas_get_corename());
-}
+void client_blas_threads(int n) { blas_set_threads(n); }
 
 /* ---- sending ------------------------------------------------------------------ */
 

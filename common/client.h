@@ -82,16 +82,15 @@
 /* What every client main() does first: runcfg_load(role) from argv (defaults
  * < --config FILE < --key value), then log_init at [run] log_level with the
  * tag "<program>[<id>]", then the configuration dumped at debug level.
- * First of all, where OpenBLAS chose its generic Prescott kernels on an AVX2
- * CPU (their single-threaded strtri crashes), the program is restarted once
- * with OPENBLAS_CORETYPE=Haswell (execv of /proc/self/exe with the same argv).
+ * First of all blas_restart_if_generic(argv) (common/blas.h): where OpenBLAS
+ * chose its generic Prescott kernels on an AVX2 CPU the program restarts once
+ * with OPENBLAS_CORETYPE=Haswell.
  * Returns 0 to go on, or 1 with *exit_code set: 0 after --help or
  * --dump-config, 2 for a usage error (the message and a "see --help" hint go
  * to stderr). cfg is filled in every case; runcfg_release() it. */
 int client_config_load(runcfg_t *cfg, runcfg_role_t role, int argc, char **argv, int *exit_code);
 
-/* openblas_set_num_threads(n) and log the count and the kernel family
- * (core) OpenBLAS reports. */
+/* blas_set_threads(n): set and log the OpenBLAS thread count and kernels. */
 void client_blas_threads(int n);
 
 /* The id of this daemon in its own section ([worker] id, ...). */
