@@ -380,7 +380,7 @@ static int s_load_idx(const char *images_path, const char *labels_path, const da
     memset(&rl, 0, sizeof rl);
     uint8_t *img = NULL, *lab = NULL;
     dataset_t *ds = NULL;
-    uint32_t idims[3], ldims[1];
+    uint32_t idims[3] = {0, 0, 0}, ldims[1] = {0};
     char what[96];
     int rc = s_reader_open(&ri, images_path, err, err_len);
     if (rc) goto cleanup;

@@ -44,10 +44,12 @@ static void s_im2col(const layer_t *l, const float *x, int n) {
                     for (int oy = 0; oy < OH; oy++, d += OW) {
                         int iy = oy * s - pad + ky;
                         if (iy < 0 || iy >= H) { memset(d, 0, (size_t)OW * sizeof(float)); continue; }
-                        const float *src = xc + (size_t)iy * W - pad + kx;
+                        /* input column of output column ox: ox*s + off (in range for lo <= ox < hi) */
+                        const float *src = xc + (size_t)iy * W;
+                        const int off = kx - pad;
                         if (lo > 0) memset(d, 0, (size_t)lo * sizeof(float));
-                        if (s == 1) memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
-                        else for (int ox = lo; ox < hi; ox++) d[ox] = src[ox * s];
+                        if (s == 1) { if (hi > lo) memcpy(d + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float)); }
+                        else for (int ox = lo; ox < hi; ox++) d[ox] = src[ox * s + off];
                         if (hi < OW) memset(d + hi, 0, (size_t)(OW - hi) * sizeof(float));
                     }
                 }
@@ -72,9 +74,10 @@ static void s_col2im_add(const layer_t *l, float *dx, int n) {
                     for (int oy = 0; oy < OH; oy++, d += OW) {
                         int iy = oy * s - pad + ky;
                         if (iy < 0 || iy >= H) continue;
-                        float *dst = dxc + (size_t)iy * W - pad + kx;
-                        if (s == 1) for (int ox = lo; ox < hi; ox++) dst[ox] += d[ox];
-                        else for (int ox = lo; ox < hi; ox++) dst[ox * s] += d[ox];
+                        float *dst = dxc + (size_t)iy * W;
+                        const int off = kx - pad;
+                        if (s == 1) for (int ox = lo; ox < hi; ox++) dst[ox + off] += d[ox];
+                        else for (int ox = lo; ox < hi; ox++) dst[ox * s + off] += d[ox];
                     }
                 }
             }
