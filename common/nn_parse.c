@@ -29,7 +29,7 @@ static const char *s_kind_names[LAYER_KIND_COUNT] = {
 /* Options each kind accepts (space separated); "name" and "in" are common. */
 static const char *s_kind_opts[LAYER_KIND_COUNT] = {
     "out bias kfac", "out k stride pad bias kfac", "", "", "k stride pad",
-    "k stride pad global", "", "p", "eps momentum", "from", "",
+    "k stride pad global", "", "p", "eps momentum kfac", "from", "",
 };
 
 const char *layer_kind_name(layer_kind_t kind) {
@@ -184,7 +184,7 @@ static int s_parse_layer(parse_ctx_t *p, net_t *net, layer_t *l, char **tok, int
             else if (strcmp(val, "auto") == 0) l->kfac = KFAC_MODE_DEFAULT;
             else
                 return s_fail(p, "%s: kfac=%s is not valid (expected %s)", kn, val,
-                              kind == LAYER_FC ? "standard, doubly, auto or none" : "kfc, avg, auto or none");
+                              kind == LAYER_FC ? "standard, doubly, auto or none" : kind == LAYER_CONV ? "kfc, avg, auto or none" : "auto or none");
         }
     }
     if ((kind == LAYER_FC || kind == LAYER_CONV) && !have_out)
