@@ -222,8 +222,9 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
         return -ENOMEM;
     }
     /* Its own stream: the whole training split, seeded from the run seed and
-     * this daemon's id, batches of [statsd] batch (or [data] batch). */
-    uint64_t id = client_id(c);
+     * this daemon's id (its --id, so a run is reproducible; the id the PS
+     * assigned when --id is 0), batches of [statsd] batch (or [data] batch). */
+    uint64_t id = s->cfg->statsd_id > 0 ? (uint64_t)s->cfg->statsd_id : client_id(c);
     st->rank = 0;
     st->n_ranks = 1;
     st->batch = cfg->statsd_batch > 0 ? cfg->statsd_batch : cfg->batch;

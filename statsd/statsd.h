@@ -1,7 +1,7 @@
 /* statsd/statsd.h — kfac-statsd: a stats worker.
  *
  * Protocol (docs/protocol.md): Hello -> Welcome -> GetParams(0) -> Params(t)
- * -> on its own mini-batch of the training split (own seed stream per id):
+ * -> on its own mini-batch of the training split (own seed stream per --id):
  * forward, labels sampled from the model (true Fisher) or the data labels
  * (empirical), backward with them, kfac_stats_compute, pack ->
  * StatsPush(params_version t), which kfac-ps answers at once with its newest
