@@ -30,6 +30,13 @@ EOF2
 h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --quiet
 launch=$H_PID
 h_wait_log "$H_DIR/out/logs/ps.log" "step +10/" 90 || h_fail "training did not start"
+# Every daemon is up (statsd and invertd run at nice 10 and may come last).
+t=0
+while [ "$(grep -c " joined " "$H_DIR/out/logs/ps.log")" -lt 5 ]; do
+  [ $t -lt 300 ] || h_fail "not all 5 clients joined within 60 s"
+  sleep 0.2
+  t=$((t + 1))
+done
 kill -TERM "$launch"
 h_wait "$launch" 30
 st=$H_STATUS
