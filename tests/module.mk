@@ -6,4 +6,4 @@ TEST_HELPERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(TEST_SRC),$(wildc
 $(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(TEST_HELPERS) $(PROTO_LIB) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ -Wl,--start-group $^ -Wl,--end-group $(CHECK_LIBS) $(LDLIBS)

@@ -6,7 +6,7 @@ define daemon_rule
 ifneq ($$(wildcard $(1)/*.c),)
 $$(BUILD)/$(2): $$(patsubst %.c,$$(BUILD)/obj/%.o,$$(wildcard $(1)/*.c)) $$(PROTO_LIB) $$(COMMON_LIB)
 	$$(call msg,LINK,$$@)
-	$$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(Q)$$(CC) $$(LDFLAGS) -o $$@ -Wl,--start-group $$^ -Wl,--end-group $$(LDLIBS)
 BINS += $$(BUILD)/$(2)
 endif
 endef
@@ -16,4 +16,4 @@ TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/%,$(TOOL_SRC))
 BINS += $(TOOL_BINS)
 $(BUILD)/kfac-%: $(BUILD)/obj/tools/kfac-%.o $(PROTO_LIB) $(COMMON_LIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ -Wl,--start-group $^ -Wl,--end-group $(LDLIBS)
