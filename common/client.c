@@ -664,6 +664,8 @@ void client_setup_release(client_setup_t *s) {
 
 void client_compute_release(client_compute_t *cc) {
     if (!cc) return;
+    backend_free(&cc->be);
+    free(cc->probs);
     batcher_free(&cc->bat);
     dataset_free(&cc->train);
     kfac_stats_free(&cc->stats);
@@ -717,10 +719,15 @@ int client_compute_init(client_compute_t *cc, const client_setup_t *s, char *err
     cc->x = malloc((size_t)s->batch * (size_t)cc->net->in_size * sizeof(float));
     cc->y = malloc((size_t)s->batch * sizeof(int));
     cc->ys = malloc((size_t)s->batch * sizeof(int));
-    if (!cc->x || !cc->y || !cc->ys) {
+    cc->probs = malloc((size_t)s->batch * (size_t)cc->net->n_classes * sizeof(float));
+    if (!cc->x || !cc->y || !cc->ys || !cc->probs) {
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
+    /* The backend is made on the compute thread that will use it (a CUDA
+     * context belongs to the thread that creates it). */
+    if (!(cc->be = backend_new((backend_kind_t)s->device, cc->net, err, err_len))) goto fail;
+    log_info("device: %s", backend_describe(cc->be));
     rng_seed(&cc->label_rng, s->label_seed ^ 0xfeedULL ^ ((uint64_t)s->rank * 0x9E3779B97F4A7C15ULL));
     cc->fisher = s->fisher;
     cc->batch = s->batch;
@@ -733,16 +740,18 @@ fail:
 int client_compute_batch(client_compute_t *cc, const float *params, const float *state, int stats, int grad,
                          double *loss, int *n_correct, int *n_examples, char *err, size_t err_len) {
     net_t *net = cc->net;
-    memcpy(net->params, params, net->n_params * sizeof(float));
-    if (state && net->n_state) memcpy(net->state, state, net->n_state * sizeof(float));
+    int rc = backend_set_params(cc->be, params, state && net->n_state ? state : NULL);
+    if (rc < 0) {
+        snprintf(err, err_len, "uploading the parameters failed: %s", backend_describe(cc->be));
+        return rc;
+    }
     int n = batcher_next(cc->bat, cc->x, cc->y);
     if (n <= 0) {
         snprintf(err, err_len, "the batcher returned no examples");
         return -EIO;
     }
-    int rc = net_forward(net, cc->x, n, 1);
-    if (rc < 0) {
-        snprintf(err, err_len, "forward pass failed (%d)", rc);
+    if ((rc = backend_forward(cc->be, cc->x, n, 1)) < 0) {
+        snprintf(err, err_len, "forward pass failed (%d): %s", rc, backend_describe(cc->be));
         return rc;
     }
     *n_examples = n;
@@ -750,21 +759,27 @@ int client_compute_batch(client_compute_t *cc, const float *params, const float 
         const int *lab = cc->y;
         if (cc->fisher == KFAC_FISHER_TRUE) {
             /* True Fisher: one label per example drawn from the model. */
-            if ((rc = kfac_sample_labels(net_probs(net), n, net->n_classes, &cc->label_rng, cc->ys)) < 0) {
-                snprintf(err, err_len, "sampling labels failed: the model's probabilities are not finite");
+            if ((rc = backend_probs(cc->be, cc->probs)) < 0 ||
+                (rc = kfac_sample_labels(cc->probs, n, net->n_classes, &cc->label_rng, cc->ys)) < 0) {
+                snprintf(err, err_len, "sampling labels failed: the model's probabilities are not available or not finite");
                 return rc;
             }
             lab = cc->ys;
         }
-        net_backward(net, lab, NULL, NULL);
-        if ((rc = kfac_stats_compute(cc->stats, net)) < 0) {
-            snprintf(err, err_len, "computing the statistics failed (%d)", rc);
+        float l;
+        int h;
+        if ((rc = backend_backward(cc->be, lab, 0, &l, &h)) < 0 || (rc = backend_stats(cc->be, cc->stats)) < 0) {
+            snprintf(err, err_len, "computing the statistics failed (%d): %s", rc, backend_describe(cc->be));
             return rc;
         }
     }
     if (grad) {
         int hits = 0;
-        float l = net_backward(net, cc->y, NULL, &hits);
+        float l = 0.0f;
+        if ((rc = backend_backward(cc->be, cc->y, 1, &l, &hits)) < 0) {
+            snprintf(err, err_len, "backward pass failed (%d): %s", rc, backend_describe(cc->be));
+            return rc;
+        }
         *loss = l;
         *n_correct = hits;
     }

@@ -57,6 +57,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/backend.h"
 #include "common/data.h"
 #include "common/kfac_stats.h"
 #include "common/nn.h"
@@ -228,6 +229,7 @@ typedef struct client_setup {
     uint64_t batch_seed;      /* batcher stream (mixed with rank inside the batcher) */
     uint64_t label_seed;      /* sampled labels and dropout */
     int rank, n_ranks;        /* the shard */
+    int device;               /* backend_kind_t: auto, cpu or cuda (the caller sets it) */
 } client_setup_t;
 
 /* Fill s from w and cfg: the seeds are cfg->seed, the shard (rank, n_ranks)
@@ -241,6 +243,8 @@ void client_setup_release(client_setup_t *s);
  * the scratch for one batch. Owned by one thread at a time. */
 typedef struct client_compute {
     net_t *net;
+    backend_t *be;            /* where the forward/backward/statistics run (common/backend.h) */
+    float *probs;             /* (batch, n_classes) for sampled labels */
     dataset_t *train;
     batcher_t *bat;
     kfac_stats_t *stats;      /* NULL unless setup.with_stats */

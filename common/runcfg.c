@@ -86,6 +86,7 @@ static const config_option_t s_table[] = {
     O("statsd", "id", OPT_INT, statsd_id, "0", 0, 1000000, "stats worker id"),
     O("statsd", "threads", OPT_INT, statsd_threads, "1", 1, 256, "OpenBLAS threads"),
     O("statsd", "batch", OPT_INT, statsd_batch, "0", 0, 65536, "mini-batch for statistics (0: data.batch)"),
+    E("statsd", "device", statsd_device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
     O("invertd", "id", OPT_INT, invertd_id, "0", 0, 1000000, "inverse daemon id"),
     O("invertd", "threads", OPT_INT, invertd_threads, "1", 1, 256, "OpenBLAS threads"),
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),

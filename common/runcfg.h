@@ -96,6 +96,7 @@ typedef struct runcfg {
     int statsd_id;
     int statsd_threads;
     int statsd_batch;        /* 0: the data batch */
+    int statsd_device;       /* 0 auto, 1 cpu, 2 cuda */
     /* [invertd] */
     int invertd_id;
     int invertd_threads;

@@ -221,6 +221,7 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
         log_error("out of memory");
         return -ENOMEM;
     }
+    st->device = cfg->statsd_device;
     /* Its own stream: the whole training split, seeded from the run seed and
      * this daemon's id (its --id, so a run is reproducible; the id the PS
      * assigned when --id is 0), batches of [statsd] batch (or [data] batch). */
@@ -308,6 +309,11 @@ static const client_handlers_t s_handlers = {
 };
 
 statsd_server_t *statsd_server_new(const runcfg_t *cfg) {
+    char why[256];
+    if (cfg->statsd_device == BACKEND_CUDA && !backend_gpu_probe(why, sizeof why)) {
+        log_error("--device cuda: %s; use --device cpu or auto", why);
+        return NULL;
+    }
     client_blas_threads(cfg->statsd_threads);
     statsd_server_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;

@@ -225,6 +225,7 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
         log_error("out of memory");
         return -ENOMEM;
     }
+    st->device = cfg->device;
     if (s->next_setup) {
         client_setup_release(s->next_setup);
         free(s->next_setup);
@@ -324,24 +325,12 @@ static const client_handlers_t s_handlers = {
 };
 
 worker_server_t *worker_server_new(const runcfg_t *cfg) {
-    switch (cfg->device) {
-    case 2:
-#ifdef KFAC_CUDA
-        log_error("--device cuda: kfac-worker has no GPU path yet; use --device cpu");
-#else
-        log_error("--device cuda: this kfac-worker was built without CUDA (make CUDA=1)");
-#endif
+    /* --device cuda must fail before anything starts when no GPU can answer;
+     * auto is resolved (with one log line) when the backend is made. */
+    char why[256];
+    if (cfg->device == BACKEND_CUDA && !backend_gpu_probe(why, sizeof why)) {
+        log_error("--device cuda: %s; use --device cpu or auto", why);
         return NULL;
-    case 1:
-        log_info("device: cpu");
-        break;
-    default:
-#ifdef KFAC_CUDA
-        log_info("device: cpu (kfac-worker has no GPU path yet)");
-#else
-        log_info("device: cpu (built without CUDA)");
-#endif
-        break;
     }
     client_blas_threads(cfg->worker_threads);
     worker_server_t *s = calloc(1, sizeof *s);

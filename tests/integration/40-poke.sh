@@ -16,7 +16,7 @@ port=$(h_port) || exit 1
 cat >"$H_DIR/run.ini" <<EOF2
 [run]
 seed = 1
-steps = 200
+steps = 400
 eval_every = 100
 eval_n = 2000
 out_dir = $H_DIR/out
@@ -36,7 +36,7 @@ EOF2
 h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet
 launch=$H_PID
 h_wait_log "$H_DIR/out/logs/ps.log" "step +20/" 90 || h_fail "training did not reach step 20"
-"$BUILD/kfac-poke" --endpoint "tcp://127.0.0.1:$port" --count 240 --seed 42 --interval_ms 5 \
+"$BUILD/kfac-poke" --endpoint "tcp://127.0.0.1:$port" --count 240 --seed 42 --interval_ms 1 \
   --oversize_bytes 16777216 --wait_ms 1500 >"$H_DIR/poke.log" 2>&1 || h_fail "kfac-poke failed"
 kill -0 "$launch" 2>/dev/null || h_fail "the cluster stopped while being poked"
 grep -q "refuse" "$H_DIR/poke.log" || h_fail "no Refuse for another protocol version"
@@ -47,7 +47,7 @@ st=$H_STATUS
 [ "$st" = 0 ] || h_fail "kfac-launch exited with status $st after the poking (124: still running)"
 grep -q "6 of 6 daemons exited cleanly" "$H_DIR/launch.log" || h_fail "not every daemon exited cleanly"
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
-[ "$rows" -eq 200 ] || h_fail "steps.csv has $rows steps, expected 200"
+[ "$rows" -eq 400 ] || h_fail "steps.csv has $rows steps, expected 400"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
 best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
