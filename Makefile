@@ -44,7 +44,7 @@ endif
 ifeq ($(CUDA),1)
 CFLAGS  += -DKFAC_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
-NVFLAGS ?= -O2 -std=c++17 -I. -Xcompiler -fPIC -arch=sm_90 -Wno-deprecated-gpu-targets
+NVFLAGS ?= -O2 -std=c++17 -I. -Xcompiler -fPIC -arch=sm_90 -Wno-deprecated-gpu-targets -MMD -MP
 endif
 
 .DEFAULT_GOAL := all
