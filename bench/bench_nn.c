@@ -1,0 +1,310 @@
+/* bench/bench_nn.c — throughput of the CPU network core (common/nn.c):
+ * forward+backward images/s of a CNN, and each convolution layer's achieved
+ * GFLOP/s next to raw sgemm on the same shapes. Prints figures; never passes
+ * or fails on time.
+ *
+ *   build/bench/bench_nn [MODEL]        (default models/mnist-cnn.model)
+ *
+ * Part 1: net_forward (train mode) + net_backward on random inputs and
+ * labels, batch 64 and 128, with 1 and 2 OpenBLAS threads
+ * (openblas_set_num_threads); the thread counts alternate iteration by
+ * iteration so both see the same machine load. Figures: best and median
+ * images/s over the iterations (at least 5, or about 1 s per setting).
+ *
+ * Part 2: every conv layer of the model, alone: a network
+ *     input CxHxW, [relu], conv (same options), avgpool global, softmax_xent
+ * (the relu only when the layer's input is not the network input, so that
+ * the backward pass computes the input gradient as in the full model), and a
+ * "head" network of the last two layers alone. Layer time = layer network
+ * minus head network (the head is O*P*n additions, printed so its size is
+ * visible). Useful work in flops (rows = n*P, P = output positions,
+ * K = in_c*k*k, O = output channels):
+ *     forward    2 * O * K * rows      (the im2col sgemm; im2col, the
+ *                                       NCHW transpose and the bias are
+ *                                       overhead, counted in the time only)
+ *     backward   2 * O * K * rows      (weight gradient)
+ *              + 2 * rows * K * O      (input gradient, when computed)
+ * Raw sgemm runs the same (M, N, K) shapes with the same transposes and
+ * leading dimensions as common/nn.c (forward rows x O x K, NoTrans/Trans;
+ * weight gradient O x K x rows, Trans/NoTrans; input gradient rows x K x O,
+ * NoTrans/NoTrans). Layer, head and sgemm are timed alternately, best of
+ * the repetitions; the ratio layer/sgemm is the efficiency figure.
+ *
+ * The machine (model name and logical CPUs from /proc/cpuinfo), the load
+ * average before and after, and OpenBLAS's core type and build are printed
+ * first: on a CPU the installed OpenBLAS does not recognise it falls back to
+ * a slow generic kernel (OPENBLAS_CORETYPE overrides the choice).
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/nn.h"
+#include "common/rng.h"
+
+#define BN_MIN_REPS 5
+#define BN_MAX_REPS 400
+#define BN_MIN_SECONDS 1.0
+
+static double s_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *s_alloc(size_t n_bytes) {
+    void *p = malloc(n_bytes ? n_bytes : 1);
+    if (!p) {
+        fprintf(stderr, "bench_nn: out of memory (%zu bytes)\n", n_bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* Machine description: CPU model, logical CPUs, load, OpenBLAS core. */
+static void s_print_machine(void) {
+    char line[512], model[256] = "unknown";
+    int n_cpu = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "processor", 9) == 0) n_cpu++;
+            if (strncmp(line, "model name", 10) == 0 && strcmp(model, "unknown") == 0) {
+                char *c = strchr(line, ':');
+                if (c) {
+                    snprintf(model, sizeof model, "%s", c + 2);
+                    model[strcspn(model, "\n")] = '\0';
+                }
+            }
+        }
+        fclose(f);
+    }
+    printf("machine: %s, %d logical CPUs\n", model, n_cpu);
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("OpenBLAS: core %s (OPENBLAS_CORETYPE %s), %s\n", openblas_get_corename(), ct ? ct : "unset",
+           openblas_get_config());
+}
+
+static void s_print_load(const char *when) {
+    char buf[128] = "?";
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) snprintf(buf, sizeof buf, "?");
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+    printf("load average %s: %s\n", when, buf);
+}
+
+static int s_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Random inputs (n, in_size) ~ N(0, 1) and labels in [0, n_classes). */
+static void s_fill_batch(rng_t *r, const net_t *net, int n, float *x, int *y) {
+    for (size_t i = 0; i < (size_t)n * net->in_size; i++) x[i] = (float)rng_normal(r);
+    for (int i = 0; i < n; i++) y[i] = (int)rng_below(r, (uint32_t)net->n_classes);
+}
+
+static net_t *s_parse(const char *text, int batch) {
+    char err[512];
+    net_t *net = net_parse(text, "bench_nn", batch, err, sizeof err);
+    if (!net) {
+        fprintf(stderr, "bench_nn: cannot build a benchmark network: %s\n%s", err, text);
+        exit(1);
+    }
+    net_init_params(net, 1);
+    return net;
+}
+
+/* ---- part 1: whole network ------------------------------------------------ */
+
+static void s_part1(const char *model_path) {
+    const int batches[2] = {64, 128}, threads[2] = {1, 2};
+    char err[512];
+    printf("\n== forward+backward of %s, images/s (best and median over the iterations)\n", model_path);
+    printf("%6s %8s %12s %12s %10s %6s\n", "batch", "threads", "best img/s", "median img/s", "best ms", "iters");
+    for (int bi = 0; bi < 2; bi++) {
+        int n = batches[bi];
+        net_t *net = net_load(model_path, n, err, sizeof err);
+        if (!net) {
+            fprintf(stderr, "bench_nn: %s\n", err);
+            exit(1);
+        }
+        net_init_params(net, 1);
+        rng_t r;
+        rng_seed(&r, 42);
+        float *x = s_alloc((size_t)n * net->in_size * sizeof(float));
+        int *y = s_alloc((size_t)n * sizeof(int));
+        s_fill_batch(&r, net, n, x, y);
+        double *t[2];
+        for (int k = 0; k < 2; k++) t[k] = s_alloc(BN_MAX_REPS * sizeof(double));
+        for (int k = 0; k < 2; k++) { /* warm-up: buffers, OpenBLAS threads */
+            openblas_set_num_threads(threads[k]);
+            net_forward(net, x, n, 1);
+            net_backward(net, y, NULL, NULL);
+        }
+        int reps = 0;
+        double start = s_now();
+        while (reps < BN_MAX_REPS && (reps < BN_MIN_REPS || s_now() - start < 2 * BN_MIN_SECONDS)) {
+            for (int k = 0; k < 2; k++) {
+                openblas_set_num_threads(threads[k]);
+                double t0 = s_now();
+                net_forward(net, x, n, 1);
+                net_backward(net, y, NULL, NULL);
+                t[k][reps] = s_now() - t0;
+            }
+            reps++;
+        }
+        for (int k = 0; k < 2; k++) {
+            qsort(t[k], (size_t)reps, sizeof(double), s_cmp_double);
+            printf("%6d %8d %12.0f %12.0f %10.2f %6d\n", n, threads[k], n / t[k][0], n / t[k][reps / 2],
+                   1e3 * t[k][0], reps);
+            free(t[k]);
+        }
+        free(x);
+        free(y);
+        net_free(&net);
+    }
+}
+
+/* ---- part 2: each conv layer alone vs sgemm --------------------------------- */
+
+typedef struct {
+    net_t *layer, *head;           /* the layer network and its head alone */
+    float *xl, *xh;                /* inputs of each */
+    int *yl, *yh;                  /* labels of each */
+    int n, rows, O, K, has_dx;
+    float *A, *B, *C, *D, *E;      /* sgemm operands: cols (rows, K), W (O, K), tmp (rows, O),
+                                      dW (O, K), dcols (rows, K) */
+} conv_job_t;
+
+typedef struct {
+    double fwd, bwd;               /* best seconds */
+} fb_t;
+
+static void s_fb(net_t *net, const float *x, const int *y, int n, fb_t *best) {
+    double t0 = s_now();
+    net_forward(net, x, n, 1);
+    double t1 = s_now();
+    net_backward(net, y, NULL, NULL);
+    double t2 = s_now();
+    if (t1 - t0 < best->fwd) best->fwd = t1 - t0;
+    if (t2 - t1 < best->bwd) best->bwd = t2 - t1;
+}
+
+/* The three sgemm calls of the layer, timed as forward and backward. */
+static void s_gemm(conv_job_t *j, fb_t *best) {
+    const int rows = j->rows, O = j->O, K = j->K;
+    double t0 = s_now();
+    /* Forward: C (rows, O) = A (rows, K) * B^T, B (O, K) row-major. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, O, K, 1.0f, j->A, K, j->B, K, 0.0f, j->C, O);
+    double t1 = s_now();
+    /* Weight gradient: D (O, K) = C^T (O, rows) * A (rows, K); C (rows, O). */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, K, rows, 1.0f, j->C, O, j->A, K, 0.0f, j->D, K);
+    /* Input gradient: E (rows, K) = C (rows, O) * B (O, K). */
+    if (j->has_dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, K, O, 1.0f, j->C, O, j->B, K, 0.0f, j->E, K);
+    double t2 = s_now();
+    if (t1 - t0 < best->fwd) best->fwd = t1 - t0;
+    if (t2 - t1 < best->bwd) best->bwd = t2 - t1;
+}
+
+static void s_conv_layer(const layer_t *l, int n, int threads) {
+    char text[1024];
+    rng_t r;
+    rng_seed(&r, 7);
+    conv_job_t j = {0};
+    j.n = n;
+    j.O = l->out;
+    j.K = l->in_c * l->k * l->k;
+    j.rows = n * l->h * l->w;
+    j.has_dx = l->in >= 0;
+    snprintf(text, sizeof text,
+             "input %dx%dx%d\n%sconv name=c out=%d k=%d stride=%d pad=%d\navgpool global\nsoftmax_xent\n", l->in_c,
+             l->in_h, l->in_w, j.has_dx ? "relu\n" : "", l->out, l->k, l->stride, l->pad);
+    j.layer = s_parse(text, n);
+    snprintf(text, sizeof text, "input %dx%dx%d\navgpool global\nsoftmax_xent\n", l->c, l->h, l->w);
+    j.head = s_parse(text, n);
+    j.xl = s_alloc((size_t)n * j.layer->in_size * sizeof(float));
+    j.yl = s_alloc((size_t)n * sizeof(int));
+    j.xh = s_alloc((size_t)n * j.head->in_size * sizeof(float));
+    j.yh = s_alloc((size_t)n * sizeof(int));
+    s_fill_batch(&r, j.layer, n, j.xl, j.yl);
+    s_fill_batch(&r, j.head, n, j.xh, j.yh);
+    size_t n_cols = (size_t)j.rows * j.K, n_w = (size_t)j.O * j.K, n_tmp = (size_t)j.rows * j.O;
+    j.A = s_alloc(n_cols * sizeof(float));
+    j.B = s_alloc(n_w * sizeof(float));
+    j.C = s_alloc(n_tmp * sizeof(float));
+    j.D = s_alloc(n_w * sizeof(float));
+    j.E = s_alloc(n_cols * sizeof(float));
+    for (size_t i = 0; i < n_cols; i++) j.A[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < n_w; i++) j.B[i] = (float)rng_normal(&r);
+    memset(j.C, 0, n_tmp * sizeof(float));
+
+    openblas_set_num_threads(threads);
+    fb_t bl = {1e30, 1e30}, bh = {1e30, 1e30}, bg = {1e30, 1e30}, warm = {1e30, 1e30};
+    s_fb(j.layer, j.xl, j.yl, n, &warm); /* warm-up */
+    s_fb(j.head, j.xh, j.yh, n, &warm);
+    s_gemm(&j, &warm);
+    double start = s_now();
+    for (int rep = 0; rep < BN_MAX_REPS; rep++) {
+        s_fb(j.layer, j.xl, j.yl, n, &bl);
+        s_fb(j.head, j.xh, j.yh, n, &bh);
+        s_gemm(&j, &bg);
+        if (rep + 1 >= BN_MIN_REPS && s_now() - start > BN_MIN_SECONDS) break;
+    }
+    double lf = bl.fwd - bh.fwd, lb = bl.bwd - bh.bwd;
+    if (lf <= 0) lf = bl.fwd; /* head below timer noise: keep the whole figure */
+    if (lb <= 0) lb = bl.bwd;
+    double ffl = 2.0 * j.O * j.K * (double)j.rows;
+    double bfl = ffl * (j.has_dx ? 2.0 : 1.0);
+    char shape[48];
+    snprintf(shape, sizeof shape, "%dx%dx%d", j.rows, j.O, j.K);
+    printf("%-8s %5d %3d  %-16s %8.3f %8.3f %7.2f %7.2f %5.0f%%   %8.3f %8.3f %7.2f %7.2f %5.0f%%\n",
+           l->name, n, threads, shape, 1e3 * lf, 1e3 * bh.fwd, ffl / lf * 1e-9, ffl / bg.fwd * 1e-9,
+           100.0 * bg.fwd / lf, 1e3 * lb, 1e3 * bh.bwd, bfl / lb * 1e-9, bfl / bg.bwd * 1e-9, 100.0 * bg.bwd / lb);
+    fflush(stdout);
+    net_free(&j.layer);
+    net_free(&j.head);
+    free(j.xl); free(j.yl); free(j.xh); free(j.yh);
+    free(j.A); free(j.B); free(j.C); free(j.D); free(j.E);
+}
+
+static void s_part2(const char *model_path) {
+    char err[512];
+    net_t *net = net_load(model_path, 1, err, sizeof err);
+    if (!net) {
+        fprintf(stderr, "bench_nn: %s\n", err);
+        exit(1);
+    }
+    printf("\n== conv layers alone vs raw sgemm on the same shapes (best times; GF/s = GFLOP/s of the sgemm work)\n");
+    printf("forward: rows x O x K sgemm; backward: weight gradient, plus input gradient when the input needs one\n");
+    printf("%-8s %5s %3s  %-16s %8s %8s %7s %7s %6s   %8s %8s %7s %7s %6s\n", "layer", "batch", "thr", "rows x O x K",
+           "fwd ms", "head ms", "GF/s", "sgemm", "eff", "bwd ms", "head ms", "GF/s", "sgemm", "eff");
+    const int batches[2] = {64, 128}, threads[2] = {1, 2};
+    for (int li = 0; li < net->n_layers; li++) {
+        const layer_t *l = &net->layers[li];
+        if (l->kind != LAYER_CONV) continue;
+        for (int bi = 0; bi < 2; bi++)
+            for (int ti = 0; ti < 2; ti++) s_conv_layer(l, batches[bi], threads[ti]);
+    }
+    net_free(&net);
+}
+
+int main(int argc, char **argv) {
+    const char *model = argc > 1 ? argv[1] : "models/mnist-cnn.model";
+    if (argc > 2 || (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
+        printf("usage: bench_nn [MODEL]   (default models/mnist-cnn.model; run from the repository root)\n");
+        return argc > 2 ? 2 : 0;
+    }
+    s_print_machine();
+    s_print_load("before");
+    s_part1(model);
+    s_part2(model);
+    s_print_load("after");
+    return 0;
+}
