@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/affinity.h"
+
 static const char *const s_optimizers[] = {"kfac", "sgd", NULL};
 static const char *const s_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const s_methods[] = {"cholesky", "eigen", NULL};
@@ -70,6 +72,12 @@ static const config_option_t s_table[] = {
     O("kfac", "max_inverse_staleness", OPT_INT, max_inverse_staleness, "-1", -1, 1000000,
       "a step waits until every inverse is at most this many versions old (-1: never wait; 0: synchronous)"),
     E("kfac", "identity", identity, "sgd", s_identity, "layers without inverses yet: plain gradient (sgd) or damped identity"),
+    O("kfac", "interval_milestones", OPT_STRING, interval_milestones, "", 0, 256,
+      "steps at which stats_every and inverse_every are multiplied by interval_factor (comma-separated, increasing; Pauloski et al. sec. V-C)"),
+    O("kfac", "interval_factor", OPT_DOUBLE, interval_factor, "1", 1e-6, 1e6, "factor applied to both intervals at each interval milestone"),
+    O("kfac", "damping_milestones", OPT_STRING, damping_milestones, "", 0, 256,
+      "steps at which the damping is multiplied by damping_factor (comma-separated, increasing)"),
+    O("kfac", "damping_factor", OPT_DOUBLE, damping_factor, "1", 1e-6, 1e6, "factor applied to the damping at each damping milestone"),
     O("cluster", "ps", OPT_STRING, ps, "tcp://127.0.0.1:5555", 1, 256, "PS endpoint the clients connect to"),
     O("cluster", "workers", OPT_INT, workers, "2", 1, 4096, "gradient workers in each synchronous round"),
     O("cluster", "statsd", OPT_INT, statsd, "1", 0, 4096, "stats workers the launcher starts"),
@@ -80,17 +88,21 @@ static const config_option_t s_table[] = {
     O("ps", "job_timeout_ms", OPT_UINT64, job_timeout_ms, "30000", 10, 1e9, "an inversion job is handed out again after this"),
     O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
     O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
+    O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
     O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000, "worker id (its data shard)"),
     O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
     E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
+    O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
     O("statsd", "id", OPT_INT, statsd_id, "0", 0, 1000000, "stats worker id"),
     O("statsd", "threads", OPT_INT, statsd_threads, "1", 1, 256, "OpenBLAS threads"),
     O("statsd", "batch", OPT_INT, statsd_batch, "0", 0, 65536, "mini-batch for statistics (0: data.batch)"),
+    O("statsd", "cpus", OPT_STRING, statsd_cpus, "", 0, 256, "CPU list to pin the stats worker to (empty: no pinning)"),
     E("statsd", "device", statsd_device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
     O("invertd", "id", OPT_INT, invertd_id, "0", 0, 1000000, "inverse daemon id"),
     O("invertd", "threads", OPT_INT, invertd_threads, "1", 1, 256, "OpenBLAS threads"),
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
+    O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
 };
 
 static const char *const s_shared[] = {"run", "model", "data", "optimizer", "kfac", "cluster", NULL};
@@ -145,7 +157,89 @@ int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
         return -EINVAL;
     }
     if (c->momentum >= 1.0) { snprintf(err, err_len, "[optimizer] momentum must be < 1"); return -EINVAL; }
+    kfac_schedule_t sched;
+    int rc = runcfg_kfac_schedule(c, &sched, err, err_len);
+    if (rc < 0) return rc;
+    /* CPU lists: syntax here (a usage error); whether the CPUs exist is
+     * checked where the daemon pins itself (affinity_apply). */
+    static const char *const names[] = {"[ps] cpus", "[worker] cpus", "[statsd] cpus", "[invertd] cpus"};
+    const char *lists[] = {c->ps_cpus, c->worker_cpus, c->statsd_cpus, c->invertd_cpus};
+    for (int i = 0; i < 4; i++) {
+        cpu_set_t set;
+        char msg[400];
+        if (affinity_parse(lists[i], &set, msg, sizeof msg) < 0) {
+            snprintf(err, err_len, "%s: %s", names[i], msg);
+            return -EINVAL;
+        }
+    }
     return 0;
+}
+
+/* A comma-separated list of increasing positive step numbers into m[]. */
+static int s_milestones(const char *text, const char *what, long *m, int *n, char *err, size_t err_len) {
+    *n = 0;
+    const char *p = text ? text : "";
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p) return 0;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 1000000000L) {
+            snprintf(err, err_len, "[kfac] %s = %s: expected step numbers >= 1 separated by commas", what, text);
+            return -EINVAL;
+        }
+        if (*n == KFAC_SCHEDULE_MAX) {
+            snprintf(err, err_len, "[kfac] %s = %s: at most %d milestones", what, text, KFAC_SCHEDULE_MAX);
+            return -EINVAL;
+        }
+        if (*n > 0 && v <= m[*n - 1]) {
+            snprintf(err, err_len, "[kfac] %s = %s: milestones must increase (%ld after %ld)", what, text, v, m[*n - 1]);
+            return -EINVAL;
+        }
+        m[(*n)++] = v;
+        p = end;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) return 0;
+        if (*p != ',') {
+            snprintf(err, err_len, "[kfac] %s = %s: expected step numbers >= 1 separated by commas", what, text);
+            return -EINVAL;
+        }
+        p++;
+        while (*p == ' ' || *p == '\t') p++;
+    }
+}
+
+int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_t err_len) {
+    memset(s, 0, sizeof *s);
+    s->fac_interval = c->stats_every;
+    s->inv_interval = c->inverse_every;
+    s->damping = c->damping;
+    s->interval_factor = c->interval_factor;
+    s->damping_factor = c->damping_factor;
+    int rc = s_milestones(c->interval_milestones, "interval_milestones", s->interval_milestones,
+                          &s->n_interval_milestones, err, err_len);
+    if (rc == 0)
+        rc = s_milestones(c->damping_milestones, "damping_milestones", s->damping_milestones, &s->n_damping_milestones,
+                          err, err_len);
+    if (rc == 0 && kfac_schedule_check(s) < 0) {
+        snprintf(err, err_len, "[kfac] the interval and damping schedule is not valid");
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
+const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what) {
+    const char *list = NULL, *name = "cpus";
+    switch (role) {
+    case RUNCFG_ROLE_PS: list = c->ps_cpus; name = "[ps] cpus"; break;
+    case RUNCFG_ROLE_WORKER: list = c->worker_cpus; name = "[worker] cpus"; break;
+    case RUNCFG_ROLE_STATSD: list = c->statsd_cpus; name = "[statsd] cpus"; break;
+    case RUNCFG_ROLE_INVERTD: list = c->invertd_cpus; name = "[invertd] cpus"; break;
+    default: break;
+    }
+    if (what) *what = name;
+    return list ? list : "";
 }
 
 char *runcfg_shared_text(const runcfg_t *c) {
@@ -187,8 +281,7 @@ const char *runcfg_dataset_name(const runcfg_t *c) {
 }
 
 void runcfg_release(runcfg_t *c) {
-    config_release(runcfg_spec(RUNCFG_ROLE_TRAIN), c);
-    /* role sections' strings: none today (all strings are in shared sections or [ps]) */
-    const config_spec_t *ps = runcfg_spec(RUNCFG_ROLE_PS);
-    config_release(ps, c);
+    /* every role's view: the shared sections and each daemon's own strings
+     * (config_release NULLs what it frees, so shared strings go once) */
+    for (int r = 0; r < RUNCFG_ROLE_COUNT; r++) config_release(runcfg_spec((runcfg_role_t)r), c);
 }

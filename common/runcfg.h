@@ -24,6 +24,7 @@
 
 #include "common/config.h"
 #include "common/kfac_opt.h"
+#include "common/kfac_step.h"
 #include "common/sgd.h"
 
 typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,
@@ -76,6 +77,10 @@ typedef struct runcfg {
     double refresh_alpha;
     int max_inverse_staleness; /* -1: unbounded; k: a step waits until every inverse is <= k versions old */
     int identity;            /* layers without inverses: 0 sgd (plain gradient), 1 damped */
+    char *interval_milestones; /* steps at which stats_every and inverse_every are scaled (Pauloski sec. V-C) */
+    double interval_factor;  /* the scale applied at each interval milestone */
+    char *damping_milestones; /* steps at which the damping is scaled */
+    double damping_factor;   /* the scale applied at each damping milestone */
     /* [cluster] */
     char *ps;                /* endpoint the clients connect to */
     int workers;             /* gradient workers in a synchronous round */
@@ -88,20 +93,24 @@ typedef struct runcfg {
     uint64_t job_timeout_ms;
     uint64_t progress_every;  /* steps between progress lines */
     int ps_threads;          /* OpenBLAS threads of the PS */
+    char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
     /* [worker] */
     int worker_id;
     int worker_threads;
     int device;              /* 0 auto, 1 cpu, 2 cuda */
+    char *worker_cpus;       /* CPU list ("": no pinning) */
     /* [statsd] */
     int statsd_id;
     int statsd_threads;
     int statsd_batch;        /* 0: the data batch */
+    char *statsd_cpus;       /* CPU list ("": no pinning) */
     int statsd_device;       /* 0 auto, 1 cpu, 2 cuda */
     /* [invertd] */
     int invertd_id;
     int invertd_threads;
     uint64_t invertd_delay_ms;  /* injected delay per job (staleness studies) */
     int invertd_max_n;
+    char *invertd_cpus;      /* CPU list ("": no pinning) */
 } runcfg_t;
 
 /* The option spec a role uses (static, built on first call; not thread-safe
@@ -121,6 +130,19 @@ char *runcfg_shared_text(const runcfg_t *c);
 
 /* Fill K-FAC optimizer options from the configuration. */
 void runcfg_kfac_opts(const runcfg_t *c, kfac_opts_t *o);
+
+/* The K-FAC interval and damping schedule (Pauloski et al. sec. V-C) from
+ * [kfac] stats_every, inverse_every, damping, interval_milestones,
+ * interval_factor, damping_milestones and damping_factor. Returns 0, or
+ * -EINVAL with a message in err (a milestone list that is not increasing
+ * positive step numbers separated by commas, more than KFAC_SCHEDULE_MAX
+ * of them). */
+int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_t err_len);
+
+/* The CPU list of a role's own section ([ps] cpus, [worker] cpus, ...;
+ * borrowed; "" when unset or for kfac-train) and the name of the setting
+ * ("[invertd] cpus"), for affinity_apply(). */
+const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what);
 
 /* The SGD learning-rate schedule from the configuration. */
 void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/affinity.h"
 #include "common/blas.h"
 #include "common/log.h"
 #include "common/runcfg.h"
@@ -40,6 +41,12 @@ int main(int argc, char **argv) {
         char *text = config_to_text(runcfg_spec(RUNCFG_ROLE_PS), &cfg, NULL, 0);
         log_debug("configuration:\n%s", text ? text : "(out of memory)");
         free(text);
+    }
+    const char *what = NULL, *cpus = runcfg_cpus(&cfg, RUNCFG_ROLE_PS, &what);
+    if (affinity_apply(cpus, what, err, sizeof err) < 0) {
+        log_error("%s", err);
+        runcfg_release(&cfg);
+        return 2;
     }
     blas_set_threads(cfg.ps_threads);
     ps_server_t *s = ps_server_new(&cfg, err, sizeof err);
