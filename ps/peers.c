@@ -17,9 +17,18 @@ int ps_peers_init(ps_peers_t *t, int cap) {
     return 0;
 }
 
+/* A peer and the round buffers it owns. */
+static void s_peer_free(ps_peer_t *p) {
+    if (!p) return;
+    free(p->grad);
+    free(p->state);
+    kfac_stats_free(&p->stats);
+    free(p);
+}
+
 void ps_peers_release(ps_peers_t *t) {
     if (!t) return;
-    for (int i = 0; i < t->n; i++) free(t->v[i]);
+    for (int i = 0; i < t->n; i++) s_peer_free(t->v[i]);
     free(t->v);
     memset(t, 0, sizeof *t);
 }
@@ -54,7 +63,7 @@ void ps_peers_remove(ps_peers_t *t, ps_peer_t *p) {
         if (t->v[i] != p) continue;
         t->v[i] = t->v[t->n - 1];
         t->n--;
-        free(p);
+        s_peer_free(p);
         return;
     }
 }

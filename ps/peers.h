@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kfac_stats.h"
 #include "common/zloop.h"
 #include "proto/msg.h"
 
@@ -45,6 +46,18 @@ typedef struct ps_peer {
     int member;              /* the current round waits for its gradient */
     int pushed;              /* its gradient of the current version is in */
     int skipped;             /* its push for the current round was rejected */
+    /* its gradient of the current round, held until the step so that the
+     * PS sums the round in rank order whatever the arrival order (floating
+     * point addition is not associative: with three or more workers the
+     * arrival order would otherwise change the step) */
+    float *grad;             /* (n_params) owned, NULL until the first push */
+    float *state;            /* (n_state) owned, NULL until a push carries state */
+    int has_state;           /* state holds this round's batch-norm state */
+    double loss;             /* mean loss of its batch */
+    uint64_t n_examples, n_correct;
+    kfac_stats_t *stats;     /* stats = sync: its statistics of this round (owned, NULL until needed) */
+    int has_stats;
+    int committed;           /* already added to the round's sums (it left mid-round) */
     /* counters */
     uint64_t n_accepted;     /* gradients / statistics / results accepted */
     uint64_t n_rejected;

@@ -45,8 +45,8 @@ void ps_round_drop_params_cache(ps_server_t *s) {
 
 /* Does a worker sent Params now compute statistics with its next gradient? */
 static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
-    return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == 1 && s->cfg->stats_every > 0 &&
-           s->t % s->cfg->stats_every == 0;
+    return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == 1 &&
+           kfac_schedule_due(s->t, s->fac_interval);
 }
 
 int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
@@ -108,7 +108,57 @@ void ps_round_peer_joined(ps_server_t *s, ps_peer_t *p) {
     (void)p; /* a worker becomes a member when it is sent Params; an invertd when it asks for work */
 }
 
+/* Add a worker's held gradient (and batch-norm state) of this round to the
+ * round's sums. */
+static void s_commit_grad(ps_server_t *s, ps_peer_t *p) {
+    if (!p->pushed || p->committed || !p->grad) return;
+    const float w = (float)p->n_examples;
+    /* grad_acc += n_examples * grad  (n_params floats) */
+    cblas_saxpy((int)s->net->n_params, w, p->grad, 1, s->grad_acc, 1);
+    s->acc_n += (double)p->n_examples;
+    s->acc_loss += (double)p->n_examples * p->loss;
+    s->acc_correct += p->n_correct;
+    if (p->has_state) {
+        /* state_acc += n_examples * state  (n_state floats) */
+        cblas_saxpy((int)s->net->n_state, w, p->state, 1, s->state_acc, 1);
+        s->state_n += (double)p->n_examples;
+    }
+    p->committed = 1;
+}
+
+/* Merge a worker's held statistics of this round into the round's. */
+static void s_commit_stats(ps_server_t *s, ps_peer_t *p) {
+    if (!p->has_stats || !s->round_stats) return;
+    if (kfac_stats_merge(s->round_stats, p->stats) == 0) s->round_stats_have = 1;
+    p->has_stats = 0;
+}
+
+static int s_rank_cmp(const void *a, const void *b) {
+    const ps_peer_t *x = *(ps_peer_t *const *)a, *y = *(ps_peer_t *const *)b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The workers whose gradient of this round is held, in rank order (then
+ * id). Returns their number; order has room for PS_MAX_PEERS. */
+static int s_round_order(const ps_server_t *s, ps_peer_t **order) {
+    int n = 0;
+    for (int i = 0; i < s->peers.n && n < PS_MAX_PEERS; i++) {
+        ps_peer_t *p = s->peers.v[i];
+        if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) order[n++] = p;
+    }
+    qsort(order, (size_t)n, sizeof *order, s_rank_cmp);
+    return n;
+}
+
 void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
+    if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) {
+        /* It may be forgotten before the step: its gradient counts now
+         * (before the others', which keeps the sum deterministic for the
+         * same sequence of events). */
+        s_commit_grad(s, p);
+        if (!s->round_folded) s_commit_stats(s, p);
+    }
     char name[160];
     ps_peer_name(p, name, sizeof name);
     if (p->role == MSG_ROLE_WORKER) {
@@ -170,26 +220,33 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                       "a second gradient for version %ld from the same worker", s->t);
         return;
     }
+    /* Held until the step (or the fold, for statistics) and summed there in
+     * rank order: the round's result does not depend on arrival order. */
+    const size_t np = s->net->n_params, ns = s->net->n_state;
+    if ((!p->grad && !(p->grad = malloc(np * sizeof(float)))) ||
+        (ns && g->n_state == ns && !p->state && !(p->state = malloc(ns * sizeof(float)))) ||
+        (g->stats.n_layers > 0 && s->kfac && !p->stats && !(p->stats = kfac_stats_new(s->net)))) {
+        ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
+        ps_round_after_reject(s, p, m);
+        return;
+    }
+    p->has_stats = 0;
     if (g->stats.n_layers > 0 && s->kfac) {
-        if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, s->scratch, s->unpack_buf, err,
+        if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
                                  sizeof err) < 0) {
             ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
             ps_round_after_reject(s, p, m);
             return;
         }
-        if (kfac_stats_merge(s->round_stats, s->scratch) == 0) s->round_stats_have = 1;
+        p->has_stats = 1;
     }
-    const float w = (float)g->n_examples;
-    /* grad_acc += n_examples * grad  (n_params floats) */
-    cblas_saxpy((int)s->net->n_params, w, g->grad, 1, s->grad_acc, 1);
-    s->acc_n += (double)g->n_examples;
-    s->acc_loss += (double)g->n_examples * g->loss;
-    s->acc_correct += g->n_correct;
-    if (s->net->n_state && g->n_state == s->net->n_state) {
-        /* state_acc += n_examples * state  (n_state floats) */
-        cblas_saxpy((int)s->net->n_state, w, g->state, 1, s->state_acc, 1);
-        s->state_n += (double)g->n_examples;
-    }
+    memcpy(p->grad, g->grad, np * sizeof(float));
+    p->has_state = ns && g->n_state == ns;
+    if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
+    p->loss = g->loss;
+    p->n_examples = g->n_examples;
+    p->n_correct = g->n_correct;
+    p->committed = 0;
     s->n_grads++;
     s->n_grads_total++;
     p->pushed = 1;
@@ -475,12 +532,30 @@ static int s_members_waiting(const ps_server_t *s, int *n_members) {
     return waiting;
 }
 
+void ps_round_schedule(ps_server_t *s) {
+    int fi = s->cfg->stats_every, ii = s->cfg->inverse_every;
+    double d = s->cfg->damping;
+    if (kfac_schedule_at(&s->schedule, s->t, &fi, &ii, &d) < 0) return; /* validated at start-up */
+    if (s->fac_interval && (fi != s->fac_interval || ii != s->inv_interval))
+        log_info("step %ld: interval milestone: statistics every %d steps (stats = sync), inverses every %d (refresh = "
+                 "every)",
+                 s->t, fi, ii);
+    s->fac_interval = fi;
+    s->inv_interval = ii;
+    if (s->kfac && d != s->kfac->opts.damping) {
+        if (s->t > 0) log_info("step %ld: damping milestone: damping %g -> %g", s->t, s->kfac->opts.damping, d);
+        s->kfac->opts.damping = d; /* read when the next job is cut */
+    }
+}
+
 static void s_open_round(ps_server_t *s) {
+    ps_round_schedule(s);
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (p->role != MSG_ROLE_WORKER) continue;
         p->member = p->present && p->has_params;
         p->pushed = p->skipped = 0;
+        p->committed = p->has_stats = p->has_state = 0;
     }
     memset(s->grad_acc, 0, s->net->n_params * sizeof(float));
     if (s->net->n_state) memset(s->state_acc, 0, s->net->n_state * sizeof(float));
@@ -516,6 +591,13 @@ static void s_finish(ps_server_t *s, const char *reason) {
     s->phase = PS_PHASE_FINISHING;
     s->final_step = s->t;
     snprintf(s->reason, sizeof s->reason, "%s", reason);
+    if (s->have_eval && (long)s->last_eval.step == s->t) {
+        /* The evaluation of this very step is in (the target was reached
+         * before the next step): nothing left to wait for. */
+        log_info("%s", reason);
+        ps_srv_shutdown(s, 0);
+        return;
+    }
     log_info("%s; final evaluation at step %ld", reason, s->t);
     if (s->eval_queued_step == s->t) return; /* the evaluation of this step is already queued */
     s_submit_eval(s, 1);
@@ -550,6 +632,9 @@ static void s_progress(ps_server_t *s) {
 
 static void s_apply_step(ps_server_t *s) {
     const size_t np = s->net->n_params;
+    ps_peer_t *order[PS_MAX_PEERS];
+    int n_order = s_round_order(s, order);
+    for (int i = 0; i < n_order; i++) s_commit_grad(s, order[i]);
     /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
     cblas_sscal((int)np, (float)(1.0 / s->acc_n), s->grad_acc, 1);
     ps_step_row_t row;
@@ -664,6 +749,9 @@ void ps_round_try_step(ps_server_t *s) {
     if (s->kfac) {
         if (!s->round_folded) {
             s->round_folded = 1;
+            ps_peer_t *order[PS_MAX_PEERS];
+            int n_order = s_round_order(s, order);
+            for (int i = 0; i < n_order; i++) s_commit_stats(s, order[i]);
             if (s->round_stats_have) {
                 int rc = kfac_opt_fold(s->kfac, s->round_stats, s->t);
                 if (rc == 0) {
@@ -676,7 +764,7 @@ void ps_round_try_step(ps_server_t *s) {
         }
         if (!s->round_marked) {
             s->round_marked = 1;
-            if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->t, s->cfg->inverse_every);
+            if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->t, s->inv_interval);
             else if (s->policy == PS_SCHED_ADAPTIVE) s_adaptive_mark(s);
         }
         int k = s->cfg->max_inverse_staleness;

@@ -395,11 +395,20 @@ static void s_on_signal(int signum, void *user) {
 
 int ps_config_check(const runcfg_t *c, char *err, size_t err_len) {
     int k = c->max_inverse_staleness;
-    if (c->optimizer == 0 && c->stats_mode == 1 && k >= 0 && k < c->stats_every - 1) {
+    kfac_schedule_t sched;
+    int rc = runcfg_kfac_schedule(c, &sched, err, err_len);
+    if (rc < 0) return rc;
+    /* the largest statistics interval of the run: after the last milestone */
+    int every = c->stats_every;
+    if (sched.n_interval_milestones > 0)
+        kfac_schedule_at(&sched, sched.interval_milestones[sched.n_interval_milestones - 1], &every, NULL, NULL);
+    if (every < c->stats_every) every = c->stats_every;
+    if (c->optimizer == 0 && c->stats_mode == 1 && k >= 0 && k < every - 1) {
         snprintf(err, err_len,
-                 "[kfac] max_inverse_staleness = %d cannot hold with stats = sync and stats_every = %d (statistics "
-                 "exist only every %d versions): use max_inverse_staleness >= %d, stats_every = %d, or stats = async",
-                 k, c->stats_every, c->stats_every, c->stats_every - 1, k + 1);
+                 "[kfac] max_inverse_staleness = %d cannot hold with stats = sync and statistics every %d steps "
+                 "(stats_every, scaled by the interval milestones; statistics exist only every %d versions): use "
+                 "max_inverse_staleness >= %d, fewer statistics steps, or stats = async",
+                 k, every, every, every - 1);
         return -EINVAL;
     }
     return 0;
@@ -442,6 +451,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         return -ENOMEM;
     }
     s->policy = (ps_sched_policy_t)c->refresh;
+    if (runcfg_kfac_schedule(c, &s->schedule, err, err_len) < 0) return -EINVAL;
+    ps_round_schedule(s);
     if (s->kfac) {
         s->n_blocks = s->kfac->n_blocks;
         int max_n = 1;

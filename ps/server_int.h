@@ -77,6 +77,8 @@ struct ps_server {
     int n_blocks;
     ps_sched_block_t *sched;       /* (n_blocks), mirrors kfac->blocks */
     ps_sched_policy_t policy;
+    kfac_schedule_t schedule;      /* statistics / inverse intervals and damping by step (Pauloski sec. V-C) */
+    int fac_interval, inv_interval; /* the intervals in force at step t */
     kfac_refresh_t **refresh;      /* (n_blocks) adaptive policy only */
     float *diag;                   /* (max n) factor diagonal, the adaptive summary */
     float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
@@ -186,6 +188,11 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why);
 
 /* Send Params of the current version to p now. Returns 0 or -errno. */
 int ps_round_send_params(ps_server_t *s, ps_peer_t *p);
+
+/* The schedule at step t: the statistics interval (stats = sync), the
+ * inverse interval (refresh = every) and the damping in force (logged when
+ * a milestone changes them). */
+void ps_round_schedule(ps_server_t *s);
 
 /* Hand out jobs to waiting inverse daemons; apply the step if it is ready. */
 void ps_round_dispatch_jobs(ps_server_t *s);
