@@ -1,0 +1,112 @@
+#!/bin/sh
+# tests/integration/50-sweep.sh — the experiment runner (tools/kfac-sweep)
+# end to end on a tiny sweep: two points of a 20-step MNIST MLP K-FAC
+# cluster (1 worker, 1 statsd, 1 invertd, 2000 training and 300 test
+# images), one seed: "async" (inverses never waited for) and "sync"
+# (max_inverse_staleness = 0, every inverse held back 10 ms by
+# kfac-invertd). Passes when both runs succeeded and the runner produced
+# what a study needs, with sane content: runs.csv (one row per run, 20
+# steps, positive iterations per second, the target step among the
+# evaluations, the sync run with inverses of age 0 only), summary.csv and
+# summary.md (both points, reached 1/1, steps to the target <= the steps
+# run, async faster per step than sync), rerun.sh (one exact command per
+# run, with the point's overrides), the plot data, and the overview figure
+# as a real PNG and an SVG naming both points. Then
+# --report rebuilds the same summary from the run folders, and a bad sweep
+# file is a usage error (status 2) naming the line.
+. tests/integration/harness.inc
+h_init 50-sweep
+command -v gnuplot >/dev/null 2>&1 || { echo "50-sweep: gnuplot missing (tools/deps.sh installs gnuplot-nox)"; exit 1; }
+bin=$(cd "$BUILD" && pwd)
+cat >"$H_DIR/base.ini" <<EOF2
+[run]
+steps = 20
+eval_every = 10
+eval_n = 300
+[model]
+file = models/mnist-mlp.model
+[data]
+batch = 32
+train_n = 2000
+[kfac]
+damping = 0.03
+[cluster]
+workers = 1
+statsd = 1
+invertd = 1
+[ps]
+bind = tcp://127.0.0.1:0
+progress_every = 10
+EOF2
+cat >"$H_DIR/tiny.sweep" <<EOF2
+# two points, one seed
+title = integration test sweep
+base = $H_DIR/base.ini
+seeds = 3
+target_acc = 0.5
+stop_at_target = no
+point async = kfac.max_inverse_staleness=-1
+point sync = kfac.max_inverse_staleness=0 invertd.delay_ms=10
+EOF2
+out=$H_DIR/out
+h_start sweep env KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/tiny.sweep" --out "$out"
+h_wait "$H_PID" 60
+[ "$H_STATUS" = 0 ] || h_fail "kfac-sweep exited with status $H_STATUS (124: still running after 60 s)"
+
+# runs.csv: two runs, status 0, 20 steps, it/s > 0, target reached at an evaluation step
+[ -r "$out/runs.csv" ] || h_fail "no runs.csv"
+rows=$(awk 'NR > 1' "$out/runs.csv" | wc -l)
+[ "$rows" -eq 2 ] || h_fail "runs.csv has $rows runs, expected 2"
+bad=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  !($h["status"] == "0" && $h["steps"] == 20 && $h["its"] + 0 > 0 && $h["seed"] == 3 &&
+    $h["target_step"] != "" && $h["target_step"] % 10 == 0 && $h["target_step"] <= 20 &&
+    $h["final_acc"] + 0 > 0.5 && $h["final_acc"] + 0 <= 1 && $h["examples_per_step"] == 32) { print NR ": " $0 }' "$out/runs.csv")
+[ -z "$bad" ] || h_fail "runs.csv rows not sane: $bad"
+for p in async sync; do
+  [ -r "$out/$p/3/steps.csv" ] && [ -r "$out/$p/3/eval.csv" ] && [ -r "$out/$p/3/logs/ps.log" ] ||
+    h_fail "the run folder $out/$p/3 lacks steps.csv, eval.csv or logs/ps.log"
+done
+grep -q 'delay 10 ms' "$out/sync/3/logs/invertd-1.log" || h_fail "the sync point's --invertd.delay_ms 10 did not reach kfac-invertd"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  $1 == 2 && !($h["inverses"] >= 6 && $h["inv_age_max"] == "0" && $h["inv_age_mean"] == "0.000") { exit 1 }' \
+  "$out/runs.csv" || h_fail "the sync run's inverse columns are not sane: $(sed -n 3p "$out/runs.csv")"
+
+# summary.csv / summary.md: both points, reached 1 of 1, steps to target within the run
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  { n++; if ($h["runs"] != 1 || $h["ok"] != 1 || $h["reached"] != 1 || $h["target_step_mean"] + 0 < 10 ||
+        $h["target_step_mean"] + 0 > 20 || $h["its_mean"] + 0 <= 0) bad = bad " " $h["label"] }
+  $h["label"] == "async" { fast = $h["its_mean"] } $h["label"] == "sync" { slow = $h["its_mean"] }
+  END { if (n != 2 || bad != "" || !(fast > slow)) { print "points " n ", bad:" bad; exit 1 } }' "$out/summary.csv" ||
+  h_fail "summary.csv not sane: $(cat "$out/summary.csv")"
+grep -q '^| 1 | async | 1/1 |' "$out/summary.md" && grep -q '^| 2 | sync | 1/1 |' "$out/summary.md" ||
+  h_fail "summary.md lacks the two points: $(cat "$out/summary.md")"
+
+# rerun.sh: one command per run, each with its point's override
+n=$(grep -c 'deploy/kfac-launch .*--run.seed 3 ' "$out/rerun.sh")
+[ "$n" -eq 2 ] || h_fail "rerun.sh has $n run commands, expected 2"
+grep -q -- '--kfac.max_inverse_staleness 0 --invertd.delay_ms 10  # sync, seed 3' "$out/rerun.sh" ||
+  h_fail "rerun.sh lacks the sync point's overrides"
+
+# plots: a PNG (magic bytes, not tiny) and an SVG naming both points; curve data
+png=$out/overview.png
+[ -r "$png" ] || h_fail "no overview.png ($(cat "$out/plot/gnuplot.log" 2>/dev/null))"
+magic=$(od -An -c -N4 "$png" | tr -d ' ')
+[ "$magic" = '211PNG' ] || h_fail "overview.png is not a PNG (starts with '$magic')"
+size=$(wc -c <"$png")
+[ "$size" -gt 20000 ] || h_fail "overview.png is only $size bytes"
+grep -q '<svg' "$out/overview.svg" && grep -q '1: async' "$out/overview.svg" && grep -q '2: sync' "$out/overview.svg" ||
+  h_fail "overview.svg is missing or does not name both points"
+steps_rows=$(wc -l <"$out/plot/steps-1.dat")
+[ "$steps_rows" -eq 20 ] || h_fail "plot/steps-1.dat has $steps_rows rows, expected 20"
+
+# --report rebuilds the same summary; a bad sweep file is a usage error
+cp "$out/summary.csv" "$H_DIR/summary.before"
+KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/tiny.sweep" --out "$out" --report >/dev/null 2>&1 ||
+  h_fail "kfac-sweep --report failed"
+cmp -s "$out/summary.csv" "$H_DIR/summary.before" || h_fail "--report gave another summary.csv"
+printf 'base = %s\ncross kfac.damping 0.1\n' "$H_DIR/base.ini" >"$H_DIR/bad.sweep"
+KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/bad.sweep" --out "$H_DIR/bad" >"$H_DIR/bad.log" 2>&1
+st=$?
+[ "$st" = 2 ] && grep -q 'bad.sweep:2: expected KEY = VALUE' "$H_DIR/bad.log" ||
+  h_fail "a bad sweep file gave status $st: $(cat "$H_DIR/bad.log")"
+h_pass "2 points swept: runs.csv, summary, rerun.sh, overview.png ($size bytes) and .svg"
