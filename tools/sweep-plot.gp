@@ -3,12 +3,14 @@
 #
 #   gnuplot -e "dir='OUT/plot'; outbase='OUT/overview'" tools/sweep-plot.gp
 #
-# dir holds meta.gp (n points, their labels L[i], the title, the target)
-# and per point i: steps-i.dat (step, mean wall s, smoothed train loss),
-# eval-i.dat (step, mean wall s, test error mean, min, max over seeds),
-# ages-i.dat (inverse age of every step), trade-i.dat (x mean min max,
-# y mean min max). Writes outbase.png (pngcairo) and outbase.svg, six
-# panels: train loss and test error against steps and wall time, the
+# dir holds meta.gp (n points, their labels L[i], the title, the target,
+# the x unit) and per point i: steps-i.dat (step or examples, mean wall s,
+# smoothed train loss), eval-i.dat (step or examples, mean wall s, test
+# error mean, min, max over seeds), ages-i.dat (inverse age of every step),
+# trade-i.dat (x mean min max, y mean min max: steps and wall seconds to
+# the target when trade_target, else iterations per second and final test
+# error). Writes outbase.png (pngcairo) and outbase.svg, six panels:
+# training loss and test error against steps and wall time, the
 # trade-off, and the inverse-age distribution. Colour i is point i in
 # every panel.
 
@@ -43,14 +45,14 @@ do for [fmt in "png svg"] {
   # 3: the trade-off
   unset logscale
   unset arrow
-  if (target > 0) {
+  if (trade_target) {
     set xlabel xunit."s to the target (mean, min-max)"
     set ylabel "wall seconds to the target (mean, min-max)"
     set title sprintf("trade-off: %ss vs wall time to %.1f%% test accuracy", xunit, 100 * target)
   } else {
     set xlabel "iterations per second (mean, min-max)"
     set ylabel "final test error (mean, min-max)"
-    set title "trade-off: speed vs final test error"
+    set title (target > 0 ? sprintf("no point reached %.1f%%: speed vs final test error", 100 * target) : "trade-off: speed vs final test error")
   }
   if (have_trade) {
     set offsets graph 0.08, graph 0.08, graph 0.08, graph 0.08
@@ -58,7 +60,7 @@ do for [fmt in "png svg"] {
          for [i=1:n] dir.'/trade-'.i.'.dat' using 1:4:(sprintf("%d", i)) with labels offset 1.2,0.8 notitle
     set offsets 0, 0, 0, 0
   } else {
-    set label 10 "no point reached the target" at graph 0.5, graph 0.5 center
+    set label 10 "no data" at graph 0.5, graph 0.5 center
     plot [0:1] [0:1] 2 notitle
     unset label 10
   }
