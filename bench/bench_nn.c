@@ -297,6 +297,7 @@ static void s_part2(const char *model_path) {
 
 int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "models/mnist-cnn.model";
+    setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as they are measured, even through a pipe */
     if (argc > 2 || (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
         printf("usage: bench_nn [MODEL]   (default models/mnist-cnn.model; run from the repository root)\n");
         return argc > 2 ? 2 : 0;

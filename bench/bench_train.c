@@ -33,7 +33,7 @@
  *     (kfac_opt_invert_all), backward (data labels), update
  *     (kfac_opt_step: preconditioning, step size, momentum, Polyak).
  *     Its accuracy must equal run 1's (same arithmetic); it is printed as a
- *     check.
+ *     check, with the process CPU time over the loop (cores actually used).
  * The machine, its load average before and after each run, and OpenBLAS's
  * core type are printed: the machine is shared, so read the figures with the
  * load beside them.
@@ -71,6 +71,13 @@ static const char *const s_part_names[BT_N_PARTS] = {
 static double s_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* CPU time of the whole process (all threads), seconds. */
+static double s_cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -182,7 +189,7 @@ static int s_instrumented(net_t *net, const dataset_t *train, const dataset_t *t
     rng_seed(&label_rng, o->seed ^ 0xfeedULL);
     long examples = 0;
     int inv_failures = 0;
-    double t_start = s_now();
+    double t_start = s_now(), cpu_start = s_cpu_now();
     for (long t = 0; t < o->steps; t++) {
         double t0 = s_now();
         int n = batcher_next(bat, x, y);
@@ -221,11 +228,13 @@ static int s_instrumented(net_t *net, const dataset_t *train, const dataset_t *t
         }
         part_s[BT_UPDATE] += s_now() - t6; part_n[BT_UPDATE]++;
     }
-    double total = s_now() - t_start;
+    double total = s_now() - t_start, cpu = s_cpu_now() - cpu_start;
     double loss, acc;
     net_evaluate(net, test->x, test->y, test->n, &loss, &acc);
     printf("  instrumented K-FAC: %ld images in %.2f s = %.0f images/s; test accuracy %.2f%%; %d inverse failures\n",
            examples, total, examples / total, 100.0 * acc, inv_failures);
+    printf("  process CPU time during the loop: %.2f s = %.2f cores on average (all threads; a figure well\n"
+           "  below the thread count means the machine's other load took the rest)\n", cpu, cpu / total);
     printf("  %-22s %9s %7s %7s %11s %13s\n", "part", "total s", "share", "calls", "ms/call", "ms/step");
     double sum = 0.0;
     for (int p = 0; p < BT_N_PARTS; p++) sum += part_s[p];
@@ -282,6 +291,7 @@ int main(int argc, char **argv) {
                   .stats_every = 10, .inverse_every = 100, .steps = 0, .kl_c0 = 1e-4, .damping = 0.01,
                   .sgd_lr = 0.01, .seed = 1};
     int prc = s_parse_args(argc, argv, &c);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as they are measured, even through a pipe */
     if (prc) {
         printf("usage: bench_train [--model F] [--data DIR] [--threads N] [--steps N (0: one epoch)]\n"
                "                   [--kl-c0 C] [--damping L] [--sgd-lr LR] [--seed S]\n"
