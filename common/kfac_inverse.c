@@ -4,8 +4,10 @@
  *
  * Layout trick: LAPACK is column-major, and a row-major n x n array viewed
  * column-major is its transpose. So the row-major UPPER triangle is the
- * column-major LOWER one, and every call below is LAPACK_COL_MAJOR with
- * uplo = 'L' on the row-major array: no transposed copies are made. The
+ * column-major LOWER one, and every call below is LAPACK_COL_MAJOR on the
+ * row-major array: no transposed copies are made. ssyevd uses uplo 'L' on
+ * the upper triangle; the Cholesky path mirrors the factor and uses 'U' on
+ * the row-major lower one (see s_try_cholesky for why). The
  * *_work entry points are used because the inputs are checked here already
  * (LAPACKE's own NaN scan would be a second pass) and the workspace is ours.
  *
@@ -115,28 +117,38 @@ static int s_ensure(float **buf, size_t count) {
     return *buf ? 0 : -ENOMEM;
 }
 
+/* Copy the row-major lower triangle of the n x n a onto the upper one. */
+static void s_mirror_lower(float *a, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) a[(size_t)i * n + j] = a[(size_t)j * n + i];
+}
+
 /* ws->a <- (F + d I)^{-1} (full, symmetric). 0, -ENOMEM, or -1 when the
  * factorization failed or the result is implausible (counted in stats). */
 static int s_try_cholesky(const float *F, int n, float d, kfac_inverse_ws_t *ws,
                           kfac_inverse_stats_t *st) {
     if (s_ensure(&ws->a, s_nn(n))) return -ENOMEM;
     float *a = ws->a;
-    /* The lower triangle is copied too but never read: spotrf/spotri with
-     * uplo 'L' column-major touch only the row-major upper triangle. */
+    /* The factor's upper triangle is mirrored onto the lower one, which is
+     * what LAPACK works on here: uplo 'U' column-major is the row-major
+     * lower triangle. Not 'L': with OpenBLAS 0.3.21's generic (Prescott)
+     * kernels and one thread, spotrf 'L' crashes in strsm_kernel_RT for most
+     * odd n >= 133 (bench/RESULTS.md); the 'U' path does not. */
     memcpy(a, F, sizeof(float) * s_nn(n));
+    kfac_linalg_symmetrize_upper(a, n);
     kfac_linalg_add_diagonal(a, n, d);
-    /* Cholesky F + dI = L L^T; column-major lower = row-major upper of a. */
-    lapack_int info = LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', n, a, n);
+    /* Cholesky F + dI = U^T U; column-major upper = row-major lower of a. */
+    lapack_int info = LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', n, a, n);
     if (info == 0)
-        /* (L L^T)^{-1} from the factor, written over the same (lower, col-major) triangle. */
-        info = LAPACKE_spotri_work(LAPACK_COL_MAJOR, 'L', n, a, n);
+        /* (U^T U)^{-1} from the factor, written over the same (upper, col-major) triangle. */
+        info = LAPACKE_spotri_work(LAPACK_COL_MAJOR, 'U', n, a, n);
     if (info != 0) {
         STAT_INC(st, n_cholesky_failures);
         log_debug("kfac_inverse: Cholesky failed (n=%d, damping=%g, info=%d)", n, (double)d,
                   (int)info);
         return -1;
     }
-    kfac_linalg_symmetrize_upper(a, n);
+    s_mirror_lower(a, n);
     if (!s_spd_inverse_plausible(a, n)) {
         STAT_INC(st, n_nonfinite_outputs);
         log_debug("kfac_inverse: Cholesky inverse not finite/positive (n=%d, damping=%g)", n,
