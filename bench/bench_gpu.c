@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/blas.h"
 #include "common/backend.h"
 #include "common/blas.h"
 #include "common/kfac_stats.h"
@@ -141,6 +142,7 @@ static int s_bench_model(const char *path, int batch, double seconds, int gpu) {
 }
 
 int main(int argc, char **argv) {
+    blas_restart_if_generic(argv); /* OpenBLAS's fast kernels, as every kfac program uses */
     blas_restart_if_generic(argv); /* the OpenBLAS kernels the daemons use */
     int batch = 128;
     double seconds = 2.0;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/blas.h"
 #include "common/kfac_inverse.h"
 #include "common/kfac_linalg.h"
 #include "common/rng.h"
@@ -124,6 +125,7 @@ cleanup:
 }
 
 int main(int argc, char **argv) {
+    blas_restart_if_generic(argv); /* OpenBLAS's fast kernels, as every kfac program uses */
     const char *arg = argc > 1 ? argv[1] : getenv("KFAC_BENCH_THREADS");
     long t = arg && *arg ? strtol(arg, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
     if (t < 1 || t > 1024) {

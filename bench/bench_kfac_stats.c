@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/blas.h"
 #include "common/kfac_inverse.h"
 #include "common/kfac_linalg.h"
 #include "common/kfac_stats.h"
@@ -225,7 +226,9 @@ static void s_part2(rng_t *r) {
     for (int k = 0; k < 4; k++) free(Fd[k]);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_restart_if_generic(argv); /* OpenBLAS's fast kernels, as every kfac program uses */
     rng_t r;
     rng_seed(&r, 12345);
     printf("bench_kfac_stats: OpenBLAS %s, %d thread(s)\n", openblas_get_config(), openblas_get_num_threads());

@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/blas.h"
 #include "common/nn.h"
 #include "common/rng.h"
 
@@ -296,6 +297,7 @@ static void s_part2(const char *model_path) {
 }
 
 int main(int argc, char **argv) {
+    blas_restart_if_generic(argv); /* OpenBLAS's fast kernels, as every kfac program uses */
     const char *model = argc > 1 ? argv[1] : "models/mnist-cnn.model";
     setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as they are measured, even through a pipe */
     if (argc > 2 || (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {

@@ -46,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/blas.h"
 #include "common/data.h"
 #include "common/kfac_opt.h"
 #include "common/kfac_stats.h"
@@ -287,6 +288,7 @@ static int s_parse_args(int argc, char **argv, bt_cfg_t *c) {
 }
 
 int main(int argc, char **argv) {
+    blas_restart_if_generic(argv); /* OpenBLAS's fast kernels, as every kfac program uses */
     bt_cfg_t c = {.model = "models/small-cnn.model", .data_dir = "data", .threads = 2, .batch = 64,
                   .stats_every = 10, .inverse_every = 100, .steps = 0, .kl_c0 = 1e-4, .damping = 0.01,
                   .sgd_lr = 0.01, .seed = 1};

@@ -14,7 +14,11 @@ void blas_restart_if_generic(char **argv) {
     if (!core || strcasecmp(core, "Prescott") != 0) return;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
-    if (setenv("OPENBLAS_CORETYPE", "Haswell", 1) != 0) return;
+    /* The newest kernel family the CPU can run: SkylakeX (AVX-512) measured
+     * 1.8x Haswell's sgemm and 5x Prescott's on a Sapphire Rapids VM. */
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    if (setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1) != 0) return;
     setenv("KFAC_BLAS_RESTARTED", core, 1);
     execv("/proc/self/exe", argv);
     unsetenv("OPENBLAS_CORETYPE"); /* the restart failed: go on as we are */
@@ -26,6 +30,6 @@ void blas_set_threads(int n) {
     const char *why = getenv("KFAC_BLAS_RESTARTED");
     if (why)
         log_info("OpenBLAS had chosen its %s kernels on this AVX2 CPU (slow; their strtri crashes): "
-                 "restarted with OPENBLAS_CORETYPE=Haswell", why);
+                 "restarted with OPENBLAS_CORETYPE=%s", why, getenv("OPENBLAS_CORETYPE"));
     log_info("OpenBLAS threads: %d (core %s)", openblas_get_num_threads(), openblas_get_corename());
 }

@@ -6,8 +6,9 @@
  * single-threaded strtri (inside spotri, so every Cholesky inverse) crashes in
  * strsm_kernel_RT for odd n from about 400 on. OpenBLAS reads
  * OPENBLAS_CORETYPE only when it loads, so blas_init() restarts the program
- * once with OPENBLAS_CORETYPE=Haswell when the library chose Prescott on a
- * CPU that has AVX2 and FMA. An explicit OPENBLAS_CORETYPE is respected.
+ * once with OPENBLAS_CORETYPE=SkylakeX (AVX-512 CPUs) or Haswell (AVX2 + FMA)
+ * when the library chose Prescott on a CPU that has them. An explicit
+ * OPENBLAS_CORETYPE is respected.
  */
 #ifndef KFAC_BLAS_H
 #define KFAC_BLAS_H
