@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "common/affinity.h"
 #include "common/blas.h"
 #include "common/data.h"
 #include "common/log.h"
@@ -124,6 +125,12 @@ int client_config_load(runcfg_t *cfg, runcfg_role_t role, int argc, char **argv,
     char tag[64];
     snprintf(tag, sizeof tag, "%s[%d]", prog, client_local_id(cfg, role));
     log_init(lvl, tag);
+    const char *cpus_what = NULL, *cpus = runcfg_cpus(cfg, role, &cpus_what);
+    if (affinity_apply(cpus, cpus_what, err, sizeof err) < 0) { /* [worker] cpus, ... */
+        fprintf(stderr, "%s: %s\n", prog, err);
+        *exit_code = 2;
+        return 1;
+    }
     if (log_level_now >= LOG_LEVEL_DEBUG) {
         char *text = config_to_text(runcfg_spec(role), cfg, NULL, 0);
         if (text) {
