@@ -16,6 +16,11 @@
 
 load dir.'/meta.gp'
 set datafile missing "NaN"
+xunits = (xunit eq "step") ? "steps" : xunit
+# sixteen distinguishable colours (gnuplot's default cycle repeats after 8)
+array C[16] = ["#9400d3", "#009e73", "#56b4e9", "#e69f00", "#0072b2", "#e51e10", "#000000", "#f0e442", \
+               "#808080", "#cc79a7", "#8b4513", "#00ced1", "#7cfc00", "#ff1493", "#191970", "#b8860b"]
+do for [i=1:16] { set linetype i linecolor rgb C[i] }
 
 do for [fmt in "png svg"] {
   if (fmt eq "png") {
@@ -32,12 +37,12 @@ do for [fmt in "png svg"] {
   set logscale y
   set xlabel xunit
   set ylabel "training loss (mean over seeds, moving average)"
-  set title "training loss vs ".xunit."s"
+  set title "training loss vs ".xunits
   plot for [i=1:n] dir.'/steps-'.i.'.dat' using 1:3 with lines lw 1.5 lc i title L[i]
 
   # 2: test error against steps
   set ylabel "test error (mean; bars: min-max over seeds)"
-  set title "test error vs ".xunit."s"
+  set title "test error vs ".xunits
   unset arrow
   if (target > 0) { set arrow 1 from graph 0, first (1 - target) to graph 1, first (1 - target) nohead dt 2 lc rgb "gray40" }
   plot for [i=1:n] dir.'/eval-'.i.'.dat' using 1:3:4:5 with yerrorlines lw 1.5 pt 7 ps 0.5 lc i notitle
@@ -46,9 +51,9 @@ do for [fmt in "png svg"] {
   unset logscale
   unset arrow
   if (trade_target) {
-    set xlabel xunit."s to the target (mean, min-max)"
+    set xlabel xunits." to the target (mean, min-max)"
     set ylabel "wall seconds to the target (mean, min-max)"
-    set title sprintf("trade-off: %ss vs wall time to %.1f%% test accuracy", xunit, 100 * target)
+    set title sprintf("trade-off: %s vs wall time to %.1f%% test accuracy", xunits, 100 * target)
   } else {
     set xlabel "iterations per second (mean, min-max)"
     set ylabel "final test error (mean, min-max)"
