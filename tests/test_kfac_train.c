@@ -27,10 +27,7 @@
  * that does not help (ratio near 1 or above) fails.
  *
  * The seed is fresh (/dev/urandom) each run and printed; KFAC_TEST_SEED=N
- * reproduces a run. OpenBLAS runs with 2 threads, as tools/kfac-train does
- * (the installed OpenBLAS 0.3.21, on a CPU it does not recognise, falls back
- * to its Prescott kernels, whose single-threaded spotrf crashes for most odd
- * n >= 133 — fc1's A factor is 785 x 785; see bench/RESULTS.md).
+ * reproduces a run. OpenBLAS runs with 2 threads, as tools/kfac-train does.
  * Needs the MNIST files under data/ (`make data`); without them the test
  * fails with that instruction.
  */
