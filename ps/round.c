@@ -769,7 +769,7 @@ void ps_round_try_step(ps_server_t *s) {
         }
         int k = s->cfg->max_inverse_staleness;
         if (k >= 0) {
-            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k);
+            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k, ps_srv_now_ms(), (double)s->cfg->job_timeout_ms);
             ps_round_dispatch_jobs(s);
             if (s->phase != PS_PHASE_RUNNING) return;
             if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->t, k, NULL)) return;

@@ -123,10 +123,17 @@ static int s_blocks_step(const ps_sched_block_t *b, long t, int k) {
     return b->inv_version < 0 || t - b->inv_version > (long)k;
 }
 
-void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k) {
+void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k, double now_ms, double timeout_ms) {
     if (k < 0) return;
-    for (int i = 0; i < n_blocks; i++)
-        if (s_blocks_step(&blocks[i], t, k)) blocks[i].due = 1;
+    for (int i = 0; i < n_blocks; i++) {
+        ps_sched_block_t *b = &blocks[i];
+        if (!s_blocks_step(b, t, k)) continue;
+        /* A job in flight whose inverse will satisfy the bound is enough:
+         * asking for another would make the number of jobs, and so the
+         * inverses the next steps use, depend on timing. */
+        if (b->cur.id != 0 && t - b->cur.version <= (long)k && !ps_sched_overdue(b, now_ms, timeout_ms)) continue;
+        b->due = 1;
+    }
 }
 
 int ps_sched_bound_ok(const ps_sched_block_t *blocks, int n_blocks, long t, int k, int *n_blocking) {

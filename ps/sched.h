@@ -136,8 +136,11 @@ void ps_sched_mark_every(ps_sched_block_t *blocks, int n_blocks, long t, int eve
 
 /* Staleness bound: set `due` on every block that would block step t under
  * bound k (no inverse, or t - inv_version > k), so the bound overrides the
- * refresh policy. k < 0 does nothing. */
-void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k);
+ * refresh policy; except a block whose job in flight was cut from a version
+ * that satisfies the bound (t - version <= k) and is not overdue
+ * (now_ms - start_ms <= timeout_ms): its result will do, and a second job
+ * would make the schedule depend on timing. k < 0 does nothing. */
+void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k, double now_ms, double timeout_ms);
 
 /* May step t be applied under staleness bound k? 1 yes, 0 no; k < 0 always
  * yes. *n_blocking (may be NULL) receives the number of blocks that are too

@@ -360,11 +360,22 @@ START_TEST(test_sched_policies_want_only_when_due) {
     ck_assert(!bl[1].due); /* handed out: the mark is spent */
     /* The bound marks blocks that would hold up the step. */
     bl[1].cur.id = 0;
-    ps_sched_mark_bound(bl, 3, 12, 3); /* ages 12-5=7 > 3, 12-10=2 <= 3 */
+    ps_sched_mark_bound(bl, 3, 12, 3, 0.0, 1000.0); /* ages 12-5=7 > 3, 12-10=2 <= 3 */
     ck_assert(bl[1].due && !bl[2].due && bl[0].due);
     bl[1].due = 0;
-    ps_sched_mark_bound(bl, 3, 12, -1);
+    ps_sched_mark_bound(bl, 3, 12, -1, 0.0, 1000.0);
     ck_assert(!bl[1].due);
+    /* A job in flight that will satisfy the bound is enough (no second
+     * job, so the schedule does not depend on when results arrive); one
+     * cut from too old a version, or overdue, is not. */
+    ps_sched_assign(&bl[1], 2, 10, 1, 0.0);
+    ps_sched_mark_bound(bl, 3, 13, 3, 500.0, 1000.0); /* 13-10=3 <= 3, in flight 500 ms */
+    ck_assert(!bl[1].due);
+    ps_sched_mark_bound(bl, 3, 13, 3, 1500.0, 1000.0); /* overdue */
+    ck_assert(bl[1].due);
+    bl[1].due = 0;
+    ps_sched_mark_bound(bl, 3, 15, 3, 500.0, 1000.0); /* 15-10=5 > 3: that job will not do */
+    ck_assert(bl[1].due);
 }
 END_TEST
 
