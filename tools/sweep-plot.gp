@@ -6,7 +6,7 @@
 # dir holds meta.gp (n points, their labels L[i], the title, the target,
 # the x unit) and per point i: steps-i.dat (step or examples, mean wall s,
 # smoothed train loss), eval-i.dat (step or examples, mean wall s, test
-# error mean, min, max over seeds), ages-i.dat (inverse age of every step),
+# error mean, min, max over seeds, Polyak average's test error), ages-i.dat (inverse age of every step),
 # trade-i.dat (x mean min max, y mean min max: steps and wall seconds to
 # the target when trade_target, else iterations per second and final test
 # error). Writes outbase.png (pngcairo) and outbase.svg, six panels:
@@ -41,11 +41,12 @@ do for [fmt in "png svg"] {
   plot for [i=1:n] dir.'/steps-'.i.'.dat' using 1:3 with lines lw 1.5 lc i title L[i]
 
   # 2: test error against steps
-  set ylabel "test error (mean; bars: min-max over seeds)"
+  set ylabel "test error (mean, bars min-max; dashed: Polyak average)"
   set title "test error vs ".xunits
   unset arrow
-  if (target > 0) { set arrow 1 from graph 0, first (1 - target) to graph 1, first (1 - target) nohead dt 2 lc rgb "gray40" }
-  plot for [i=1:n] dir.'/eval-'.i.'.dat' using 1:3:4:5 with yerrorlines lw 1.5 pt 7 ps 0.5 lc i notitle
+  if (target > 0) { set arrow 1 from graph 0, first (1 - target) to graph 1, first (1 - target) nohead dt 3 lc rgb "gray40" }
+  plot for [i=1:n] dir.'/eval-'.i.'.dat' using 1:3:4:5 with yerrorlines lw 1.5 pt 7 ps 0.5 lc i notitle, \
+       for [i=1:n] dir.'/eval-'.i.'.dat' using 1:6 with lines lw 1 dt 2 lc i notitle
 
   # 3: the trade-off
   unset logscale
@@ -78,10 +79,11 @@ do for [fmt in "png svg"] {
   plot for [i=1:n] dir.'/steps-'.i.'.dat' using 2:3 with lines lw 1.5 lc i notitle
 
   # 5: test error against wall time
-  set ylabel "test error (mean; bars: min-max over seeds)"
+  set ylabel "test error (mean, bars min-max; dashed: Polyak average)"
   set title "test error vs wall time"
-  if (target > 0) { set arrow 1 from graph 0, first (1 - target) to graph 1, first (1 - target) nohead dt 2 lc rgb "gray40" }
-  plot for [i=1:n] dir.'/eval-'.i.'.dat' using 2:3:4:5 with yerrorlines lw 1.5 pt 7 ps 0.5 lc i notitle
+  if (target > 0) { set arrow 1 from graph 0, first (1 - target) to graph 1, first (1 - target) nohead dt 3 lc rgb "gray40" }
+  plot for [i=1:n] dir.'/eval-'.i.'.dat' using 2:3:4:5 with yerrorlines lw 1.5 pt 7 ps 0.5 lc i notitle, \
+       for [i=1:n] dir.'/eval-'.i.'.dat' using 2:6 with lines lw 1 dt 2 lc i notitle
   unset arrow
 
   # 6: inverse age per step

@@ -78,7 +78,7 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
   $h["label"] == "async" { fast = $h["its_mean"] } $h["label"] == "sync" { slow = $h["its_mean"] }
   END { if (n != 2 || bad != "" || !(fast > slow)) { print "points " n ", bad:" bad; exit 1 } }' "$out/summary.csv" ||
   h_fail "summary.csv not sane: $(cat "$out/summary.csv")"
-grep -q '^| 1 | async | 1/1 |' "$out/summary.md" && grep -q '^| 2 | sync | 1/1 |' "$out/summary.md" ||
+grep -q '^| 1 | async | 1/1 ([01] current) |' "$out/summary.md" && grep -q '^| 2 | sync | 1/1 ([01] current) |' "$out/summary.md" ||
   h_fail "summary.md lacks the two points: $(cat "$out/summary.md")"
 
 # rerun.sh: one command per run, each with its point's override
