@@ -1,5 +1,5 @@
 /* bench/bench_gpu.c — the gradient worker's step on the CPU and on a GPU
- * through common/backend.h: for the MNIST CNN and a CIFAR-sized ResNet, the
+ * through common/backend/backend.h: for the MNIST CNN and a CIFAR-sized ResNet, the
  * time of one step (backend_set_params + backend_forward (train) +
  * backend_backward with the gradient copied to the host, what kfac-worker
  * does per batch) and images/s, and the time of the K-FAC factor statistics
@@ -24,13 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/blas.h"
-#include "common/backend.h"
-#include "common/blas.h"
-#include "common/kfac_stats.h"
-#include "common/log.h"
-#include "common/nn.h"
-#include "common/rng.h"
+#include "common/base/blas.h"
+#include "common/backend/backend.h"
+#include "common/base/blas.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/base/log.h"
+#include "common/nn/nn.h"
+#include "common/base/rng.h"
 
 static double s_now(void) {
     struct timespec t;

@@ -21,10 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/blas.h"
-#include "common/kfac_inverse.h"
-#include "common/kfac_linalg.h"
-#include "common/rng.h"
+#include "common/base/blas.h"
+#include "common/kfac/kfac_inverse.h"
+#include "common/kfac/kfac_linalg.h"
+#include "common/base/rng.h"
 
 static double s_now(void) {
     struct timespec ts;

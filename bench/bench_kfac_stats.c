@@ -1,5 +1,5 @@
 /* bench/bench_kfac_stats.c — throughput of the K-FAC factor statistics
- * (common/kfac_stats.c) against raw sgemm on the same shapes, and the
+ * (common/kfac/kfac_stats.c) against raw sgemm on the same shapes, and the
  * doubly-factored vs standard approximation of a wide fc layer. Prints
  * figures; never passes or fails on time.
  *
@@ -27,11 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/blas.h"
-#include "common/kfac_inverse.h"
-#include "common/kfac_linalg.h"
-#include "common/kfac_stats.h"
-#include "common/rng.h"
+#include "common/base/blas.h"
+#include "common/kfac/kfac_inverse.h"
+#include "common/kfac/kfac_linalg.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/base/rng.h"
 
 static double s_now(void) {
     struct timespec t;

@@ -1,4 +1,4 @@
-/* bench/bench_nn.c — throughput of the CPU network core (common/nn.c):
+/* bench/bench_nn.c — throughput of the CPU network core (common/nn/nn.c):
  * forward+backward images/s of a CNN, and each convolution layer's achieved
  * GFLOP/s next to raw sgemm on the same shapes. Prints figures; never passes
  * or fails on time.
@@ -25,7 +25,7 @@
  *     backward   2 * O * K * rows      (weight gradient)
  *              + 2 * rows * K * O      (input gradient, when computed)
  * Raw sgemm runs the same (M, N, K) shapes with the same transposes and
- * leading dimensions as common/nn.c (forward rows x O x K, NoTrans/Trans;
+ * leading dimensions as common/nn/nn.c (forward rows x O x K, NoTrans/Trans;
  * weight gradient O x K x rows, Trans/NoTrans; input gradient rows x K x O,
  * NoTrans/NoTrans). Layer, head and sgemm are timed alternately, best of
  * the repetitions; the ratio layer/sgemm is the efficiency figure.
@@ -41,9 +41,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/blas.h"
-#include "common/nn.h"
-#include "common/rng.h"
+#include "common/base/blas.h"
+#include "common/nn/nn.h"
+#include "common/base/rng.h"
 
 #define BN_MIN_REPS 5
 #define BN_MAX_REPS 400

@@ -1,4 +1,4 @@
-/* bench/bench_train.c — a whole in-process training run (common/train.h):
+/* bench/bench_train.c — a whole in-process training run (common/run/train.h):
  * throughput and accuracy of K-FAC and SGD over one MNIST epoch, and where a
  * K-FAC step spends its time. Prints figures; never passes or fails on time.
  *
@@ -11,7 +11,7 @@
  *   K-FAC: true Fisher, factor statistics every 10 steps (decay 0.95),
  *          all inverses every 100 steps (Cholesky, factored Tikhonov,
  *          damping 0.01), KL step rule eta = min(1, sqrt(c0 / v^T g)) with
- *          c0 = 1e-4, momentum 0.9 (the values tests/test_kfac_train.c
+ *          c0 = 1e-4, momentum 0.9 (the values tests/run/test_kfac_train.c
  *          uses).
  *   SGD:   momentum 0.9, constant learning rate 0.01.
  *
@@ -46,13 +46,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/blas.h"
-#include "common/data.h"
-#include "common/kfac_opt.h"
-#include "common/kfac_stats.h"
-#include "common/nn.h"
-#include "common/rng.h"
-#include "common/train.h"
+#include "common/base/blas.h"
+#include "common/nn/data.h"
+#include "common/kfac/kfac_opt.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/nn/nn.h"
+#include "common/base/rng.h"
+#include "common/run/train.h"
 
 #define BT_REFERENCE_IMG_S 2886.0
 #define BT_REFERENCE_ACC 0.936

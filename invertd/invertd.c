@@ -3,7 +3,7 @@
  * Conventions: Job.packed and JobResult.inverse are packed upper triangles,
  * row-major (proto/msg.h); the dense factor handed to kfac_inverse_compute is
  * n x n row-major with both triangles filled; Q is row-major with column j
- * the j-th eigenvector (common/kfac_inverse.h), which is what JobResult.eigvecs
+ * the j-th eigenvector (common/kfac/kfac_inverse.h), which is what JobResult.eigvecs
  * means too, so it travels as is.
  *
  * Request accounting: n_outstanding counts JobRequest / JobResult messages
@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/client.h"
-#include "common/kfac_inverse.h"
-#include "common/log.h"
-#include "common/zloop.h"
+#include "common/net/client.h"
+#include "common/kfac/kfac_inverse.h"
+#include "common/base/log.h"
+#include "common/net/zloop.h"
 #include "proto/msg.h"
 
 #define S_CACHE 8                /* inverse holders kept, by n */

@@ -14,13 +14,13 @@
  * arrived (staleness studies); max_n is sent with every JobRequest.
  *
  * Threads: the libuv loop and one compute thread (LAPACK through
- * common/kfac_inverse.h, with [invertd] threads OpenBLAS threads).
+ * common/kfac/kfac_inverse.h, with [invertd] threads OpenBLAS threads).
  * Ownership: the server borrows the configuration and owns the rest.
  */
 #ifndef KFAC_INVERTD_H
 #define KFAC_INVERTD_H
 
-#include "common/runcfg.h"
+#include "common/run/runcfg.h"
 
 typedef struct invertd_server invertd_server_t;
 

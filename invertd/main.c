@@ -5,8 +5,8 @@
  *
  * Exit codes: 0 clean (Shutdown, SIGINT/SIGTERM), 1 fatal, 2 usage error.
  */
-#include "common/client.h"
-#include "common/runcfg.h"
+#include "common/net/client.h"
+#include "common/run/runcfg.h"
 #include "invertd/invertd.h"
 
 int main(int argc, char **argv) {

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/data.h"
-#include "common/log.h"
-#include "common/nn.h"
-#include "common/zloop.h"
+#include "common/nn/data.h"
+#include "common/base/log.h"
+#include "common/nn/nn.h"
+#include "common/net/zloop.h"
 
 struct ps_eval {
     zloop_pool_t *pool;

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/runcfg.h"
+#include "common/run/runcfg.h"
 
 /* Examples per forward pass of the evaluator. */
 #define PS_EVAL_BATCH 256

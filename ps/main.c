@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/affinity.h"
-#include "common/blas.h"
-#include "common/log.h"
-#include "common/runcfg.h"
+#include "common/base/affinity.h"
+#include "common/base/blas.h"
+#include "common/base/log.h"
+#include "common/run/runcfg.h"
 #include "ps/server.h"
 
 int main(int argc, char **argv) {

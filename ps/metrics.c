@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/log.h"
+#include "common/base/log.h"
 
 struct ps_metrics {
     char *dir;

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/kfac_stats.h"
-#include "common/zloop.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/net/zloop.h"
 #include "proto/msg.h"
 
 /* What a peer's outstanding long poll asks for. */

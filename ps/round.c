@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/kfac_linalg.h"
-#include "common/log.h"
+#include "common/kfac/kfac_linalg.h"
+#include "common/base/log.h"
 
 /* ---- Params ------------------------------------------------------------------ */
 

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "common/log.h"
+#include "common/base/log.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 

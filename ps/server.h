@@ -17,12 +17,12 @@
 
 #include <stddef.h>
 
-#include "common/runcfg.h"
+#include "common/run/runcfg.h"
 
 /* The build this server speaks for. Clients send theirs in Hello; the first
  * two words ("kfac" and the release) must match, the rest is informational
  * (the protocol version is checked separately, from the envelope). Keep in
- * step with the clients' CLIENT_BUILD_ID (common/client.h). */
+ * step with the clients' CLIENT_BUILD_ID (common/net/client.h). */
 #define PS_BUILD_ID "kfac 0.1 (protocol 1)"
 
 typedef struct ps_server ps_server_t;

@@ -13,12 +13,12 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/kfac_opt.h"
-#include "common/kfac_step.h"
-#include "common/nn.h"
-#include "common/runcfg.h"
-#include "common/sgd.h"
-#include "common/zloop.h"
+#include "common/kfac/kfac_opt.h"
+#include "common/kfac/kfac_step.h"
+#include "common/nn/nn.h"
+#include "common/run/runcfg.h"
+#include "common/nn/sgd.h"
+#include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/eval.h"
 #include "ps/metrics.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/kfac_linalg.h"
+#include "common/kfac/kfac_linalg.h"
 
 msg_factor_kind_t ps_wire_factor_kind(const kfac_factor_t *f) {
     switch (f->role) {

@@ -1,5 +1,5 @@
 /* ps/wire.h — the parameter server's conversions between wire messages
- * (proto/msg.h) and the optimizer's state (common/kfac_opt.h): the model's
+ * (proto/msg.h) and the optimizer's state (common/kfac/kfac_opt.h): the model's
  * factor shapes and message limits for msg_validate(), statistics from a
  * message into a kfac_stats_t, inversion jobs out of a block, and inverses
  * out of a job result.
@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/kfac_opt.h"
-#include "common/kfac_stats.h"
-#include "common/nn.h"
+#include "common/kfac/kfac_opt.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/nn/nn.h"
 #include "proto/msg.h"
 
 /* The model's factor shapes and the message limits built from them.

@@ -15,7 +15,7 @@
 #ifndef KFAC_STATSD_H
 #define KFAC_STATSD_H
 
-#include "common/runcfg.h"
+#include "common/run/runcfg.h"
 
 typedef struct statsd_server statsd_server_t;
 

@@ -24,7 +24,7 @@
  * 1 nothing could be sent, 2 usage error.
  *
  * Conventions: plain blocking ZeroMQ calls with timeouts (a probe, not a
- * daemon); random choices from common/rng.h seeded by --seed (0: the clock).
+ * daemon); random choices from common/base/rng.h seeded by --seed (0: the clock).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,9 +37,9 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "common/config.h"
-#include "common/log.h"
-#include "common/rng.h"
+#include "common/base/config.h"
+#include "common/base/log.h"
+#include "common/base/rng.h"
 #include "proto/msg.h"
 
 typedef struct poke_cfg {

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/blas.h"
-#include "common/data.h"
-#include "common/log.h"
-#include "common/nn.h"
-#include "common/runcfg.h"
-#include "common/train.h"
+#include "common/base/blas.h"
+#include "common/nn/data.h"
+#include "common/base/log.h"
+#include "common/nn/nn.h"
+#include "common/run/runcfg.h"
+#include "common/run/train.h"
 
 int main(int argc, char **argv) {
     blas_restart_if_generic(argv);

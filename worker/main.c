@@ -6,8 +6,8 @@
  * Exit codes: 0 clean (Shutdown, SIGINT/SIGTERM), 1 fatal (e.g. refused by
  * kfac-ps), 2 usage error.
  */
-#include "common/client.h"
-#include "common/runcfg.h"
+#include "common/net/client.h"
+#include "common/run/runcfg.h"
 #include "worker/worker.h"
 
 int main(int argc, char **argv) {

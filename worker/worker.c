@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/client.h"
-#include "common/log.h"
-#include "common/zloop.h"
+#include "common/net/client.h"
+#include "common/base/log.h"
+#include "common/net/zloop.h"
 #include "proto/msg.h"
 
 #define S_PROGRESS_EVERY 100 /* gradients between info lines */

@@ -7,7 +7,7 @@
  * the batch's K-FAC statistics travel in the same GradPush.
  *
  * Threads: the libuv loop (socket, heartbeats, signals) and one compute
- * thread (common/zloop.h pool) that owns the network while a job runs; the
+ * thread (common/net/zloop.h pool) that owns the network while a job runs; the
  * GradPush is encoded on the compute thread and sent by the loop.
  *
  * Ownership: the server borrows the configuration (it must outlive it) and
@@ -16,7 +16,7 @@
 #ifndef KFAC_WORKER_H
 #define KFAC_WORKER_H
 
-#include "common/runcfg.h"
+#include "common/run/runcfg.h"
 
 typedef struct worker_server worker_server_t;
 

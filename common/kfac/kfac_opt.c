@@ -1,0 +1,354 @@
+/* common/kfac/kfac_opt.c — see kfac_opt.h. */
+#include "common/kfac/kfac_opt.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/kfac/kfac_linalg.h"
+#include "common/base/log.h"
+
+static double s_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void kfac_opts_default(kfac_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->method = KFAC_INV_CHOLESKY;
+    o->damping = 1e-3;
+    o->stat_decay = 0.95;
+    o->step_rule = KFAC_STEP_RULE_KL;
+    o->lr = 0.1;
+    o->eta_max = 1.0;
+    o->kl_c0 = 1e-2;
+    o->kl_zeta = 1.0;
+    o->kl_decay_every = 0;
+    o->kl_clip = 1e-3;
+    o->momentum = 0.9;
+    o->weight_decay = 0.0;
+    o->wd_mode = KFAC_WD_GRADIENT;
+    o->polyak_decay = 0.99;
+    o->identity_mode = KFAC_IDENTITY_SGD;
+}
+
+static const char *s_rule_names[] = {"kl", "kl_clip", "fixed"};
+
+int kfac_step_rule_parse(const char *s, kfac_step_rule_t *out) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, s_rule_names[i]) == 0) { *out = (kfac_step_rule_t)i; return 0; }
+    return -EINVAL;
+}
+
+const char *kfac_step_rule_name(kfac_step_rule_t r) {
+    return (unsigned)r < 3 ? s_rule_names[r] : "?";
+}
+
+static int s_check_opts(const kfac_opts_t *o, char *err, size_t err_len) {
+    const char *bad = NULL;
+    if (!(o->damping > 0.0) || !isfinite(o->damping)) bad = "damping must be > 0";
+    else if (!(o->stat_decay >= 0.0 && o->stat_decay < 1.0)) bad = "stat_decay must be in [0, 1)";
+    else if (!(o->momentum >= 0.0 && o->momentum < 1.0)) bad = "momentum must be in [0, 1)";
+    else if (!(o->polyak_decay >= 0.0 && o->polyak_decay < 1.0)) bad = "polyak_decay must be in [0, 1)";
+    else if (!(o->weight_decay >= 0.0)) bad = "weight_decay must be >= 0";
+    else if (o->step_rule != KFAC_STEP_RULE_KL && !(o->lr > 0.0)) bad = "lr must be > 0";
+    else if (o->step_rule == KFAC_STEP_RULE_KL && (!(o->eta_max > 0.0) || !(o->kl_c0 > 0.0) || !(o->kl_zeta > 0.0)))
+        bad = "the KL rule needs eta_max > 0, kl_c0 > 0 and kl_zeta > 0";
+    else if (o->step_rule == KFAC_STEP_RULE_KL_CLIP && !(o->kl_clip > 0.0)) bad = "kl_clip must be > 0";
+    if (bad) { snprintf(err, err_len, "kfac: %s", bad); return -EINVAL; }
+    return 0;
+}
+
+kfac_opt_t *kfac_opt_new(const net_t *net, const kfac_opts_t *opts, char *err, size_t err_len) {
+    if (s_check_opts(opts, err, err_len)) return NULL;
+    kfac_opt_t *k = calloc(1, sizeof *k);
+    if (!k) { snprintf(err, err_len, "kfac: out of memory"); return NULL; }
+    k->opts = *opts;
+    k->net = net;
+    k->avg = kfac_stats_new(net);
+    size_t n = net->n_params ? net->n_params : 1;
+    k->mom = calloc(n, sizeof(float));
+    k->polyak = calloc(n, sizeof(float));
+    k->v = calloc(n, sizeof(float));
+    k->g = calloc(n, sizeof(float));
+    k->wd_mask = calloc(n, sizeof(float));
+    if (!k->avg || !k->mom || !k->polyak || !k->v || !k->g || !k->wd_mask) goto oom;
+    for (int i = 0; i < net->n_layers; i++) {
+        const layer_t *l = &net->layers[i];
+        if (l->kind == LAYER_FC || l->kind == LAYER_CONV)
+            for (size_t j = 0; j < l->n_w; j++) k->wd_mask[l->w_off + j] = 1.0f;
+    }
+    int nb = 0;
+    for (int s = 0; s < k->avg->n_layers; s++) {
+        const kfac_layer_stats_t *ls = &k->avg->layers[s];
+        for (int f = 0; f < ls->n_factors; f++) nb += ls->f[f].kind == KFAC_FACTOR_SYM;
+        /* scratch for V and U of this layer */
+        size_t cols = (size_t)(ls->mode == KFAC_MODE_DOUBLY ? ls->fm_c * ls->fm_t : ls->in + ls->has_bias);
+        size_t vlen = (size_t)ls->out * cols;
+        if (vlen > k->vbuf_len) k->vbuf_len = vlen;
+        size_t wl = kfac_precond_work_len(ls->out, (int)cols);
+        if (wl > k->work_len) k->work_len = wl;
+    }
+    k->blocks = calloc(nb ? (size_t)nb : 1, sizeof *k->blocks);
+    k->vbuf = calloc(k->vbuf_len ? k->vbuf_len : 1, sizeof(float));
+    k->ubuf = calloc(k->vbuf_len ? k->vbuf_len : 1, sizeof(float));
+    k->work = calloc(k->work_len ? k->work_len : 1, sizeof(float));
+    if (!k->blocks || !k->vbuf || !k->ubuf || !k->work) goto oom;
+    for (int s = 0; s < k->avg->n_layers; s++) {
+        const kfac_layer_stats_t *ls = &k->avg->layers[s];
+        for (int f = 0; f < ls->n_factors; f++) {
+            if (ls->f[f].kind != KFAC_FACTOR_SYM) continue;
+            kfac_block_t *b = &k->blocks[k->n_blocks++];
+            b->stat = s;
+            b->factor = f;
+            b->layer = ls->layer;
+            b->n = ls->f[f].dim;
+            b->cost = (double)b->n * b->n * b->n;
+            b->factor_version = -1;
+            b->inv_version = -1;
+            b->inv = kfac_inverse_new(b->n);
+            if (!b->inv) goto oom;
+        }
+    }
+    return k;
+oom:
+    snprintf(err, err_len, "kfac: out of memory building the optimizer state");
+    kfac_opt_free(&k);
+    return NULL;
+}
+
+void kfac_opt_free(kfac_opt_t **k_p) {
+    if (!k_p || !*k_p) return;
+    kfac_opt_t *k = *k_p;
+    for (int b = 0; b < k->n_blocks; b++) kfac_inverse_free(&k->blocks[b].inv);
+    free(k->blocks);
+    kfac_stats_free(&k->avg);
+    free(k->mom); free(k->polyak); free(k->v); free(k->g); free(k->wd_mask);
+    free(k->work); free(k->vbuf); free(k->ubuf);
+    free(k);
+    *k_p = NULL;
+}
+
+int kfac_opt_fold(kfac_opt_t *k, const kfac_stats_t *batch, long stats_version) {
+    if (!batch || batch->n_layers != k->avg->n_layers) return -EINVAL;
+    for (int s = 0; s < batch->n_layers; s++) {
+        const kfac_layer_stats_t *ls = &batch->layers[s];
+        if (ls->n_factors != k->avg->layers[s].n_factors) return -EINVAL;
+        for (int f = 0; f < ls->n_factors; f++) {
+            if (ls->f[f].dim != k->avg->layers[s].f[f].dim) return -EINVAL;
+            if (ls->f[f].n_updates > 0 && !kfac_linalg_all_finite(ls->f[f].data, kfac_factor_len(&ls->f[f])))
+                return -EDOM;
+        }
+    }
+    int rc = kfac_stats_update(k->avg, batch, k->opts.stat_decay);
+    if (rc) return rc;
+    k->n_folds++;
+    for (int b = 0; b < k->n_blocks; b++) {
+        kfac_block_t *bl = &k->blocks[b];
+        if (batch->layers[bl->stat].f[bl->factor].n_updates > 0 && stats_version > bl->factor_version)
+            bl->factor_version = stats_version;
+    }
+    return 0;
+}
+
+/* Factored damping of block b (see kfac_opt.h). */
+static float s_block_damping(const kfac_opt_t *k, const kfac_block_t *bl) {
+    const kfac_layer_stats_t *ls = &k->avg->layers[bl->stat];
+    const double lambda = kfac_step_effective_damping(k->opts.damping, k->opts.weight_decay, k->opts.wd_mode);
+    const kfac_factor_t *f = &ls->f[bl->factor];
+    if (f->role == KFAC_FACTOR_ROLE_GBIAS) return (float)lambda;
+    if (ls->mode == KFAC_MODE_DOUBLY) {
+        float pi[3];
+        /* factor order K, Psi, G (kfac_stats.h) */
+        kfac_pi_trace3(ls->f[0].data, ls->f[0].dim, ls->f[1].data, ls->f[1].dim, ls->f[2].data, ls->f[2].dim, pi);
+        int idx = f->role == KFAC_FACTOR_ROLE_K ? 0 : f->role == KFAC_FACTOR_ROLE_PSI ? 1 : 2;
+        return (float)(pi[idx] * cbrt(lambda));
+    }
+    float pi = kfac_pi_trace(ls->f[0].data, ls->f[0].dim, ls->f[1].data, ls->f[1].dim);
+    return f->role == KFAC_FACTOR_ROLE_A ? (float)(pi * sqrt(lambda)) : (float)(sqrt(lambda) / pi);
+}
+
+int kfac_opt_block_job(const kfac_opt_t *k, int b, float *F, float *damping, long *factor_version) {
+    if (b < 0 || b >= k->n_blocks) return -EINVAL;
+    const kfac_block_t *bl = &k->blocks[b];
+    const kfac_factor_t *f = &k->avg->layers[bl->stat].f[bl->factor];
+    if (f->n_updates == 0 || bl->factor_version < 0) return -ENODATA;
+    memcpy(F, f->data, (size_t)bl->n * bl->n * sizeof(float));
+    *damping = s_block_damping(k, bl);
+    *factor_version = bl->factor_version;
+    return 0;
+}
+
+int kfac_opt_block_install(kfac_opt_t *k, int b, const kfac_inverse_t *inv, long factor_version) {
+    if (b < 0 || b >= k->n_blocks || !inv || inv->n != k->blocks[b].n) return -EINVAL;
+    kfac_block_t *bl = &k->blocks[b];
+    if (bl->inv->valid && factor_version < bl->inv_version) return 1;
+    int rc = kfac_inverse_copy(bl->inv, inv);
+    if (rc) return rc;
+    bl->inv_version = factor_version;
+    bl->inv_time_s = s_now_s();
+    bl->n_installed++;
+    return 0;
+}
+
+int kfac_opt_invert_block(kfac_opt_t *k, int b) {
+    if (b < 0 || b >= k->n_blocks) return -EINVAL;
+    kfac_block_t *bl = &k->blocks[b];
+    float damping;
+    long ver;
+    const kfac_factor_t *f = &k->avg->layers[bl->stat].f[bl->factor];
+    if (f->n_updates == 0 || bl->factor_version < 0) return -ENODATA;
+    damping = s_block_damping(k, bl);
+    ver = bl->factor_version;
+    /* The factor is read in place (upper triangle), the result goes straight
+     * into the block's holder, which is left as it was on failure. */
+    int rc = kfac_inverse_compute(f->data, bl->n, damping, k->opts.method, bl->inv, &k->inv_stats);
+    if (rc) return rc;
+    bl->inv_version = ver;
+    bl->inv_time_s = s_now_s();
+    bl->n_installed++;
+    return 0;
+}
+
+int kfac_opt_invert_all(kfac_opt_t *k) {
+    int fails = 0;
+    for (int b = 0; b < k->n_blocks; b++)
+        if (kfac_opt_invert_block(k, b) < 0) fails++;
+    return fails;
+}
+
+void kfac_opt_inverse_age(const kfac_opt_t *k, long t, double *mean, long *max) {
+    double s = 0.0;
+    long mx = -1;
+    int n = 0;
+    for (int b = 0; b < k->n_blocks; b++) {
+        const kfac_block_t *bl = &k->blocks[b];
+        if (!bl->inv->valid) continue;
+        long age = t - bl->inv_version;
+        s += (double)age;
+        if (age > mx) mx = age;
+        n++;
+    }
+    if (mean) *mean = n ? s / n : 0.0;
+    if (max) *max = mx;
+}
+
+/* Index of block (stat, factor), or -1. Blocks are laid out in stat order. */
+static int s_block_of(const kfac_opt_t *k, int stat, int factor) {
+    for (int b = 0; b < k->n_blocks; b++)
+        if (k->blocks[b].stat == stat && k->blocks[b].factor == factor) return b;
+    return -1;
+}
+
+/* Precondition one layer's slice of k->g into k->v. Returns 1 when the
+ * identity was used, 0 when preconditioned. */
+static int s_precond_layer(kfac_opt_t *k, int s, float lambda) {
+    const kfac_layer_stats_t *ls = &k->avg->layers[s];
+    const layer_t *l = &k->net->layers[ls->layer];
+    const float *gw = k->g + l->w_off, *gb = l->n_b ? k->g + l->b_off : NULL;
+    float *vw = k->v + l->w_off, *vb = l->n_b ? k->v + l->b_off : NULL;
+    if (ls->kind == LAYER_BATCHNORM) {
+        const kfac_factor_t *f = &ls->f[0];
+        if (f->n_updates == 0) return 1;
+        int rc = kfac_precond_bn(f->data, ls->out, lambda, gw, gb, vw, vb);
+        if (rc < 0) { k->n_precond_errors++; memcpy(vw, gw, l->n_w * sizeof(float)); memcpy(vb, gb, l->n_b * sizeof(float)); return 1; }
+        return 0;
+    }
+    const int out = ls->out;
+    if (ls->mode == KFAC_MODE_DOUBLY) {
+        int bK = s_block_of(k, s, 0), bP = s_block_of(k, s, 1), bG = s_block_of(k, s, 2);
+        if (bK < 0 || bP < 0 || bG < 0) return 1;
+        int rc = kfac_precond_kron3(k->blocks[bK].inv, k->blocks[bP].inv, k->blocks[bG].inv, lambda, gw, out,
+                                    ls->fm_c, ls->fm_t, vw, k->work);
+        int ident = 0;
+        if (rc) {
+            if (rc != -ENODATA) k->n_precond_errors++;
+            ident = 1;
+            kfac_precond_identity(gw, l->n_w, lambda, k->opts.identity_mode, vw);
+        }
+        if (gb) {
+            int bB = s_block_of(k, s, 3);
+            if (bB < 0 || kfac_precond_block(k->blocks[bB].inv, lambda, gb, vb) != 0)
+                kfac_precond_identity(gb, l->n_b, lambda, k->opts.identity_mode, vb);
+        }
+        return ident;
+    }
+    /* fc / conv: V = [dW | db] (out, in + has_bias) */
+    const int in = ls->in, cols = in + ls->has_bias;
+    int bA = s_block_of(k, s, 0), bG = s_block_of(k, s, 1);
+    float *V = k->vbuf, *U = k->ubuf;
+    for (int o = 0; o < out; o++) {
+        memcpy(V + (size_t)o * cols, gw + (size_t)o * in, (size_t)in * sizeof(float));
+        if (ls->has_bias) V[(size_t)o * cols + in] = gb[o];
+    }
+    int rc = (bA < 0 || bG < 0) ? -ENODATA
+             : kfac_precond_kron(k->blocks[bA].inv, k->blocks[bG].inv, lambda, V, out, cols, U, k->work);
+    int ident = 0;
+    if (rc) {
+        if (rc != -ENODATA) k->n_precond_errors++;
+        kfac_precond_identity(V, (size_t)out * cols, lambda, k->opts.identity_mode, U);
+        ident = 1;
+    }
+    for (int o = 0; o < out; o++) {
+        memcpy(vw + (size_t)o * in, U + (size_t)o * cols, (size_t)in * sizeof(float));
+        if (ls->has_bias) vb[o] = U[(size_t)o * cols + in];
+    }
+    return ident;
+}
+
+int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac_step_info_t *info) {
+    const size_t n = k->net->n_params;
+    if (!kfac_linalg_all_finite(grads, n)) return -EDOM;
+    const kfac_opts_t *o = &k->opts;
+    memcpy(k->g, grads, n * sizeof(float));
+    if (o->weight_decay > 0.0 && o->wd_mode != KFAC_WD_DECOUPLED) {
+        const float wd = (float)o->weight_decay;
+        for (size_t j = 0; j < n; j++) k->g[j] += wd * k->wd_mask[j] * params[j];
+    }
+    /* Parameters no layer preconditions keep the gradient. */
+    memcpy(k->v, k->g, n * sizeof(float));
+    const float lambda = (float)kfac_step_effective_damping(o->damping, o->weight_decay, o->wd_mode);
+    int n_ident = 0;
+    double vg_layers[1024];
+    int n_vg = 0;
+    for (int s = 0; s < k->avg->n_layers; s++) {
+        n_ident += s_precond_layer(k, s, lambda);
+        const layer_t *l = &k->net->layers[k->avg->layers[s].layer];
+        double vg = kfac_step_dot(k->v + l->w_off, k->g + l->w_off, l->n_w + l->n_b);
+        if (n_vg < 1024) vg_layers[n_vg++] = vg;
+    }
+    k->n_identity_layers += (uint64_t)n_ident;
+    if (!kfac_linalg_all_finite(k->v, n)) return -ERANGE;
+    double vg = kfac_step_dot(k->v, k->g, n), step = o->lr;
+    int rc = 0;
+    if (o->step_rule == KFAC_STEP_RULE_KL) {
+        double c = kfac_step_kl_c(o->kl_c0, o->kl_zeta, t, o->kl_decay_every);
+        rc = kfac_step_kl_eta(vg, c, o->eta_max, &step);
+    } else if (o->step_rule == KFAC_STEP_RULE_KL_CLIP) {
+        double nu;
+        rc = kfac_step_kl_clip(vg_layers, n_vg, o->lr, o->kl_clip, &nu);
+        step = o->lr * nu;
+    }
+    if (rc) return rc;
+    if (o->wd_mode == KFAC_WD_DECOUPLED && o->weight_decay > 0.0) {
+        const float wd = (float)o->weight_decay;
+        for (size_t j = 0; j < n; j++) k->v[j] += wd * k->wd_mask[j] * params[j];
+    }
+    rc = kfac_step_apply(params, k->mom, k->v, n, step, o->momentum, 0.0);
+    if (rc) return rc;
+    kfac_step_polyak(k->polyak, params, n, o->polyak_decay, &k->polyak_count);
+    if (info) {
+        info->step = step;
+        info->vg = vg;
+        info->n_layers_identity = n_ident;
+        kfac_opt_inverse_age(k, t, &info->inv_age_mean, &info->inv_age_max);
+        int miss = 0;
+        for (int b = 0; b < k->n_blocks; b++) miss += !k->blocks[b].inv->valid;
+        info->n_blocks_missing = miss;
+    }
+    return 0;
+}

@@ -1,0 +1,164 @@
+/* common/kfac/kfac_opt.h — the K-FAC optimizer: running averages of every
+ * layer's Kronecker factors, the newest damped inverse of every factor with
+ * the statistics version it came from, and the update step
+ * (precondition -> step size -> momentum -> Polyak average).
+ *
+ * It is the one piece both the in-process trainer (tools/kfac-train) and the
+ * parameter server (ps/) drive; the difference is only who computes the
+ * inverses (kfac_opt_invert_block here, or an inverse daemon whose result is
+ * installed with kfac_opt_block_install).
+ *
+ * Blocks. Every symmetric factor that needs an inverse is a "block", the
+ * unit of inversion work: fc/conv have blocks A and G; doubly-factored fc
+ * layers have K, Psi, G and the bias's own block Gbias; batch-norm layers
+ * have none (their 2x2 unit-wise blocks are inverted in closed form during
+ * the step). A block's cost is ~ n^3.
+ *
+ * Damping (lambda = opts.damping, plus weight decay when wd_mode is
+ * KFAC_WD_DAMPING):
+ *  - CHOLESKY method: factored Tikhonov. A gets pi sqrt(lambda), G gets
+ *    sqrt(lambda) / pi with pi = kfac_pi_trace(A, G) computed when the job
+ *    is cut; doubly-factored K, Psi, G get pi_i lambda^(1/3) (Ba Eq. 12);
+ *    Gbias gets lambda.
+ *  - EIGEN method: the blocks hold eigendecompositions; lambda enters at
+ *    preconditioning time as 1 / (v_G v_A^T + lambda) (Pauloski Eq. 13-15).
+ *
+ * Versions. The caller tags every statistics batch with the parameter
+ * version it was computed at (stats_version). A block's factor_version is
+ * the newest stats_version folded into it; an inverse remembers the
+ * factor_version it was computed from, so its age at step t is
+ * t - inv_version. Blocks with no inverse yet precondition with the damped
+ * identity (opts.identity_mode).
+ *
+ * Threads: not thread-safe; one owner thread (the PS serializes folds,
+ * installs and steps). Ownership: the optimizer borrows net for its
+ * lifetime (layout only) and owns everything else.
+ */
+#ifndef KFAC_OPT_H
+#define KFAC_OPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/kfac/kfac_inverse.h"
+#include "common/kfac/kfac_precond.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/kfac/kfac_step.h"
+#include "common/nn/nn.h"
+
+typedef enum {
+    KFAC_STEP_RULE_KL = 0,   /* Ba et al. sec. 5: eta = min(eta_max, sqrt(c / v^T g)) */
+    KFAC_STEP_RULE_KL_CLIP,  /* Pauloski Eq. 18: lr * min(1, sqrt(kl_clip / (lr^2 sum|v^T g|))) */
+    KFAC_STEP_RULE_FIXED,    /* lr */
+} kfac_step_rule_t;
+
+typedef struct kfac_opts {
+    kfac_inv_method_t method;   /* cholesky | eigen */
+    double damping;             /* lambda */
+    double stat_decay;          /* running-average decay d, F <- d F + (1-d) F_new */
+    kfac_step_rule_t step_rule;
+    double lr;                  /* FIXED and KL_CLIP: learning rate */
+    double eta_max;             /* KL: largest step */
+    double kl_c0, kl_zeta;      /* KL: c_k = c0 zeta^k ... */
+    long kl_decay_every;        /* ... k = floor(t / kl_decay_every) */
+    double kl_clip;             /* KL_CLIP: the bound */
+    double momentum;
+    double weight_decay;
+    kfac_wd_mode_t wd_mode;
+    double polyak_decay;        /* Polyak average of the iterates */
+    kfac_identity_mode_t identity_mode; /* layers without inverses yet */
+} kfac_opts_t;
+
+/* Defaults: cholesky, damping 1e-3, decay 0.95, KL rule (eta_max 1, c0 1e-2,
+ * zeta 1, no decay), momentum 0.9, wd 0 (gradient), Polyak 0.99, identity
+ * = plain gradient. */
+void kfac_opts_default(kfac_opts_t *o);
+
+/* Parse "kl" | "kl_clip" | "fixed"; 0 or -EINVAL. */
+int kfac_step_rule_parse(const char *s, kfac_step_rule_t *out);
+const char *kfac_step_rule_name(kfac_step_rule_t r);
+
+typedef struct kfac_block {
+    int stat;               /* slot in stats->layers */
+    int factor;             /* factor index within that layer */
+    int layer;              /* net layer index */
+    int n;                  /* dimension */
+    double cost;            /* n^3 */
+    long factor_version;    /* newest stats_version folded in (-1: empty) */
+    kfac_inverse_t *inv;    /* newest inverse (inv->valid false until one exists) */
+    long inv_version;       /* factor_version the inverse came from (-1: none) */
+    double inv_time_s;      /* monotonic seconds when installed */
+    uint64_t n_installed;   /* inverses installed */
+} kfac_block_t;
+
+typedef struct kfac_opt {
+    kfac_opts_t opts;
+    const net_t *net;          /* borrowed */
+    kfac_stats_t *avg;         /* running averages */
+    int n_blocks;
+    kfac_block_t *blocks;      /* (n_blocks) */
+    float *mom;                /* (n_params) momentum */
+    float *polyak;             /* (n_params) Polyak average */
+    long polyak_count;
+    float *v;                  /* (n_params) preconditioned direction (scratch) */
+    float *g;                  /* (n_params) gradient + weight decay (scratch) */
+    float *wd_mask;            /* (n_params) 1 on fc/conv weights */
+    float *work, *vbuf, *ubuf; /* preconditioning scratch */
+    size_t work_len, vbuf_len;
+    kfac_inverse_stats_t inv_stats;
+    uint64_t n_folds;
+    uint64_t n_identity_layers; /* layer-steps preconditioned by the identity */
+    uint64_t n_precond_errors;  /* layer-steps whose preconditioning failed (identity used) */
+} kfac_opt_t;
+
+/* New optimizer for net (borrowed, must outlive it). Returns NULL with a
+ * message in err on bad options or no memory. */
+kfac_opt_t *kfac_opt_new(const net_t *net, const kfac_opts_t *opts, char *err, size_t err_len);
+void kfac_opt_free(kfac_opt_t **k_p);
+
+/* Fold one batch of statistics (same layout as k->avg, e.g. from
+ * kfac_stats_compute or kfac_stats_unpack) computed at parameter version
+ * stats_version into the running averages. Every factor must be finite,
+ * else nothing changes and -EDOM is returned. Returns 0 or -EINVAL/-EDOM. */
+int kfac_opt_fold(kfac_opt_t *k, const kfac_stats_t *batch, long stats_version);
+
+/* The current factor of block b and the damping to add to it before
+ * inversion (see the header comment), copied into F (n*n floats, full
+ * symmetric) — the content of an inversion job. *factor_version receives
+ * the block's factor_version. Returns 0, -EINVAL, or -ENODATA (no statistics
+ * yet). */
+int kfac_opt_block_job(const kfac_opt_t *k, int b, float *F, float *damping, long *factor_version);
+
+/* Install an inverse computed from factor_version into block b (copied).
+ * An inverse older than the one held is ignored (returns 1). Returns 0, 1,
+ * or a negative errno (shape mismatch, not finite). */
+int kfac_opt_block_install(kfac_opt_t *k, int b, const kfac_inverse_t *inv, long factor_version);
+
+/* Compute block b's inverse here (job + kfac_inverse_compute + install).
+ * Returns 0, -ENODATA (no statistics), or the inverse's error (the previous
+ * inverse is kept). */
+int kfac_opt_invert_block(kfac_opt_t *k, int b);
+
+/* All blocks, in order; returns the number of failures. */
+int kfac_opt_invert_all(kfac_opt_t *k);
+
+typedef struct kfac_step_info {
+    double step;            /* the step size applied to v */
+    double vg;              /* v^T g */
+    int n_layers_identity;  /* layers without (usable) inverses this step */
+    double inv_age_mean;    /* mean over blocks with inverses of t - inv_version */
+    long inv_age_max;       /* max of the same (-1: no inverses yet) */
+    int n_blocks_missing;   /* blocks without an inverse */
+} kfac_step_info_t;
+
+/* One update at parameter version t: params (n_params) move using grads
+ * (n_params, averaged gradient, read only). Non-finite gradients are
+ * rejected (-EDOM) without changing anything. Returns 0 or a negative
+ * errno; info (may be NULL) is filled. */
+int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac_step_info_t *info);
+
+/* Inverse ages at version t over blocks that hold inverses: mean and max
+ * (max = -1 when none). */
+void kfac_opt_inverse_age(const kfac_opt_t *k, long t, double *mean, long *max);
+
+#endif

@@ -1,0 +1,298 @@
+/* common/kfac/kfac_precond.c — Kronecker, eigen-damped, doubly-factored, BatchNorm
+ * 2x2 and identity preconditioning (see kfac_precond.h). float32, row-major.
+ *
+ * Every Kronecker case is one routine over a 3-way tensor X (d0, d1, d2),
+ * row-major, element (i0, i1, i2) at (i0*d1 + i1)*d2 + i2, with at most one
+ * factor per mode: mode 0 = output rows (G), mode 1 = channels (Psi), mode 2
+ * = the fastest index (A for fc/conv with d1 = 1, K for doubly-factored).
+ * "Applying M along mode m" maps X[.., j, ..] to sum_j op(M)[i][j] X[.., j, ..].
+ * The steps ping-pong between work and U, so V is read only by the first. */
+#include "common/kfac/kfac_precond.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kfac/kfac_linalg.h"
+#include "common/base/log.h"
+
+size_t kfac_precond_work_len(int n_out, int n_in) {
+    if (n_out <= 0 || n_in <= 0) return 0;
+    return (size_t)n_out * (size_t)n_in;
+}
+
+/* Y = X applied with op(M) along mode m; M is n x n row-major with n = d[m];
+ * trans selects op(M) = M^T. X and Y distinct. */
+static void s_apply_mode(const float *M, bool trans, int m, const int d[3], const float *X,
+                         float *Y) {
+    int n = d[m];
+    if (m == 0) {
+        int cols = d[1] * d[2];
+        /* Y (d0, d1*d2) = op(M) (d0, d0) * X (d0, d1*d2); row-major. */
+        cblas_sgemm(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, CblasNoTrans, n, cols, n,
+                    1.0f, M, n, X, cols, 0.0f, Y, cols);
+    } else if (m == 2) {
+        int rows = d[0] * d[1];
+        /* Y (d0*d1, d2) = X (d0*d1, d2) * op(M)^T; row-major. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans ? CblasNoTrans : CblasTrans, rows, n, n,
+                    1.0f, X, n, M, n, 0.0f, Y, n);
+    } else {
+        size_t slab = (size_t)d[1] * (size_t)d[2];
+        for (int s = 0; s < d[0]; s++)
+            /* Y_s (d1, d2) = op(M) (d1, d1) * X_s (d1, d2), slab s; row-major. */
+            cblas_sgemm(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, CblasNoTrans, n, d[2],
+                        n, 1.0f, M, n, X + (size_t)s * slab, d[2], 0.0f, Y + (size_t)s * slab,
+                        d[2]);
+    }
+}
+
+/* X[.., i, ..] *= s[i] along mode m, in place. */
+static void s_scale_mode(float *X, const int d[3], int m, const float *s) {
+    size_t idx = 0;
+    for (int i0 = 0; i0 < d[0]; i0++)
+        for (int i1 = 0; i1 < d[1]; i1++) {
+            float *row = X + idx;
+            if (m == 2) {
+                for (int i2 = 0; i2 < d[2]; i2++) row[i2] *= s[i2];
+            } else {
+                float f = s[m == 0 ? i0 : i1];
+                for (int i2 = 0; i2 < d[2]; i2++) row[i2] *= f;
+            }
+            idx += (size_t)d[2];
+        }
+}
+
+/* X[i0, i1, i2] /= v0[i0] v1[i1] v2[i2] + lambda, with absent modes as 1. */
+static void s_divide_eigen(float *X, const int d[3], const float *v0, const float *v1,
+                           const float *v2, float lambda) {
+    size_t idx = 0;
+    for (int i0 = 0; i0 < d[0]; i0++) {
+        float a = v0 ? v0[i0] : 1.0f;
+        for (int i1 = 0; i1 < d[1]; i1++) {
+            float ab = a * (v1 ? v1[i1] : 1.0f);
+            float *row = X + idx;
+            for (int i2 = 0; i2 < d[2]; i2++) row[i2] /= ab * (v2 ? v2[i2] : 1.0f) + lambda;
+            idx += (size_t)d[2];
+        }
+    }
+}
+
+/* A factor in EIGEN form applied on its own needs v + damping_used > 0. */
+static bool s_eigen_alone_ok(const kfac_inverse_t *f) {
+    for (int i = 0; i < f->n; i++)
+        if (!(f->v[i] + f->damping_used > 0.0f)) return false;
+    return true;
+}
+
+/* The shared engine. fac[m] is the factor for mode m or NULL (then d[m] = 1). */
+static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], float lambda,
+                           const float *V, float *U, float *work, const char *who) {
+    for (int m = 0; m < 3; m++) {
+        if (d[m] <= 0 || (!fac[m] && d[m] != 1) || (fac[m] && fac[m]->n != d[m])) {
+            log_error("%s: factor %d has n=%d but the gradient needs %d", who, m,
+                      fac[m] ? fac[m]->n : 1, d[m]);
+            return -EINVAL;
+        }
+    }
+    if (!V || !U || !isfinite(lambda) || lambda < 0.0f) {
+        log_error("%s: bad arguments (lambda=%g)", who, (double)lambda);
+        return -EINVAL;
+    }
+    bool all_eigen = true;
+    for (int m = 0; m < 3; m++) {
+        if (!fac[m]) continue;
+        if (!fac[m]->valid) return -ENODATA;
+        if (fac[m]->method != KFAC_INV_EIGEN) all_eigen = false;
+    }
+    if (all_eigen && !(lambda > 0.0f)) {
+        log_error("%s: eigen-form damping needs lambda > 0 (got %g)", who, (double)lambda);
+        return -EINVAL;
+    }
+    if (!all_eigen)
+        for (int m = 0; m < 3; m++)
+            if (fac[m] && fac[m]->method == KFAC_INV_EIGEN && !s_eigen_alone_ok(fac[m])) {
+                log_error("%s: eigen-form factor %d has a zero eigenvalue and no damping", who, m);
+                return -EINVAL;
+            }
+
+    size_t len = (size_t)d[0] * (size_t)d[1] * (size_t)d[2];
+    float *own = NULL, *scale = NULL;
+    int rc = 0;
+    if (!work) {
+        own = malloc(sizeof(float) * len);
+        if (!own) return -ENOMEM;
+        work = own;
+    }
+    if (!all_eigen) {
+        int nmax = d[0] > d[1] ? d[0] : d[1];
+        nmax = nmax > d[2] ? nmax : d[2];
+        scale = malloc(sizeof(float) * (size_t)nmax);
+        if (!scale) {
+            rc = -ENOMEM;
+            goto cleanup;
+        }
+    }
+
+    /* Ping-pong: the first step reads V and writes work, so U may alias V. */
+    const float *cur = V;
+    float *bufs[2] = {work, U};
+    int n_steps = 0;
+    for (int m = 0; m < 3; m++)
+        if (fac[m]) n_steps += (all_eigen || fac[m]->method == KFAC_INV_EIGEN) ? 2 : 1;
+    /* Land the last step in U: start in U for an odd count unless U is V. */
+    int next = (n_steps % 2 == 1 && (const float *)U != V) ? 1 : 0;
+#define STEP(M, trans, m)                                      \
+    do {                                                       \
+        s_apply_mode((M), (trans), (m), d, cur, bufs[next]);   \
+        cur = bufs[next];                                      \
+        next ^= 1;                                             \
+    } while (0)
+
+    /* Modes are visited fastest first (K or A, then Psi, then G): the order
+     * of Ba et al. Eq. 9. The factors act on different modes, so any order
+     * gives the same result; the flop count is the same too. */
+    if (all_eigen) {
+        for (int m = 2; m >= 0; m--)
+            if (fac[m]) STEP(fac[m]->Q, true, m); /* rotate into the eigenbasis: Q^T */
+        s_divide_eigen((float *)cur, d, fac[0] ? fac[0]->v : NULL, fac[1] ? fac[1]->v : NULL,
+                       fac[2] ? fac[2]->v : NULL, lambda);
+        for (int m = 2; m >= 0; m--)
+            if (fac[m]) STEP(fac[m]->Q, false, m); /* and back: Q */
+    } else {
+        for (int m = 2; m >= 0; m--) {
+            const kfac_inverse_t *f = fac[m];
+            if (!f) continue;
+            if (f->method == KFAC_INV_CHOLESKY) {
+                STEP(f->inv, false, m);
+            } else {
+                STEP(f->Q, true, m);
+                for (int i = 0; i < f->n; i++) scale[i] = 1.0f / (f->v[i] + f->damping_used);
+                s_scale_mode((float *)cur, d, m, scale);
+                STEP(f->Q, false, m);
+            }
+        }
+    }
+#undef STEP
+    if (cur != U) memcpy(U, cur, sizeof(float) * len);
+    if (!kfac_linalg_all_finite(U, len)) {
+        log_warn("%s: preconditioned gradient is not finite", who);
+        rc = -ERANGE;
+    }
+cleanup:
+    free(own);
+    free(scale);
+    return rc;
+}
+
+int kfac_precond_kron(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, float lambda,
+                      const float *V, int n_out, int n_in, float *U, float *work) {
+    if (!Ainv || !Ginv || n_out <= 0 || n_in <= 0) {
+        log_error("kfac_precond_kron: bad arguments (n_out=%d, n_in=%d)", n_out, n_in);
+        return -EINVAL;
+    }
+    const kfac_inverse_t *fac[3] = {Ginv, NULL, Ainv};
+    const int d[3] = {n_out, 1, n_in};
+    return s_precond_modes(fac, d, lambda, V, U, work, "kfac_precond_kron");
+}
+
+int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
+                       const kfac_inverse_t *Ginv, float lambda, const float *V, int n_out,
+                       int n_c, int n_t, float *U, float *work) {
+    if (!Kinv || !Psiinv || !Ginv || n_out <= 0 || n_c <= 0 || n_t <= 0) {
+        log_error("kfac_precond_kron3: bad arguments (n_out=%d, n_c=%d, n_t=%d)", n_out, n_c,
+                  n_t);
+        return -EINVAL;
+    }
+    const kfac_inverse_t *fac[3] = {Ginv, Psiinv, Kinv};
+    const int d[3] = {n_out, n_c, n_t};
+    return s_precond_modes(fac, d, lambda, V, U, work, "kfac_precond_kron3");
+}
+
+int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, float *y) {
+    if (!inv || !x || !y || !isfinite(lambda) || lambda < 0.0f) {
+        log_error("kfac_precond_block: bad arguments");
+        return -EINVAL;
+    }
+    if (!inv->valid) return -ENODATA;
+    int n = inv->n;
+    float *t = malloc(sizeof(float) * (size_t)n);
+    if (!t) return -ENOMEM;
+    int rc = 0;
+    if (inv->method == KFAC_INV_CHOLESKY) {
+        /* t = (F + dI)^{-1} x; inv is full symmetric row-major. */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, n, 1.0f, inv->inv, n, x, 1, 0.0f, t, 1);
+        memcpy(y, t, sizeof(float) * (size_t)n);
+    } else {
+        for (int i = 0; i < n; i++)
+            if (!(inv->v[i] + lambda > 0.0f)) {
+                log_error("kfac_precond_block: zero eigenvalue and lambda = 0");
+                rc = -EINVAL;
+                goto cleanup;
+            }
+        /* t = Q^T x; Q row-major with eigenvectors in columns. */
+        cblas_sgemv(CblasRowMajor, CblasTrans, n, n, 1.0f, inv->Q, n, x, 1, 0.0f, t, 1);
+        for (int i = 0; i < n; i++) t[i] /= inv->v[i] + lambda;
+        /* y = Q t. */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, n, 1.0f, inv->Q, n, t, 1, 0.0f, y, 1);
+    }
+    if (!kfac_linalg_all_finite(y, (size_t)n)) rc = -ERANGE;
+cleanup:
+    free(t);
+    return rc;
+}
+
+int kfac_precond_bn(const float *fisher, int n_c, float lambda, const float *dgamma,
+                    const float *dbeta, float *pgamma, float *pbeta) {
+    if (!fisher || !dgamma || !dbeta || !pgamma || !pbeta || n_c <= 0 || !isfinite(lambda) ||
+        lambda < 0.0f) {
+        log_error("kfac_precond_bn: bad arguments (n_c=%d, lambda=%g)", n_c, (double)lambda);
+        return -EINVAL;
+    }
+    int guarded = 0;
+    for (int i = 0; i < n_c; i++) {
+        double gg = fisher[3 * i], gb = fisher[3 * i + 1], bb = fisher[3 * i + 2];
+        double xg = dgamma[i], xb = dbeta[i];
+        double det = 0, a = 0, c = 0;
+        bool ok = isfinite(gg) && isfinite(gb) && isfinite(bb);
+        if (ok) {
+            gg = gg > 0 ? gg : 0;
+            bb = bb > 0 ? bb : 0;
+            double lim = sqrt(gg * bb); /* Cauchy-Schwarz bound of a PSD block */
+            gb = gb > lim ? lim : (gb < -lim ? -lim : gb);
+            a = gg + lambda;
+            c = bb + lambda;
+            det = a * c - gb * gb;
+            ok = isfinite(det) && det > 1e-12 * a * c;
+        }
+        if (ok) {
+            /* [[a, gb], [gb, c]]^{-1} = [[c, -gb], [-gb, a]] / det */
+            pgamma[i] = (float)((c * xg - gb * xb) / det);
+            pbeta[i] = (float)((a * xb - gb * xg) / det);
+        } else {
+            guarded++;
+            double s = lambda > 0 ? 1.0 / lambda : 1.0;
+            pgamma[i] = (float)(xg * s);
+            pbeta[i] = (float)(xb * s);
+        }
+    }
+    return guarded;
+}
+
+int kfac_precond_identity(const float *V, size_t n_elems, float lambda,
+                          kfac_identity_mode_t mode, float *U) {
+    if ((!V || !U) && n_elems > 0) return -EINVAL;
+    if (mode == KFAC_IDENTITY_SGD) {
+        if (U != V && n_elems) memmove(U, V, sizeof(float) * n_elems);
+        return 0;
+    }
+    if (mode != KFAC_IDENTITY_DAMPED || !isfinite(lambda) || !(lambda > 0.0f)) {
+        log_error("kfac_precond_identity: bad mode %d or lambda %g", (int)mode, (double)lambda);
+        return -EINVAL;
+    }
+    float s = 1.0f / lambda;
+    for (size_t i = 0; i < n_elems; i++) U[i] = V[i] * s;
+    return 0;
+}

@@ -1,0 +1,286 @@
+/* common/net/client.h — the client side shared by kfac-worker, kfac-statsd and
+ * kfac-invertd: start-up (configuration, logging, OpenBLAS threads), the
+ * DEALER connection to kfac-ps with the Hello/Welcome handshake, heartbeats,
+ * reconnection, Refuse/Shutdown/Bye handling and signals, all on one libuv
+ * loop (common/net/zloop.h); plus the model helpers two of the clients need
+ * (the effective configuration from a Welcome, the model's factor shapes for
+ * msg_validate(), statistics in wire form).
+ *
+ * The connection (client_t)
+ *   client_start() connects the DEALER to [cluster] ps and sends Hello
+ *   (role, build id, host, pid, sender_id = the --id). Hello is re-sent every
+ *   CLIENT_HELLO_RETRY_MS until a Welcome comes, and "waiting for kfac-ps at
+ *   ..." is logged once per CLIENT_WAIT_LOG_MS. The socket does not use
+ *   ZMQ_IMMEDIATE (with it, the Shutdown a PS sends just before it exits can
+ *   be discarded with the connection): messages sent while no PS is
+ *   connected wait in a bounded queue and leave in order once it is, so
+ *   every repeated Hello reaches the PS before any request that followed
+ *   the first Welcome.
+ *   Welcome: the config text is parsed into the effective configuration (the
+ *   PS's shared sections, with this host's [data] dir and [run] log_level and
+ *   the daemon's own section kept from the local configuration), the
+ *   assigned id is used as sender_id from then on, and on_welcome runs. A
+ *   Welcome while already welcomed is the answer to a repeated Hello that
+ *   was queued before the daemon's first request, so it is ignored.
+ *   Refuse: logged, the client stops with exit code 1.
+ *   Shutdown: logged, the client stops with exit code 0 (no Bye).
+ *   Error NOT_WELCOMED (the PS restarted and forgot us): Hello again; the
+ *   next Welcome runs on_welcome again, and the daemon re-issues its
+ *   request. Other Errors go to on_message.
+ *   Heartbeat: answered at once (echo_ns = its mono_ns); besides, a Heartbeat
+ *   is sent whenever nothing was sent for the heartbeat interval (1 s, or
+ *   the PS's own interval when shorter), so a client busy computing stays in
+ *   the round. If the PS is silent for CLIENT_SILENCE_MS (and ten of its
+ *   heartbeat intervals), the client logs it and says Hello again.
+ *   SIGINT/SIGTERM: the client stops with exit code 0 and sends Bye.
+ *   Every other message from the PS (Params, Job, Error) is decoded, checked
+ *   for protocol version, sender role and type, and handed to on_message;
+ *   the daemon runs msg_validate() against the model (it knows the shapes).
+ *   Undecodable frames are counted, logged (rate-limited) and dropped.
+ *
+ * Stopping: client_stop() (or Refuse/Shutdown/a signal) calls on_stop once,
+ * where the daemon closes its own handles (pool, mailbox, timers), then
+ * sends Bye when asked and closes the socket, timer and signal watchers; the
+ * loop then runs out and uv_run() returns. Call client_free() after that.
+ *
+ * Threads: everything here runs on the loop thread, except the pure helpers
+ * at the bottom (config, shapes, stats), which are reentrant.
+ *
+ * Ownership: the client borrows the loop and the local configuration (both
+ * must outlive it) and owns its ZeroMQ context, socket and the effective
+ * configuration. Errors are negative errno values; constructors return NULL.
+ */
+#ifndef KFAC_CLIENT_H
+#define KFAC_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/backend/backend.h"
+#include "common/nn/data.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/nn/nn.h"
+#include "common/base/rng.h"
+#include "common/run/runcfg.h"
+#include "proto/msg.h"
+
+/* Build id sent in Hello; the protocol version is what peers must share. */
+#define CLIENT_BUILD_ID "kfac 0.1 (protocol 1)"
+
+/* Heartbeat interval used until the PS's own interval is known (ms). */
+#define CLIENT_HEARTBEAT_MS 1000
+/* Hello is re-sent this often while no Welcome has come (ms); while no PS
+ * is connected at all it is retried every 100 ms. */
+#define CLIENT_HELLO_RETRY_MS 3000
+/* "waiting for kfac-ps" is logged at most this often (ms). */
+#define CLIENT_WAIT_LOG_MS 5000
+/* A welcomed client that hears nothing for this long says Hello again (ms). */
+#define CLIENT_SILENCE_MS 15000
+
+/* ---- start-up -------------------------------------------------------------- */
+
+/* What every client main() does first: runcfg_load(role) from argv (defaults
+ * < --config FILE < --key value), then log_init at [run] log_level with the
+ * tag "<program>[<id>]", then the configuration dumped at debug level.
+ * First of all blas_restart_if_generic(argv) (common/base/blas.h): where OpenBLAS
+ * chose its generic Prescott kernels on an AVX2 CPU the program restarts once
+ * with OPENBLAS_CORETYPE=Haswell.
+ * Returns 0 to go on, or 1 with *exit_code set: 0 after --help or
+ * --dump-config, 2 for a usage error (the message and a "see --help" hint go
+ * to stderr). cfg is filled in every case; runcfg_release() it. */
+int client_config_load(runcfg_t *cfg, runcfg_role_t role, int argc, char **argv, int *exit_code);
+
+/* blas_set_threads(n): set and log the OpenBLAS thread count and kernels. */
+void client_blas_threads(int n);
+
+/* The id of this daemon in its own section ([worker] id, ...). */
+int client_local_id(const runcfg_t *cfg, runcfg_role_t role);
+
+/* ---- the connection ------------------------------------------------------- */
+
+typedef struct client client_t;
+
+typedef struct client_handlers {
+    /* A Welcome was accepted. w is borrowed for the call; cfg is the
+     * effective configuration (owned by the client, valid until the next
+     * Welcome or client_free()). Return 0, or a negative errno to stop the
+     * client with exit code 1 (log why first). Runs again after every
+     * re-Hello. */
+    int (*on_welcome)(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg, void *user);
+    /* Params, Job or Error from the PS, decoded but not validated against the
+     * model. m is the client's; the handler may take arrays out of it (set
+     * the field to NULL and its count to 0), the rest is freed after the
+     * call. */
+    void (*on_message)(client_t *c, msg_t *m, void *user);
+    /* The client is stopping (exit_code 0 clean, 1 fatal): close every handle
+     * of the daemon so the loop can end. Called once. */
+    void (*on_stop)(client_t *c, int exit_code, const char *reason, void *user);
+} client_handlers_t;
+
+/* A client of role `role` (worker, statsd or invertd) that will read its
+ * configuration view cfg_role. local is the daemon's own configuration
+ * (borrowed; [cluster] ps is the endpoint, the role's id the requested
+ * sender_id). h and user are borrowed. Nothing is sent before
+ * client_start(). Returns NULL on failure (logged). */
+client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *local,
+                     const client_handlers_t *h, void *user);
+
+/* Watch signals, start the timer, connect and send Hello. Returns 0 or a
+ * negative errno (e.g. -EINVAL for a malformed endpoint; logged). */
+int client_start(client_t *c);
+
+/* Fill m's envelope (protocol version, role, the current sender id) and
+ * zero its body, for a message of type t. */
+void client_msg_init(const client_t *c, msg_t *m, msg_type_t t);
+
+/* Encode m (only read) and send it. Returns 0, -EAGAIN (no PS connected or
+ * high-water mark; logged rate-limited), -EPIPE (stopping), or another
+ * negative errno. */
+int client_send(client_t *c, const msg_t *m);
+
+/* Send an already encoded message, taking over *buf (set to NULL). Returns
+ * as client_send. */
+int client_send_take(client_t *c, uint8_t **buf, size_t len);
+
+/* Stop: on_stop, then Bye (when say_bye and welcomed), then close. A second
+ * call only raises the exit code. */
+void client_stop(client_t *c, int exit_code, const char *reason, int say_bye);
+
+/* 1 once welcomed (and not since asked to say Hello again). */
+int client_welcomed(const client_t *c);
+
+/* 1 once client_stop() ran. */
+int client_stopping(const client_t *c);
+
+/* Exit code for main(): 0 clean, 1 fatal. */
+int client_exit_code(const client_t *c);
+
+/* The sender id in use (the PS's assigned id after Welcome). */
+uint32_t client_id(const client_t *c);
+
+/* The PS endpoint, for messages. */
+const char *client_endpoint(const client_t *c);
+
+/* Release everything once uv_run() has returned (client_stop() ran). The
+ * signal watchers stay open until here, so a second signal during the
+ * shutdown is only logged; this closes them and runs the loop once more for
+ * their close callbacks, and leaves SIGINT and SIGTERM ignored (the process
+ * is on its way out). NULLs *cp; NULL is a no-op. */
+void client_free(client_t **cp);
+
+/* ---- helpers --------------------------------------------------------------- */
+
+/* A rate limiter for log lines: returns 1 (and *suppressed, may be NULL, the
+ * count skipped since the last 1) when interval_ms passed since the last 1. */
+typedef struct client_ratelimit {
+    uint64_t last_ns;
+    uint64_t suppressed;
+} client_ratelimit_t;
+int client_ratelimit_ok(client_ratelimit_t *r, uint64_t interval_ms, uint64_t *suppressed);
+
+/* The effective configuration from a Welcome's config text: the defaults of
+ * cfg_role's view, then text (the PS's shared sections), then from local
+ * the host-local [data] dir and [run] log_level and the daemon's own section.
+ * out is filled in every case (runcfg_release() it). Returns 0, or -EINVAL
+ * with "welcome: ..." in err. */
+int client_config_from_text(const runcfg_t *local, runcfg_role_t cfg_role, const char *text, runcfg_t *out,
+                            char *err, size_t err_len);
+
+/* The model's factor shapes and message limits for msg_validate(): filled
+ * from the statistics container of net (stats may be NULL: no factors).
+ * Ownership: the shape owns its layer array; limits.model points into it, so
+ * do not copy the struct. */
+typedef struct client_shape {
+    msg_layer_shape_t *layers; /* (model.n_layers) */
+    msg_model_shape_t model;
+    msg_limits_t limits;
+} client_shape_t;
+int client_shape_init(client_shape_t *sh, const net_t *net, const kfac_stats_t *stats);
+void client_shape_release(client_shape_t *sh);
+
+/* Wire kind of a statistics factor (A, G, K, PSI, G_BIAS, BN). */
+msg_factor_kind_t client_factor_kind(const kfac_factor_t *f);
+
+/* The statistics of s (after kfac_stats_compute) in wire form: out->layers
+ * is malloc'd (one entry per preconditioned layer, layer = net layer index,
+ * factors in the layer's order) and the factor data point into *packed
+ * (malloc'd here, kfac_stats_packed_len(s) floats). Free both with
+ * client_stats_release(). Returns 0, -EINVAL or -ENOMEM. */
+int client_stats_to_msg(const kfac_stats_t *s, msg_stats_t *out, float **packed);
+void client_stats_release(msg_stats_t *st, float **packed);
+
+/* ---- the compute context of the worker and the stats worker ------------------ */
+
+/* What the compute thread needs from a Welcome and the configuration, copied
+ * so the loop thread may take the next Welcome meanwhile. Strings are
+ * malloc'd and owned (client_setup_release()). */
+typedef struct client_setup {
+    char *model_text;
+    uint64_t n_params, n_state;
+    char *dataset;            /* "mnist", ... */
+    char *data_dir;
+    int train_n;              /* 0: all */
+    double doubly_min_in;
+    int batch;                /* examples per batch */
+    int augment;              /* crop + flip */
+    int with_stats;           /* build a statistics container (optimizer kfac) */
+    int fisher;               /* kfac_fisher_t */
+    uint64_t batch_seed;      /* batcher stream (mixed with rank inside the batcher) */
+    uint64_t label_seed;      /* sampled labels and dropout */
+    int rank, n_ranks;        /* the shard */
+    int device;               /* backend_kind_t: auto, cpu or cuda (the caller sets it) */
+} client_setup_t;
+
+/* Fill s from w and cfg: the seeds are cfg->seed, the shard (rank, n_ranks)
+ * from w (n_ranks 0 becomes 1), batch = cfg->batch, with_stats when the
+ * optimizer is kfac. The caller adjusts seeds, shard or batch afterwards.
+ * Returns 0 or -ENOMEM. */
+int client_setup_init(client_setup_t *s, const msg_welcome_t *w, const runcfg_t *cfg);
+void client_setup_release(client_setup_t *s);
+
+/* The network, its training data, the batcher, the statistics container and
+ * the scratch for one batch. Owned by one thread at a time. */
+typedef struct client_compute {
+    net_t *net;
+    backend_t *be;            /* where the forward/backward/statistics run (common/backend/backend.h) */
+    float *probs;             /* (batch, n_classes) for sampled labels */
+    dataset_t *train;
+    batcher_t *bat;
+    kfac_stats_t *stats;      /* NULL unless setup.with_stats */
+    client_shape_t shape;     /* for msg_validate() of Params */
+    rng_t label_rng;
+    int fisher;
+    int batch;
+    float *x;                 /* (batch, in_size) */
+    int *y, *ys;              /* (batch) data labels, sampled labels */
+} client_compute_t;
+
+/* Build everything from s (loads the data set: seconds, run it on the
+ * compute thread). Returns 0 or a negative errno with err; cc is then
+ * empty. */
+int client_compute_init(client_compute_t *cc, const client_setup_t *s, char *err, size_t err_len);
+
+/* Move src into dst (dst released first; src left empty). The context holds
+ * a pointer into itself (shape.limits.model), so never copy it by
+ * assignment: move it with this. */
+void client_compute_move(client_compute_t *dst, client_compute_t *src);
+void client_compute_release(client_compute_t *cc);
+
+/* One mini-batch with params (n_params floats) and state (n_state floats or
+ * NULL), both borrowed: the next batch of the shard, a training forward pass,
+ * then
+ *   stats: labels sampled from the model (true Fisher) or the data labels
+ *          (empirical), a backward pass with them and kfac_stats_compute()
+ *          into cc->stats (the order of common/run/train.c);
+ *   grad:  the backward pass with the data labels: cc->net->grads holds the
+ *          mean gradient, *loss / *n_correct the batch's mean loss / hits.
+ * *n_examples receives the batch size. Returns 0 or a negative errno with
+ * err. */
+int client_compute_batch(client_compute_t *cc, const float *params, const float *state, int stats, int grad,
+                         double *loss, int *n_correct, int *n_examples, char *err, size_t err_len);
+
+/* Milliseconds on the monotonic clock, for compute_ms. */
+double client_now_ms(void);
+
+#endif

@@ -1,0 +1,287 @@
+/* common/run/runcfg.c — see runcfg.h. The one option table of a run. */
+#include "common/run/runcfg.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/affinity.h"
+
+static const char *const s_optimizers[] = {"kfac", "sgd", NULL};
+static const char *const s_schedules[] = {"constant", "step", "cosine", NULL};
+static const char *const s_methods[] = {"cholesky", "eigen", NULL};
+static const char *const s_rules[] = {"kl", "kl_clip", "fixed", NULL};
+static const char *const s_wd_modes[] = {"gradient", "damping", "decoupled", NULL};
+static const char *const s_fishers[] = {"true", "empirical", NULL};
+static const char *const s_stats_modes[] = {"async", "sync", NULL};
+static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
+static const char *const s_identity[] = {"sgd", "damped", NULL};
+static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const s_datasets[] = {"mnist", "fashion-mnist", "cifar10", NULL};
+
+#define O(sec, key, type, field, def, lo, hi, help) CONFIG_OPT(sec, key, type, runcfg_t, field, def, lo, hi, help)
+#define E(sec, key, field, def, names, help) CONFIG_ENUM(sec, key, runcfg_t, field, def, names, help)
+
+static const config_option_t s_table[] = {
+    O("run", "name", OPT_STRING, name, "kfac", 1, 64, "run name, used in logs and file names"),
+    O("run", "seed", OPT_UINT64, seed, "1", 0, 0, "seed of every random choice (init, shuffling, sampled labels)"),
+    O("run", "steps", OPT_UINT64, steps, "2000", 1, 1e9, "parameter updates to run"),
+    O("run", "target_acc", OPT_DOUBLE, target_acc, "0", 0, 1, "stop once the test accuracy reaches this (0: run all steps)"),
+    O("run", "eval_every", OPT_UINT64, eval_every, "100", 1, 1e9, "steps between evaluations on the test set"),
+    O("run", "eval_n", OPT_INT, eval_n, "0", 0, INT_MAX, "test examples per evaluation (0: the whole test set)"),
+    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder for metrics CSVs (steps.csv, eval.csv)"),
+    O("run", "log_level", OPT_STRING, log_level, "info", 1, 8, "error, warn, info or debug"),
+    O("model", "file", OPT_STRING, model, "models/mnist-cnn.model", 1, 4096, "model description file (see models/README.md)"),
+    O("model", "doubly_min_in", OPT_DOUBLE, doubly_min_in, "1e30", 1, INFINITY,
+      "fc layers with kfac=auto on a feature map wider than this use the doubly-factored approximation"),
+    E("data", "set", dataset, "mnist", s_datasets, "data set"),
+    O("data", "dir", OPT_STRING, data_dir, "data", 1, 4096, "data folder (filled by `make data`)"),
+    O("data", "batch", OPT_INT, batch, "128", 1, 65536, "mini-batch size of each gradient worker"),
+    O("data", "augment", OPT_BOOL, augment, "false", 0, 0, "random crop (pad 4) and horizontal flip"),
+    O("data", "train_n", OPT_INT, train_n, "0", 0, INT_MAX, "use only the first train_n training examples (0: all)"),
+    E("optimizer", "kind", optimizer, "kfac", s_optimizers, "kfac or sgd"),
+    O("optimizer", "lr", OPT_DOUBLE, lr, "0.05", 0, 100, "learning rate (sgd; kfac with step_rule fixed or kl_clip)"),
+    E("optimizer", "lr_schedule", lr_schedule, "constant", s_schedules, "sgd learning-rate schedule"),
+    O("optimizer", "lr_gamma", OPT_DOUBLE, lr_gamma, "0.1", 0, 1, "step schedule: factor applied every lr_every steps"),
+    O("optimizer", "lr_every", OPT_UINT64, lr_every, "1000", 1, 1e9, "step schedule: steps between decays"),
+    O("optimizer", "lr_warmup", OPT_UINT64, lr_warmup, "0", 0, 1e9, "linear warm-up steps"),
+    O("optimizer", "lr_floor", OPT_DOUBLE, lr_floor, "0", 0, 100, "cosine schedule: final learning rate"),
+    O("optimizer", "momentum", OPT_DOUBLE, momentum, "0.9", 0, 0.999, "heavy-ball momentum"),
+    O("optimizer", "weight_decay", OPT_DOUBLE, weight_decay, "0", 0, 1, "L2 weight decay on fc/conv weights"),
+    E("kfac", "method", method, "cholesky", s_methods, "inverses: cholesky (factored Tikhonov) or eigen (Pauloski eigen damping)"),
+    O("kfac", "damping", OPT_DOUBLE, damping, "0.01", 1e-12, 1e6, "damping lambda"),
+    O("kfac", "stat_decay", OPT_DOUBLE, stat_decay, "0.95", 0, 0.9999, "running average F <- d F + (1-d) F_new"),
+    E("kfac", "step_rule", step_rule, "kl", s_rules, "step size: kl (Ba sec. 5), kl_clip (Pauloski Eq. 18) or fixed (lr)"),
+    O("kfac", "eta_max", OPT_DOUBLE, eta_max, "1", 1e-12, 1e6, "kl rule: largest step size"),
+    O("kfac", "kl_c0", OPT_DOUBLE, kl_c0, "0.001", 1e-12, 1e6, "kl rule: c_0, the bound on the squared Fisher norm of a step"),
+    O("kfac", "kl_zeta", OPT_DOUBLE, kl_zeta, "1", 1e-6, 1, "kl rule: c_k = c_0 zeta^k"),
+    O("kfac", "kl_decay_every", OPT_UINT64, kl_decay_every, "0", 0, 1e9, "kl rule: steps per k (0: no decay)"),
+    O("kfac", "kl_clip", OPT_DOUBLE, kl_clip, "0.001", 1e-12, 1e6, "kl_clip rule: the bound"),
+    E("kfac", "weight_decay_mode", wd_mode, "gradient", s_wd_modes, "weight decay: gradient, folded into damping, or decoupled"),
+    O("kfac", "polyak_decay", OPT_DOUBLE, polyak_decay, "0.99", 0, 0.99999, "Polyak average of the iterates, evaluated beside them"),
+    E("kfac", "fisher", fisher, "true", s_fishers, "true Fisher (sampled labels) or empirical (data labels)"),
+    E("kfac", "stats", stats_mode, "async", s_stats_modes, "async: statistics from kfac-statsd; sync: workers send them with gradients"),
+    O("kfac", "stats_every", OPT_INT, stats_every, "1", 1, 1000000, "sync stats and in-process: statistics every N steps"),
+    O("kfac", "inverse_every", OPT_INT, inverse_every, "20", 1, 1000000, "in-process and refresh=every: inverses every N steps"),
+    E("kfac", "refresh", refresh, "continuous", s_refresh,
+      "inverse refresh: continuous (async, stalest first), every (all blocks every inverse_every steps), adaptive (SP-NGD Alg. 2)"),
+    O("kfac", "refresh_alpha", OPT_DOUBLE, refresh_alpha, "0.1", 0, 10, "adaptive refresh: similarity threshold alpha"),
+    O("kfac", "max_inverse_staleness", OPT_INT, max_inverse_staleness, "-1", -1, 1000000,
+      "a step waits until every inverse is at most this many versions old (-1: never wait; 0: synchronous)"),
+    E("kfac", "identity", identity, "sgd", s_identity, "layers without inverses yet: plain gradient (sgd) or damped identity"),
+    O("kfac", "interval_milestones", OPT_STRING, interval_milestones, "", 0, 256,
+      "steps at which stats_every and inverse_every are multiplied by interval_factor (comma-separated, increasing; Pauloski et al. sec. V-C)"),
+    O("kfac", "interval_factor", OPT_DOUBLE, interval_factor, "1", 1e-6, 1e6, "factor applied to both intervals at each interval milestone"),
+    O("kfac", "damping_milestones", OPT_STRING, damping_milestones, "", 0, 256,
+      "steps at which the damping is multiplied by damping_factor (comma-separated, increasing)"),
+    O("kfac", "damping_factor", OPT_DOUBLE, damping_factor, "1", 1e-6, 1e6, "factor applied to the damping at each damping milestone"),
+    O("cluster", "ps", OPT_STRING, ps, "tcp://127.0.0.1:5555", 1, 256, "PS endpoint the clients connect to"),
+    O("cluster", "workers", OPT_INT, workers, "2", 1, 4096, "gradient workers in each synchronous round"),
+    O("cluster", "statsd", OPT_INT, statsd, "1", 0, 4096, "stats workers the launcher starts"),
+    O("cluster", "invertd", OPT_INT, invertd, "2", 0, 4096, "inverse daemons the launcher starts"),
+    O("ps", "bind", OPT_STRING, bind, "tcp://127.0.0.1:5555", 1, 256, "endpoint the PS binds (ROUTER)"),
+    O("ps", "worker_timeout_ms", OPT_UINT64, worker_timeout_ms, "10000", 10, 1e9, "a silent gradient worker leaves the round after this"),
+    O("ps", "heartbeat_ms", OPT_UINT64, heartbeat_ms, "1000", 10, 1e9, "heartbeat interval"),
+    O("ps", "job_timeout_ms", OPT_UINT64, job_timeout_ms, "30000", 10, 1e9, "an inversion job is handed out again after this"),
+    O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
+    O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
+    O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
+    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000, "worker id (its data shard)"),
+    O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
+    E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
+    O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
+    O("statsd", "id", OPT_INT, statsd_id, "0", 0, 1000000, "stats worker id"),
+    O("statsd", "threads", OPT_INT, statsd_threads, "1", 1, 256, "OpenBLAS threads"),
+    O("statsd", "batch", OPT_INT, statsd_batch, "0", 0, 65536, "mini-batch for statistics (0: data.batch)"),
+    O("statsd", "cpus", OPT_STRING, statsd_cpus, "", 0, 256, "CPU list to pin the stats worker to (empty: no pinning)"),
+    E("statsd", "device", statsd_device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
+    O("invertd", "id", OPT_INT, invertd_id, "0", 0, 1000000, "inverse daemon id"),
+    O("invertd", "threads", OPT_INT, invertd_threads, "1", 1, 256, "OpenBLAS threads"),
+    O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
+    O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
+    O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
+};
+
+static const char *const s_shared[] = {"run", "model", "data", "optimizer", "kfac", "cluster", NULL};
+static const char *const s_role_section[RUNCFG_ROLE_COUNT] = {"ps", "worker", "statsd", "invertd", NULL};
+static const char *const s_programs[RUNCFG_ROLE_COUNT] = {"kfac-ps", "kfac-worker", "kfac-statsd", "kfac-invertd", "kfac-train"};
+static const char *const s_summaries[RUNCFG_ROLE_COUNT] = {
+    "the parameter server: gradients in, preconditioned updates out, inversion jobs scheduled",
+    "a gradient worker: parameters in, gradients of its data shard out",
+    "a stats worker: K-FAC factor statistics from its own mini-batches",
+    "an inverse daemon: damped inverses of K-FAC factors, on request",
+    "in-process training (gradients, statistics and inverses in one process)",
+};
+
+static config_option_t s_role_opts[RUNCFG_ROLE_COUNT][sizeof s_table / sizeof s_table[0]];
+static config_spec_t s_specs[RUNCFG_ROLE_COUNT];
+
+static int s_is_shared(const char *sec) {
+    for (int i = 0; s_shared[i]; i++)
+        if (strcmp(s_shared[i], sec) == 0) return 1;
+    return 0;
+}
+
+const config_spec_t *runcfg_spec(runcfg_role_t role) {
+    if ((unsigned)role >= RUNCFG_ROLE_COUNT) return NULL;
+    config_spec_t *s = &s_specs[role];
+    if (!s->opts) {
+        size_t n = 0;
+        for (size_t i = 0; i < CONFIG_COUNT(s_table); i++) {
+            const char *sec = s_table[i].section;
+            if (s_is_shared(sec) || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0))
+                s_role_opts[role][n++] = s_table[i];
+        }
+        s->program = s_programs[role];
+        s->summary = s_summaries[role];
+        s->opts = s_role_opts[role];
+        s->n_opts = n;
+    }
+    return s;
+}
+
+int runcfg_load(runcfg_t *c, runcfg_role_t role, int argc, char **argv, char *err, size_t err_len) {
+    memset(c, 0, sizeof *c);
+    int rc = config_load(runcfg_spec(role), c, argc, argv, stdout, err, err_len);
+    if (rc == 0) rc = runcfg_validate(c, err, err_len);
+    return rc;
+}
+
+int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
+    if (c->optimizer == 1 && c->max_inverse_staleness >= 0) {
+        snprintf(err, err_len, "[kfac] max_inverse_staleness = %d needs [optimizer] kind = kfac (it is sgd)",
+                 c->max_inverse_staleness);
+        return -EINVAL;
+    }
+    if (c->momentum >= 1.0) { snprintf(err, err_len, "[optimizer] momentum must be < 1"); return -EINVAL; }
+    kfac_schedule_t sched;
+    int rc = runcfg_kfac_schedule(c, &sched, err, err_len);
+    if (rc < 0) return rc;
+    /* CPU lists: syntax here (a usage error); whether the CPUs exist is
+     * checked where the daemon pins itself (affinity_apply). */
+    static const char *const names[] = {"[ps] cpus", "[worker] cpus", "[statsd] cpus", "[invertd] cpus"};
+    const char *lists[] = {c->ps_cpus, c->worker_cpus, c->statsd_cpus, c->invertd_cpus};
+    for (int i = 0; i < 4; i++) {
+        cpu_set_t set;
+        char msg[400];
+        if (affinity_parse(lists[i], &set, msg, sizeof msg) < 0) {
+            snprintf(err, err_len, "%s: %s", names[i], msg);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* A comma-separated list of increasing positive step numbers into m[]. */
+static int s_milestones(const char *text, const char *what, long *m, int *n, char *err, size_t err_len) {
+    *n = 0;
+    const char *p = text ? text : "";
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p) return 0;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 1000000000L) {
+            snprintf(err, err_len, "[kfac] %s = %s: expected step numbers >= 1 separated by commas", what, text);
+            return -EINVAL;
+        }
+        if (*n == KFAC_SCHEDULE_MAX) {
+            snprintf(err, err_len, "[kfac] %s = %s: at most %d milestones", what, text, KFAC_SCHEDULE_MAX);
+            return -EINVAL;
+        }
+        if (*n > 0 && v <= m[*n - 1]) {
+            snprintf(err, err_len, "[kfac] %s = %s: milestones must increase (%ld after %ld)", what, text, v, m[*n - 1]);
+            return -EINVAL;
+        }
+        m[(*n)++] = v;
+        p = end;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) return 0;
+        if (*p != ',') {
+            snprintf(err, err_len, "[kfac] %s = %s: expected step numbers >= 1 separated by commas", what, text);
+            return -EINVAL;
+        }
+        p++;
+        while (*p == ' ' || *p == '\t') p++;
+    }
+}
+
+int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_t err_len) {
+    memset(s, 0, sizeof *s);
+    s->fac_interval = c->stats_every;
+    s->inv_interval = c->inverse_every;
+    s->damping = c->damping;
+    s->interval_factor = c->interval_factor;
+    s->damping_factor = c->damping_factor;
+    int rc = s_milestones(c->interval_milestones, "interval_milestones", s->interval_milestones,
+                          &s->n_interval_milestones, err, err_len);
+    if (rc == 0)
+        rc = s_milestones(c->damping_milestones, "damping_milestones", s->damping_milestones, &s->n_damping_milestones,
+                          err, err_len);
+    if (rc == 0 && kfac_schedule_check(s) < 0) {
+        snprintf(err, err_len, "[kfac] the interval and damping schedule is not valid");
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
+const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what) {
+    const char *list = NULL, *name = "cpus";
+    switch (role) {
+    case RUNCFG_ROLE_PS: list = c->ps_cpus; name = "[ps] cpus"; break;
+    case RUNCFG_ROLE_WORKER: list = c->worker_cpus; name = "[worker] cpus"; break;
+    case RUNCFG_ROLE_STATSD: list = c->statsd_cpus; name = "[statsd] cpus"; break;
+    case RUNCFG_ROLE_INVERTD: list = c->invertd_cpus; name = "[invertd] cpus"; break;
+    default: break;
+    }
+    if (what) *what = name;
+    return list ? list : "";
+}
+
+char *runcfg_shared_text(const runcfg_t *c) {
+    return config_to_text(runcfg_spec(RUNCFG_ROLE_TRAIN), c, s_shared, 0);
+}
+
+void runcfg_kfac_opts(const runcfg_t *c, kfac_opts_t *o) {
+    kfac_opts_default(o);
+    o->method = (kfac_inv_method_t)c->method;
+    o->damping = c->damping;
+    o->stat_decay = c->stat_decay;
+    o->step_rule = (kfac_step_rule_t)c->step_rule;
+    o->lr = c->lr;
+    o->eta_max = c->eta_max;
+    o->kl_c0 = c->kl_c0;
+    o->kl_zeta = c->kl_zeta;
+    o->kl_decay_every = (long)c->kl_decay_every;
+    o->kl_clip = c->kl_clip;
+    o->momentum = c->momentum;
+    o->weight_decay = c->weight_decay;
+    o->wd_mode = (kfac_wd_mode_t)c->wd_mode;
+    o->polyak_decay = c->polyak_decay;
+    o->identity_mode = c->identity ? KFAC_IDENTITY_DAMPED : KFAC_IDENTITY_SGD;
+}
+
+void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s) {
+    memset(s, 0, sizeof *s);
+    s->kind = (lr_schedule_t)c->lr_schedule;
+    s->base = c->lr;
+    s->gamma = c->lr_gamma;
+    s->every = (long)c->lr_every;
+    s->total = (long)c->steps;
+    s->floor = c->lr_floor;
+    s->warmup = (long)c->lr_warmup;
+}
+
+const char *runcfg_dataset_name(const runcfg_t *c) {
+    return (unsigned)c->dataset < 3 ? s_datasets[c->dataset] : "mnist";
+}
+
+void runcfg_release(runcfg_t *c) {
+    /* every role's view: the shared sections and each daemon's own strings
+     * (config_release NULLs what it frees, so shared strings go once) */
+    for (int r = 0; r < RUNCFG_ROLE_COUNT; r++) config_release(runcfg_spec((runcfg_role_t)r), c);
+}

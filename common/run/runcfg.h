@@ -1,0 +1,155 @@
+/* common/run/runcfg.h — the run configuration: one INI file describes a whole
+ * training run (model, data, optimizer, K-FAC, cluster) and every daemon and
+ * tool reads it with its own view of the one option table below.
+ *
+ * Sections and who reads them:
+ *   [run] [model] [data] [optimizer] [kfac]   everyone (the PS sends its own
+ *                                             values of these to clients in
+ *                                             Welcome, so the PS is the single
+ *                                             source of truth)
+ *   [cluster]                                 everyone (addresses, role counts)
+ *   [ps] [worker] [statsd] [invertd]          the daemon of that name
+ * A daemon skips the other daemons' sections of a shared file; it rejects
+ * unknown keys in its own (see common/base/config.h).
+ *
+ * Ownership: string fields are malloc'd and owned by the struct; release
+ * them with runcfg_release().
+ */
+#ifndef KFAC_RUNCFG_H
+#define KFAC_RUNCFG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/base/config.h"
+#include "common/kfac/kfac_opt.h"
+#include "common/kfac/kfac_step.h"
+#include "common/nn/sgd.h"
+
+typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,
+               RUNCFG_ROLE_TRAIN, RUNCFG_ROLE_COUNT } runcfg_role_t;
+
+typedef struct runcfg {
+    /* [run] */
+    char *name;              /* run name, used in logs and file names */
+    uint64_t seed;
+    uint64_t steps;           /* parameter updates to run */
+    double target_acc;       /* stop early at this test accuracy (0: never) */
+    uint64_t eval_every;      /* steps between evaluations */
+    int eval_n;              /* test examples per evaluation (0: all) */
+    char *out_dir;           /* where metrics CSVs and logs go */
+    char *log_level;
+    /* [model] */
+    char *model;             /* model file */
+    double doubly_min_in;    /* fc layers on a feature map wider than this become doubly-factored */
+    /* [data] */
+    int dataset;             /* index into runcfg_dataset_name: mnist | fashion-mnist | cifar10 */
+    char *data_dir;
+    int batch;               /* per gradient worker */
+    bool augment;
+    int train_n;             /* use the first train_n training examples (0: all) */
+    /* [optimizer] */
+    int optimizer;           /* 0 kfac, 1 sgd */
+    double lr;
+    int lr_schedule;         /* lr_schedule_t */
+    double lr_gamma;
+    uint64_t lr_every;
+    uint64_t lr_warmup;
+    double lr_floor;
+    double momentum;
+    double weight_decay;
+    /* [kfac] */
+    int method;              /* kfac_inv_method_t */
+    double damping;
+    double stat_decay;
+    int step_rule;           /* kfac_step_rule_t */
+    double eta_max, kl_c0, kl_zeta;
+    uint64_t kl_decay_every;
+    double kl_clip;
+    int wd_mode;             /* kfac_wd_mode_t */
+    double polyak_decay;
+    int fisher;              /* kfac_fisher_t */
+    int stats_mode;          /* 0 async (statsd), 1 sync (workers send stats) */
+    int stats_every;         /* sync / in-process: statistics every N steps */
+    int inverse_every;       /* in-process and refresh=every: inverses every N steps */
+    int refresh;             /* 0 continuous, 1 every (synchronous every N), 2 adaptive (SP-NGD Alg. 2) */
+    double refresh_alpha;
+    int max_inverse_staleness; /* -1: unbounded; k: a step waits until every inverse is <= k versions old */
+    int identity;            /* layers without inverses: 0 sgd (plain gradient), 1 damped */
+    char *interval_milestones; /* steps at which stats_every and inverse_every are scaled (Pauloski sec. V-C) */
+    double interval_factor;  /* the scale applied at each interval milestone */
+    char *damping_milestones; /* steps at which the damping is scaled */
+    double damping_factor;   /* the scale applied at each damping milestone */
+    /* [cluster] */
+    char *ps;                /* endpoint the clients connect to */
+    int workers;             /* gradient workers in a synchronous round */
+    int statsd;              /* for the launcher */
+    int invertd;             /* for the launcher */
+    /* [ps] */
+    char *bind;              /* endpoint the PS binds */
+    uint64_t worker_timeout_ms;
+    uint64_t heartbeat_ms;
+    uint64_t job_timeout_ms;
+    uint64_t progress_every;  /* steps between progress lines */
+    int ps_threads;          /* OpenBLAS threads of the PS */
+    char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
+    /* [worker] */
+    int worker_id;
+    int worker_threads;
+    int device;              /* 0 auto, 1 cpu, 2 cuda */
+    char *worker_cpus;       /* CPU list ("": no pinning) */
+    /* [statsd] */
+    int statsd_id;
+    int statsd_threads;
+    int statsd_batch;        /* 0: the data batch */
+    char *statsd_cpus;       /* CPU list ("": no pinning) */
+    int statsd_device;       /* 0 auto, 1 cpu, 2 cuda */
+    /* [invertd] */
+    int invertd_id;
+    int invertd_threads;
+    uint64_t invertd_delay_ms;  /* injected delay per job (staleness studies) */
+    int invertd_max_n;
+    char *invertd_cpus;      /* CPU list ("": no pinning) */
+} runcfg_t;
+
+/* The option spec a role uses (static, built on first call; not thread-safe
+ * on the first call). */
+const config_spec_t *runcfg_spec(runcfg_role_t role);
+
+/* config_load() with the role's spec. Returns 0, CONFIG_HELP, CONFIG_DUMP or
+ * a negative errno with the message in err. */
+int runcfg_load(runcfg_t *c, runcfg_role_t role, int argc, char **argv, char *err, size_t err_len);
+
+/* Checks across options (e.g. staleness bound with sgd). 0 or -EINVAL. */
+int runcfg_validate(const runcfg_t *c, char *err, size_t err_len);
+
+/* The shared sections ([run] [model] [data] [optimizer] [kfac] [cluster]) as
+ * INI text for a Welcome message (malloc'd, caller frees). */
+char *runcfg_shared_text(const runcfg_t *c);
+
+/* Fill K-FAC optimizer options from the configuration. */
+void runcfg_kfac_opts(const runcfg_t *c, kfac_opts_t *o);
+
+/* The K-FAC interval and damping schedule (Pauloski et al. sec. V-C) from
+ * [kfac] stats_every, inverse_every, damping, interval_milestones,
+ * interval_factor, damping_milestones and damping_factor. Returns 0, or
+ * -EINVAL with a message in err (a milestone list that is not increasing
+ * positive step numbers separated by commas, more than KFAC_SCHEDULE_MAX
+ * of them). */
+int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_t err_len);
+
+/* The CPU list of a role's own section ([ps] cpus, [worker] cpus, ...;
+ * borrowed; "" when unset or for kfac-train) and the name of the setting
+ * ("[invertd] cpus"), for affinity_apply(). */
+const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what);
+
+/* The SGD learning-rate schedule from the configuration. */
+void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s);
+
+/* "mnist", "fashion-mnist" or "cifar10" for c->dataset. */
+const char *runcfg_dataset_name(const runcfg_t *c);
+
+void runcfg_release(runcfg_t *c);
+
+#endif

@@ -1,0 +1,157 @@
+/* common/run/train.c — see train.h. */
+#include "common/run/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/kfac/kfac_stats.h"
+#include "common/base/rng.h"
+
+static double s_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void train_opts_default(train_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->optimizer = TRAIN_OPT_SGD;
+    o->batch = 64;
+    o->steps = 1000;
+    o->seed = 1;
+    o->lr.kind = LR_CONSTANT;
+    o->lr.base = 0.05;
+    o->momentum = 0.9;
+    kfac_opts_default(&o->kfac);
+    o->fisher = KFAC_FISHER_TRUE;
+    o->stats_every = 1;
+    o->inverse_every = 20;
+    o->eval_every = 0;
+}
+
+/* Evaluate params on the first eval_n test examples. */
+static void s_eval(net_t *net, const dataset_t *test, int eval_n, double *loss, double *acc) {
+    int n = eval_n > 0 && eval_n < test->n ? eval_n : test->n;
+    net_evaluate(net, test->x, test->y, n, loss, acc);
+}
+
+int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const train_opts_t *o,
+              train_result_t *res, char *err, size_t err_len) {
+    memset(res, 0, sizeof *res);
+    res->steps_to_target = -1;
+    if (o->batch < 1 || o->batch > net->batch_cap) {
+        snprintf(err, err_len, "batch %d out of range [1, %d]", o->batch, net->batch_cap);
+        return -EINVAL;
+    }
+    if (train->c * train->h * train->w != net->in_size || test->c * test->h * test->w != net->in_size) {
+        snprintf(err, err_len, "data set examples are %dx%dx%d but the model's input is %dx%dx%d",
+                 train->c, train->h, train->w, net->in_c, net->in_h, net->in_w);
+        return -EINVAL;
+    }
+    int rc = 0;
+    sgd_t *sgd = NULL;
+    kfac_opt_t *kfac = NULL;
+    kfac_stats_t *batch_stats = NULL;
+    batcher_t *bat = NULL;
+    float *x = malloc((size_t)o->batch * net->in_size * sizeof(float));
+    int *y = malloc((size_t)o->batch * sizeof(int)), *ys = malloc((size_t)o->batch * sizeof(int));
+    float *saved = malloc(net->n_params * sizeof(float) + 1);
+    double *loss_hist = calloc(50, sizeof(double));
+    if (!x || !y || !ys || !saved || !loss_hist) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
+    batcher_opts_t bo = {.batch = o->batch, .seed = o->seed, .rank = 0, .n_ranks = 1, .shuffle = 1,
+                         .aug_crop_pad = o->augment ? 4 : 0, .aug_flip = o->augment, .drop_last = 1};
+    if (!(bat = batcher_new(train, &bo, err, err_len))) { rc = -EINVAL; goto done; }
+    if (o->optimizer == TRAIN_OPT_SGD) {
+        if (!(sgd = sgd_new(net, o->momentum, o->weight_decay))) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
+    } else {
+        if (!(kfac = kfac_opt_new(net, &o->kfac, err, err_len))) { rc = -EINVAL; goto done; }
+        if (!(batch_stats = kfac_stats_new(net))) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
+    }
+    rng_t label_rng;
+    rng_seed(&label_rng, o->seed ^ 0xfeedULL);
+    double t0 = s_now(), eval_time = 0.0;
+    long t;
+    for (t = 0; t < o->steps; t++) {
+        int n = batcher_next(bat, x, y);
+        if (n <= 0) { snprintf(err, err_len, "batcher failed"); rc = -EIO; goto done; }
+        net_forward(net, x, n, 1);
+        if (kfac && o->stats_every > 0 && t % o->stats_every == 0) {
+            /* Statistics first: a backward pass with the Fisher's labels. */
+            const int *lab = y;
+            if (o->fisher == KFAC_FISHER_TRUE) {
+                kfac_sample_labels(net_probs(net), n, net->n_classes, &label_rng, ys);
+                lab = ys;
+            }
+            net_backward(net, lab, NULL, NULL);
+            if ((rc = kfac_stats_compute(batch_stats, net)) || (rc = kfac_opt_fold(kfac, batch_stats, t))) {
+                snprintf(err, err_len, "statistics failed at step %ld (%d)", t, rc);
+                goto done;
+            }
+        }
+        if (kfac && o->inverse_every > 0 && t % o->inverse_every == 0) kfac_opt_invert_all(kfac);
+        float loss = net_backward(net, y, NULL, NULL);
+        loss_hist[t % 50] = loss;
+        res->examples += n;
+        if (!isfinite(loss)) { snprintf(err, err_len, "loss is not finite at step %ld; lower the learning rate", t); rc = -ERANGE; goto done; }
+        if (sgd) {
+            sgd_step(sgd, net->params, net->grads, lr_at(&o->lr, t));
+        } else {
+            kfac_step_info_t info;
+            if ((rc = kfac_opt_step(kfac, net->params, net->grads, t, &info))) {
+                snprintf(err, err_len, "K-FAC step failed at step %ld (%d)", t, rc);
+                goto done;
+            }
+        }
+        int last = t + 1 == o->steps;
+        if ((o->eval_every > 0 && (t + 1) % o->eval_every == 0) || last) {
+            double e0 = s_now(), tl, ta;
+            s_eval(net, test, o->eval_n, &tl, &ta);
+            eval_time += s_now() - e0;
+            double el = s_now() - t0 - eval_time;
+            if (o->progress) {
+                double ml = 0.0;
+                int m = t + 1 < 50 ? (int)(t + 1) : 50;
+                for (int i = 0; i < m; i++) ml += loss_hist[i];
+                fprintf(o->progress, "step %6ld/%ld  epoch %5.2f  train loss %.4f  test loss %.4f  test acc %6.2f%%  %6.1f img/s  %.1fs\n",
+                        t + 1, o->steps, (double)res->examples / train->n, ml / m, tl, 100.0 * ta,
+                        res->examples / (el > 0 ? el : 1e-9), el);
+                fflush(o->progress);
+            }
+            if (o->target_acc > 0 && ta >= o->target_acc && res->steps_to_target < 0) {
+                res->steps_to_target = t + 1;
+                res->seconds_to_target = el;
+                t++;
+                break;
+            }
+        }
+    }
+    res->steps = t;
+    res->seconds = s_now() - t0 - eval_time;
+    {
+        int m = t < 50 ? (int)t : 50;
+        double ml = 0.0;
+        for (int i = 0; i < m; i++) ml += loss_hist[i];
+        res->final_train_loss = m ? ml / m : 0.0;
+    }
+    double e0 = s_now();
+    net_evaluate(net, test->x, test->y, test->n, &res->test_loss, &res->test_acc);
+    res->polyak_loss = res->test_loss;
+    res->polyak_acc = res->test_acc;
+    if (kfac && kfac->polyak_count > 0) {
+        memcpy(saved, net->params, net->n_params * sizeof(float));
+        memcpy(net->params, kfac->polyak, net->n_params * sizeof(float));
+        net_evaluate(net, test->x, test->y, test->n, &res->polyak_loss, &res->polyak_acc);
+        memcpy(net->params, saved, net->n_params * sizeof(float));
+    }
+    res->eval_seconds = eval_time + (s_now() - e0);
+done:
+    batcher_free(&bat);
+    sgd_free(&sgd);
+    kfac_opt_free(&kfac);
+    kfac_stats_free(&batch_stats);
+    free(x); free(y); free(ys); free(saved); free(loss_hist);
+    return rc;
+}

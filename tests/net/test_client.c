@@ -1,0 +1,412 @@
+/* tests/net/test_client.c — the client side shared by the daemons
+ * (common/net/client.h):
+ *   - statistics in wire form: a network with fc (standard and doubly
+ *     factored), conv and batch-norm layers computes its factors on a fresh
+ *     random batch; client_stats_to_msg() -> encode -> decode must pass
+ *     msg_validate() against client_shape_init()'s model shape and unpack
+ *     into a fresh container bit for bit (no tolerance: the wire copies
+ *     float32 as is); a mis-sized factor must be rejected;
+ *   - the effective configuration of a Welcome: the PS's shared sections
+ *     win, except the host-local [data] dir, [run] log_level and the
+ *     daemon's own section; unknown keys in the PS's text are rejected;
+ *   - the log rate limiter;
+ *   - the handshake on real sockets: a ROUTER on 127.0.0.1 (a thread playing
+ *     kfac-ps) sees Hello with this protocol, role, id and build id, answers
+ *     Welcome, then Shutdown and closes its socket at once (the client must
+ *     still get it and exit 0: with ZMQ_IMMEDIATE it lost it 4 times in 10),
+ *     or Refuse (the client exits 1).
+ * Random inputs come from a fresh seed (/dev/urandom), printed on failure.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+#include <zmq.h>
+
+#include "common/net/client.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/base/log.h"
+#include "common/nn/nn.h"
+#include "common/base/rng.h"
+#include "common/run/runcfg.h"
+#include "proto/msg.h"
+#include "tests/lib/seed.h"
+
+/* conv (KFC) -> batch norm -> pool -> fc on a feature map (doubly) -> fc. */
+static const char *s_model =
+    "input 2x6x6\n"
+    "conv name=c1 out=4 k=3 pad=1 bias=0\n"
+    "batchnorm name=bn1\n"
+    "relu\n"
+    "maxpool k=2\n"
+    "fc name=f1 out=7 kfac=doubly\n"
+    "relu\n"
+    "fc name=f2 out=5\n"
+    "softmax_xent\n";
+
+/* ---- statistics on the wire ---------------------------------------------------- */
+
+START_TEST(test_client_stats_wire_roundtrip) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    char err[512];
+    const int n = 6;
+    net_t *net = net_parse(s_model, "test", n, err, sizeof err);
+    ck_assert_msg(net != NULL, "%s", err);
+    net_init_params(net, seed);
+    float *x = malloc((size_t)n * net->in_size * sizeof(float));
+    int y[6];
+    for (int i = 0; i < n * net->in_size; i++) x[i] = (float)rng_normal(&r);
+    for (int i = 0; i < n; i++) y[i] = (int)rng_below(&r, (uint32_t)net->n_classes);
+    ck_assert_int_eq(net_forward(net, x, n, 1), 0);
+    net_backward(net, y, NULL, NULL);
+    kfac_stats_t *st = kfac_stats_new(net), *back = kfac_stats_new(net);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(kfac_stats_compute(st, net), 0);
+    ck_assert_int_ge(st->n_layers, 4); /* c1, bn1, f1, f2 */
+
+    msg_t m, d;
+    msg_init(&m, MSG_STATS_PUSH, MSG_ROLE_STATSD, 3);
+    m.stats_push.params_version = 11;
+    m.stats_push.n_examples = (uint64_t)n;
+    float *packed = NULL;
+    ck_assert_int_eq(client_stats_to_msg(st, &m.stats_push.stats, &packed), 0);
+    ck_assert_uint_eq(m.stats_push.stats.n_layers, (size_t)st->n_layers);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(msg_encode(&m, &buf, &len), 0);
+    ck_assert_int_eq(msg_decode(buf, len, &d, err, sizeof err), 0);
+    client_shape_t sh;
+    ck_assert_int_eq(client_shape_init(&sh, net, st), 0);
+    int rc = msg_validate(&d, &sh.limits, err, sizeof err);
+    ck_assert_msg(rc == 0, "seed %llu: %s", (unsigned long long)seed, err);
+
+    /* Unpack layer by layer into a fresh container: the same floats. */
+    size_t total = kfac_stats_packed_len(st);
+    float *want = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
+    ck_assert_int_eq(kfac_stats_pack(st, want, total), 0);
+    for (size_t l = 0; l < d.stats_push.stats.n_layers; l++) {
+        const msg_layer_stats_t *ls = &d.stats_push.stats.layers[l];
+        int slot = kfac_stats_find(back, (int)ls->layer);
+        ck_assert_int_ge(slot, 0);
+        size_t need = kfac_stats_layer_packed_len(&back->layers[slot]), off = 0;
+        float *cat = malloc(need * sizeof(float));
+        for (size_t f = 0; f < ls->n_factors; f++) {
+            ck_assert_uint_le(off + ls->factors[f].n_data, need);
+            memcpy(cat + off, ls->factors[f].data, ls->factors[f].n_data * sizeof(float));
+            off += ls->factors[f].n_data;
+        }
+        ck_assert_uint_eq(off, need);
+        ck_assert_int_eq(kfac_stats_layer_unpack(&back->layers[slot], cat, need, (double)n), 0);
+        free(cat);
+    }
+    ck_assert_int_eq(kfac_stats_pack(back, got, total), 0);
+    ck_assert_msg(memcmp(want, got, total * sizeof(float)) == 0, "seed %llu: factors changed on the wire",
+                  (unsigned long long)seed);
+
+    /* A factor one float short is caught by validation against the shape. */
+    msg_factor_t *f0 = &d.stats_push.stats.layers[0].factors[0];
+    f0->n_data -= 1;
+    ck_assert_int_eq(msg_validate(&d, &sh.limits, err, sizeof err), -EINVAL);
+    f0->n_data += 1;
+    /* So is a factor of the wrong kind. */
+    msg_factor_kind_t k = f0->kind;
+    f0->kind = k == MSG_FACTOR_G ? MSG_FACTOR_A : MSG_FACTOR_G;
+    ck_assert_int_eq(msg_validate(&d, &sh.limits, err, sizeof err), -EINVAL);
+    f0->kind = k;
+
+    client_shape_release(&sh);
+    msg_clear(&d);
+    free(buf);
+    client_stats_release(&m.stats_push.stats, &packed);
+    ck_assert_ptr_null(packed);
+    free(want);
+    free(got);
+    free(x);
+    kfac_stats_free(&st);
+    kfac_stats_free(&back);
+    net_free(&net);
+}
+END_TEST
+
+START_TEST(test_client_shape_params_checked) {
+    char err[512];
+    net_t *net = net_parse(s_model, "test", 2, err, sizeof err);
+    ck_assert_ptr_nonnull(net);
+    client_shape_t sh;
+    ck_assert_int_eq(client_shape_init(&sh, net, NULL), 0);
+    msg_t m;
+    msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 0);
+    m.params.version = 1;
+    m.params.params = net->params;
+    m.params.n_params = net->n_params;
+    ck_assert_int_eq(msg_validate(&m, &sh.limits, err, sizeof err), 0);
+    m.params.n_params = net->n_params - 1;
+    ck_assert_int_eq(msg_validate(&m, &sh.limits, err, sizeof err), -EINVAL);
+    client_shape_release(&sh);
+    net_free(&net);
+}
+END_TEST
+
+/* ---- the effective configuration ----------------------------------------------- */
+
+START_TEST(test_client_config_local_keys_win) {
+    char err[512];
+    runcfg_t local, ps, out;
+    char *argv_local[] = {"kfac-worker", "--seed", "5", "--data.dir", "/local/data", "--log_level", "debug",
+                          "--threads", "3", "--id", "4", "--batch", "17", NULL};
+    ck_assert_int_eq(runcfg_load(&local, RUNCFG_ROLE_WORKER, 13, argv_local, err, sizeof err), 0);
+    char *argv_ps[] = {"kfac-ps", "--seed", "9", "--data.dir", "/ps/data", "--batch", "32", "--steps", "77", NULL};
+    ck_assert_int_eq(runcfg_load(&ps, RUNCFG_ROLE_PS, 9, argv_ps, err, sizeof err), 0);
+    char *text = runcfg_shared_text(&ps);
+    ck_assert_ptr_nonnull(text);
+    int rc = client_config_from_text(&local, RUNCFG_ROLE_WORKER, text, &out, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_uint_eq(out.seed, 9);      /* the PS's */
+    ck_assert_int_eq(out.batch, 32);
+    ck_assert_uint_eq(out.steps, 77);
+    ck_assert_str_eq(out.data_dir, "/local/data"); /* this host's */
+    ck_assert_str_eq(out.log_level, "debug");
+    ck_assert_int_eq(out.worker_threads, 3); /* the daemon's own section */
+    ck_assert_int_eq(out.worker_id, 4);
+    runcfg_release(&out);
+
+    /* A key this build does not know: refused, naming the Welcome. */
+    const char *bad = "[kfac]\nno_such_key = 1\n";
+    rc = client_config_from_text(&local, RUNCFG_ROLE_WORKER, bad, &out, err, sizeof err);
+    ck_assert_int_eq(rc, -EINVAL);
+    ck_assert_msg(strstr(err, "welcome") != NULL, "%s", err);
+    runcfg_release(&out);
+    free(text);
+    runcfg_release(&ps);
+    runcfg_release(&local);
+}
+END_TEST
+
+START_TEST(test_client_ratelimit_counts_suppressed) {
+    client_ratelimit_t r = {0, 0};
+    uint64_t skipped = 99;
+    ck_assert_int_eq(client_ratelimit_ok(&r, 60 * 1000, &skipped), 1);
+    ck_assert_uint_eq(skipped, 0);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(client_ratelimit_ok(&r, 60 * 1000, &skipped), 0);
+    r.last_ns = uv_hrtime() - 61ULL * 1000000000ULL; /* a minute ago */
+    ck_assert_int_eq(client_ratelimit_ok(&r, 60 * 1000, &skipped), 1);
+    ck_assert_uint_eq(skipped, 4);
+}
+END_TEST
+
+/* ---- the handshake on real sockets ----------------------------------------------- */
+
+typedef struct fake_ps {
+    void *ctx;
+    char endpoint[128];
+    int answer;            /* MSG_SHUTDOWN or MSG_REFUSE after the Welcome / instead of it */
+    int ok_hello;          /* the Hello looked right */
+    char hello_build[64];
+    uint32_t hello_id;
+    int got_get_params;    /* the client asked for params after Welcome */
+    int n_send_failed;     /* sends of the fake PS that failed */
+} fake_ps_t;
+
+typedef struct client_side {
+    int welcomed;
+    uint64_t seed_seen;
+    int stopped, stop_code;
+    uv_timer_t guard;
+    client_t *c;
+} client_side_t;
+
+/* Send [id][m]; 1 when both frames left. */
+static int s_send(void *sock, zmq_msg_t *id, msg_t *m) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (msg_encode(m, &buf, &len) < 0) return 0;
+    zmq_msg_t cp;
+    zmq_msg_init(&cp);
+    zmq_msg_copy(&cp, id);
+    int ok = zmq_msg_send(&cp, sock, ZMQ_SNDMORE) >= 0 && zmq_send(sock, buf, len, 0) >= 0;
+    free(buf);
+    return ok;
+}
+
+/* Receive [id][payload] and decode; 0 or -1 on timeout. */
+static int s_recv(void *sock, zmq_msg_t *id, msg_t *m) {
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(id, sock, 0) < 0 || zmq_msg_recv(&body, sock, 0) < 0) {
+        zmq_msg_close(&body);
+        return -1;
+    }
+    char err[256];
+    int rc = msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m, err, sizeof err);
+    zmq_msg_close(&body);
+    return rc;
+}
+
+static void s_fake_ps_thread(void *arg) {
+    fake_ps_t *f = arg;
+    void *sock = zmq_socket(f->ctx, ZMQ_ROUTER);
+    int to = 10000, linger = 200;
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &to, sizeof to);
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_bind(sock, f->endpoint);
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    msg_t m;
+    memset(&m, 0, sizeof m);
+    if (s_recv(sock, &id, &m) == 0 && m.type == MSG_HELLO) {
+        f->ok_hello = m.protocol_version == KFAC_PROTOCOL_VERSION && m.role == MSG_ROLE_WORKER;
+        snprintf(f->hello_build, sizeof f->hello_build, "%s", m.hello.build_id ? m.hello.build_id : "");
+        f->hello_id = m.sender_id;
+    }
+    msg_clear(&m);
+    msg_t a;
+    if (f->answer == MSG_REFUSE) {
+        msg_init(&a, MSG_REFUSE, MSG_ROLE_PS, 0);
+        a.refuse.text = "test refusal";
+        f->n_send_failed += !s_send(sock, &id, &a);
+    } else {
+        runcfg_t ps;
+        char err[256];
+        char *argv_ps[] = {"kfac-ps", "--seed", "1234", NULL};
+        runcfg_load(&ps, RUNCFG_ROLE_PS, 3, argv_ps, err, sizeof err);
+        char *text = runcfg_shared_text(&ps);
+        msg_init(&a, MSG_WELCOME, MSG_ROLE_PS, 0);
+        a.welcome.model_text = (char *)s_model;
+        a.welcome.config_text = text;
+        a.welcome.assigned_id = 42;
+        a.welcome.n_ranks = 1;
+        f->n_send_failed += !s_send(sock, &id, &a);
+        free(text);
+        runcfg_release(&ps);
+        /* The client's first request after Welcome. */
+        for (int i = 0; i < 5; i++) {
+            memset(&m, 0, sizeof m);
+            if (s_recv(sock, &id, &m) < 0) break;
+            int t = m.type;
+            if (t == MSG_GET_PARAMS && m.sender_id == 42) f->got_get_params = 1;
+            msg_clear(&m);
+            if (t == MSG_GET_PARAMS) break;
+        }
+        msg_init(&a, MSG_SHUTDOWN, MSG_ROLE_PS, 0);
+        a.shutdown.text = "test over";
+        f->n_send_failed += !s_send(sock, &id, &a);
+    }
+    zmq_msg_close(&id);
+    zmq_close(sock);
+}
+
+static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg, void *user) {
+    client_side_t *cs = user;
+    (void)w;
+    cs->welcomed = 1;
+    cs->seed_seen = cfg->seed;
+    msg_t m;
+    client_msg_init(c, &m, MSG_GET_PARAMS);
+    return client_send(c, &m);
+}
+
+static void s_on_message(client_t *c, msg_t *m, void *user) {
+    (void)c;
+    (void)m;
+    (void)user;
+}
+
+static void s_guard_closed(uv_handle_t *h) { (void)h; }
+
+static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user) {
+    (void)c;
+    (void)reason;
+    client_side_t *cs = user;
+    cs->stopped++;
+    cs->stop_code = exit_code;
+    uv_close((uv_handle_t *)&cs->guard, s_guard_closed);
+}
+
+static void s_on_guard(uv_timer_t *t) {
+    client_side_t *cs = t->data;
+    client_stop(cs->c, 1, "test timed out", 0);
+}
+
+static void s_run_handshake(int answer, client_side_t *cs, fake_ps_t *f) {
+    log_init(LOG_LEVEL_ERROR, "test_client");
+    memset(f, 0, sizeof *f);
+    memset(cs, 0, sizeof *cs);
+    f->answer = answer;
+    f->ctx = zmq_ctx_new();
+    /* A port from the seed; a clash only makes the bind fail and the test report it. */
+    uint64_t seed = test_seed();
+    snprintf(f->endpoint, sizeof f->endpoint, "tcp://127.0.0.1:%u", 40000u + (unsigned)(seed % 20000));
+    uv_thread_t th;
+    ck_assert_int_eq(uv_thread_create(&th, s_fake_ps_thread, f), 0);
+
+    runcfg_t local;
+    char err[256];
+    char *argv[] = {"kfac-worker", "--ps", f->endpoint, "--id", "7", NULL};
+    ck_assert_int_eq(runcfg_load(&local, RUNCFG_ROLE_WORKER, 5, argv, err, sizeof err), 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    static const client_handlers_t h = {s_on_welcome, s_on_message, s_on_stop};
+    cs->c = client_new(&loop, MSG_ROLE_WORKER, RUNCFG_ROLE_WORKER, &local, &h, cs);
+    ck_assert_ptr_nonnull(cs->c);
+    uv_timer_init(&loop, &cs->guard);
+    cs->guard.data = cs;
+    uv_timer_start(&cs->guard, s_on_guard, 15000, 0);
+    ck_assert_int_eq(client_start(cs->c), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cs->stop_code = client_exit_code(cs->c);
+    client_free(&cs->c);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    uv_thread_join(&th);
+    zmq_ctx_term(f->ctx);
+    runcfg_release(&local);
+}
+
+START_TEST(test_client_handshake_welcome_then_shutdown) {
+    client_side_t cs;
+    fake_ps_t f;
+    s_run_handshake(MSG_SHUTDOWN, &cs, &f);
+    ck_assert_msg(f.ok_hello, "no proper Hello (protocol, role) reached the PS at %s", f.endpoint);
+    ck_assert_str_eq(f.hello_build, CLIENT_BUILD_ID);
+    ck_assert_uint_eq(f.hello_id, 7);
+    ck_assert_int_eq(f.n_send_failed, 0);
+    ck_assert_int_eq(cs.welcomed, 1);
+    ck_assert_uint_eq(cs.seed_seen, 1234); /* the PS's configuration was parsed */
+    ck_assert_int_eq(f.got_get_params, 1); /* sent with the assigned id 42 */
+    ck_assert_int_eq(cs.stopped, 1);
+    ck_assert_msg(cs.stop_code == 0, "exit code %d: hello %d, welcomed %d, get_params %d (1: the test guard fired)",
+                  cs.stop_code, f.ok_hello, cs.welcomed, f.got_get_params);
+}
+END_TEST
+
+START_TEST(test_client_handshake_refuse_is_fatal) {
+    client_side_t cs;
+    fake_ps_t f;
+    s_run_handshake(MSG_REFUSE, &cs, &f);
+    ck_assert(f.ok_hello);
+    ck_assert_int_eq(cs.welcomed, 0);
+    ck_assert_int_eq(cs.stopped, 1);
+    ck_assert_int_eq(cs.stop_code, 1);
+}
+END_TEST
+
+Suite *make_suite(void) {
+    Suite *s = suite_create("client");
+    TCase *tc = tcase_create("wire");
+    tcase_add_test(tc, test_client_stats_wire_roundtrip);
+    tcase_add_test(tc, test_client_shape_params_checked);
+    tcase_add_test(tc, test_client_config_local_keys_win);
+    tcase_add_test(tc, test_client_ratelimit_counts_suppressed);
+    suite_add_tcase(s, tc);
+    TCase *net = tcase_create("handshake");
+    tcase_set_timeout(net, 40);
+    tcase_add_test(net, test_client_handshake_welcome_then_shutdown);
+    tcase_add_test(net, test_client_handshake_refuse_is_fatal);
+    suite_add_tcase(s, net);
+    return s;
+}
