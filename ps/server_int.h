@@ -15,6 +15,8 @@
 
 #include "common/kfac/kfac_opt.h"
 #include "common/kfac/kfac_step.h"
+#include "common/kfac/kfac_refresh.h"
+#include "common/kfac/kfac_schedule.h"
 #include "common/nn/nn.h"
 #include "common/run/runcfg.h"
 #include "common/nn/sgd.h"

@@ -25,6 +25,8 @@
 #include "common/base/config.h"
 #include "common/kfac/kfac_opt.h"
 #include "common/kfac/kfac_step.h"
+#include "common/kfac/kfac_refresh.h"
+#include "common/kfac/kfac_schedule.h"
 #include "common/nn/sgd.h"
 
 typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,

@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "common/kfac/kfac_step.h"
+#include "common/kfac/kfac_refresh.h"
+#include "common/kfac/kfac_schedule.h"
 #include "common/base/rng.h"
 #include "tests/lib/seed.h"
 
