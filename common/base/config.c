@@ -1,5 +1,6 @@
 /* common/base/config.c — declarative configuration (see common/base/config.h): INI
- * files, command-line overrides, --help and the dump, all from one table.
+ * files and command-line overrides, from one table (--help and the dump:
+ * config_help.c; shared text helpers: config_text.c).
  *
  * Values are parsed into a small union first (s_parse) and stored only when
  * valid (s_store), so a bad value never half-overwrites a field. Error
@@ -7,6 +8,7 @@
  * their exact text.
  */
 #include "common/base/config.h"
+#include "common/base/config_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,7 +22,6 @@
 #include <string.h>
 
 #define S_MAX_FILE_BYTES (16u << 20) /* a config file larger than this is a mistake */
-#define S_SHOW_MAX 60                /* characters of a bad value quoted in messages */
 
 typedef union s_value {
     int i;
@@ -45,148 +46,6 @@ const char *const *config_run_sections(void) {
         "invertd", "log", "metrics", "checkpoint", "experiment", NULL,
     };
     return sections;
-}
-
-/* ---- small text helpers ------------------------------------------------- */
-
-static const char *s_type_name(const config_option_t *o) {
-    switch (o->type) {
-    case OPT_INT: return "int";
-    case OPT_UINT64: return "uint64";
-    case OPT_DOUBLE: return "double";
-    case OPT_BOOL: return "bool";
-    case OPT_STRING: return "string";
-    case OPT_ENUM: return "enum";
-    }
-    return "?";
-}
-
-/* Shortest %g form that reads back to the same double; whole numbers below
- * 1e15 are written without an exponent ("10", not "1e+01"). */
-static void s_fmt_double(double v, char *buf, size_t len) {
-    int prec = 1;
-    for (; prec <= 17; prec++) {
-        snprintf(buf, len, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    if (strchr(buf, 'e') && fabs(v) >= 1 && fabs(v) < 1e15)
-        for (; prec <= 17 && strchr(buf, 'e'); prec++) snprintf(buf, len, "%.*g", prec, v);
-}
-
-static void *s_field(void *cfg, const config_option_t *o) { return (char *)cfg + o->offset; }
-static const void *s_cfield(const void *cfg, const config_option_t *o) { return (const char *)cfg + o->offset; }
-
-/* Is the number bound on each side active? */
-static int s_has_min(const config_option_t *o) {
-    if (!(o->min < o->max)) return 0;
-    if (o->type == OPT_UINT64) return o->min > 0;
-    if (o->type == OPT_INT) return o->min > (double)INT_MIN;
-    return isfinite(o->min);
-}
-static int s_has_max(const config_option_t *o) {
-    if (!(o->min < o->max)) return 0;
-    if (o->type == OPT_UINT64) return o->max < 18446744073709551615.0;
-    if (o->type == OPT_INT) return o->max < (double)INT_MAX;
-    return isfinite(o->max);
-}
-
-/* "between 0 and 10", ">= 1", "<= 5" or "" (with a leading space when set). */
-static void s_bounds_text(const config_option_t *o, char *buf, size_t len) {
-    char a[40], b[40];
-    s_fmt_double(o->min, a, sizeof a);
-    s_fmt_double(o->max, b, sizeof b);
-    int lo = s_has_min(o), hi = s_has_max(o);
-    if (lo && hi) snprintf(buf, len, " between %s and %s", a, b);
-    else if (lo) snprintf(buf, len, " >= %s", a);
-    else if (hi) snprintf(buf, len, " <= %s", b);
-    else buf[0] = 0;
-}
-
-/* What a value of this option must look like: "a number between 0 and 10". */
-static void s_expected(const config_option_t *o, char *buf, size_t len) {
-    char bounds[100];
-    s_bounds_text(o, bounds, sizeof bounds);
-    switch (o->type) {
-    case OPT_INT: snprintf(buf, len, "an integer%s", bounds); break;
-    case OPT_UINT64: snprintf(buf, len, "a non-negative integer%s", bounds); break;
-    case OPT_DOUBLE: snprintf(buf, len, "a number%s", bounds); break;
-    case OPT_BOOL: snprintf(buf, len, "true or false (or yes/no, on/off, 1/0)"); break;
-    case OPT_ENUM: {
-        size_t n = (size_t)snprintf(buf, len, "one of ");
-        for (size_t i = 0; o->names && o->names[i] && n < len; i++)
-            n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", o->names[i]);
-        break;
-    }
-    case OPT_STRING:
-        if (o->max > 0 && o->min > 0)
-            snprintf(buf, len, "a string of %.0f to %.0f bytes", o->min, o->max);
-        else if (o->max > 0)
-            snprintf(buf, len, "a string of at most %.0f bytes", o->max);
-        else if (o->min > 0)
-            snprintf(buf, len, "a string of at least %.0f bytes", o->min);
-        else
-            snprintf(buf, len, "a string");
-        break;
-    }
-}
-
-/* Case-insensitive Levenshtein distance, treating '-' and '_' as equal;
- * long strings count as far apart. */
-static int s_norm_char(int c) { return c == '-' ? '_' : tolower((unsigned char)c); }
-
-static size_t s_distance(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b);
-    if (na > 63 || nb > 63) return SIZE_MAX;
-    size_t prev[64], cur[64];
-    for (size_t j = 0; j <= nb; j++) prev[j] = j;
-    for (size_t i = 1; i <= na; i++) {
-        cur[0] = i;
-        for (size_t j = 1; j <= nb; j++) {
-            size_t sub = prev[j - 1] + (s_norm_char(a[i - 1]) != s_norm_char(b[j - 1]));
-            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, (nb + 1) * sizeof prev[0]);
-    }
-    return prev[nb];
-}
-
-/* Close enough to suggest: one edit for short words, up to three for long. */
-static int s_close(const char *typed, size_t d) {
-    size_t n = strlen(typed);
-    size_t limit = n <= 3 ? 1 : n <= 6 ? 2 : 3;
-    return d <= limit;
-}
-
-/* Names compare with '-' == '_' on the command line; exact in files. */
-static int s_name_eq(const char *a, const char *b, int loose) {
-    if (!loose) return strcmp(a, b) == 0;
-    for (; *a && *b; a++, b++)
-        if ((*a == '-' ? '_' : *a) != (*b == '-' ? '_' : *b)) return 0;
-    return *a == *b;
-}
-
-static int s_in_list(const char *const *list, const char *name) {
-    for (size_t i = 0; list && list[i]; i++)
-        if (strcmp(list[i], name) == 0) return 1;
-    return 0;
-}
-
-static int s_section_owned(const config_spec_t *spec, const char *name) {
-    for (size_t i = 0; i < spec->n_opts; i++)
-        if (strcmp(spec->opts[i].section, name) == 0) return 1;
-    return 0;
-}
-
-static const char *const *s_known(const config_spec_t *spec) {
-    return spec->known_sections ? spec->known_sections : config_run_sections();
-}
-
-/* Quote a bad value for a message, shortened. */
-static void s_show(const char *v, char *buf, size_t len) {
-    size_t n = strlen(v);
-    if (n > S_SHOW_MAX) snprintf(buf, len, "%.*s...", S_SHOW_MAX, v);
-    else snprintf(buf, len, "%s", v);
 }
 
 /* ---- values ------------------------------------------------------------- */
@@ -257,17 +116,17 @@ static int s_parse(const config_option_t *o, const char *t, s_value_t *v, char *
     }
     }
     if (ok) return 0;
-    char expected[400], shown[S_SHOW_MAX + 8];
-    s_expected(o, expected, sizeof expected);
-    s_show(t, shown, sizeof shown);
+    char expected[400], shown[CONFIG_SHOW_MAX + 8];
+    config_txt_expected(o, expected, sizeof expected);
+    config_txt_show(t, shown, sizeof shown);
     if (o->type == OPT_ENUM) {
         const char *best = NULL;
         size_t best_d = SIZE_MAX;
         for (size_t i = 0; o->names && o->names[i]; i++) {
-            size_t d = s_distance(t, o->names[i]);
+            size_t d = config_txt_distance(t, o->names[i]);
             if (d < best_d) { best_d = d; best = o->names[i]; }
         }
-        if (best && *t && s_close(t, best_d)) {
+        if (best && *t && config_txt_close(t, best_d)) {
             s_err(why, why_len, "expected %s, got '%s' (did you mean '%s'?)", expected, shown, best);
             return -EINVAL;
         }
@@ -277,7 +136,7 @@ static int s_parse(const config_option_t *o, const char *t, s_value_t *v, char *
 }
 
 static void s_store(const config_option_t *o, void *cfg, s_value_t *v) {
-    void *f = s_field(cfg, o);
+    void *f = config_txt_field(cfg, o);
     switch (o->type) {
     case OPT_INT:
     case OPT_ENUM: *(int *)f = v->i; break;
@@ -293,14 +152,14 @@ static void s_store(const config_option_t *o, void *cfg, s_value_t *v) {
 }
 
 int config_format_value(const config_option_t *o, const void *cfg, char *buf, size_t len) {
-    const void *f = s_cfield(cfg, o);
+    const void *f = config_txt_cfield(cfg, o);
     int n = 0;
     switch (o->type) {
     case OPT_INT: n = snprintf(buf, len, "%d", *(const int *)f); break;
     case OPT_UINT64: n = snprintf(buf, len, "%" PRIu64, *(const uint64_t *)f); break;
     case OPT_DOUBLE: {
         char tmp[40];
-        s_fmt_double(*(const double *)f, tmp, sizeof tmp);
+        config_txt_fmt_double(*(const double *)f, tmp, sizeof tmp);
         n = snprintf(buf, len, "%s", tmp);
         break;
     }
@@ -409,7 +268,7 @@ void config_release(const config_spec_t *spec, void *cfg) {
     for (size_t i = 0; i < spec->n_opts; i++) {
         const config_option_t *o = &spec->opts[i];
         if (o->type != OPT_STRING) continue;
-        char **p = s_field(cfg, o);
+        char **p = config_txt_field(cfg, o);
         free(*p);
         *p = NULL;
     }
@@ -489,10 +348,10 @@ static void s_suggest_key(const config_spec_t *spec, const char *section, const 
     for (size_t i = 0; i < spec->n_opts; i++) {
         const config_option_t *o = &spec->opts[i];
         if (strcmp(o->section, section) != 0) continue;
-        size_t d = s_distance(key, o->key);
+        size_t d = config_txt_distance(key, o->key);
         if (d < best_d) { best_d = d; best = o; }
     }
-    if (best && s_close(key, best_d)) {
+    if (best && config_txt_close(key, best_d)) {
         snprintf(buf, len, " (did you mean '%s'?)", best->key);
         return;
     }
@@ -507,16 +366,16 @@ static void s_suggest_key(const config_spec_t *spec, const char *section, const 
 static void s_suggest_section(const config_spec_t *spec, const char *name, char *buf, size_t len) {
     const char *best = NULL;
     size_t best_d = SIZE_MAX;
-    const char *const *known = s_known(spec);
+    const char *const *known = config_txt_known(spec);
     for (size_t i = 0; known[i]; i++) {
-        size_t d = s_distance(name, known[i]);
+        size_t d = config_txt_distance(name, known[i]);
         if (d < best_d) { best_d = d; best = known[i]; }
     }
     for (size_t i = 0; i < spec->n_opts; i++) {
-        size_t d = s_distance(name, spec->opts[i].section);
+        size_t d = config_txt_distance(name, spec->opts[i].section);
         if (d < best_d) { best_d = d; best = spec->opts[i].section; }
     }
-    if (best && s_close(name, best_d)) snprintf(buf, len, " (did you mean [%s]?)", best);
+    if (best && config_txt_close(name, best_d)) snprintf(buf, len, " (did you mean [%s]?)", best);
     else buf[0] = 0;
 }
 
@@ -572,9 +431,9 @@ int config_parse_text(const config_spec_t *spec, void *cfg, const char *text, co
                 break;
             }
             snprintf(section, sizeof section, "%s", name);
-            if (s_section_owned(spec, section))
-                mode = s_in_list(spec->partial_sections, section) ? S_SEC_PARTIAL : S_SEC_OWNED;
-            else if (s_in_list(s_known(spec), section) || s_in_list(spec->partial_sections, section))
+            if (config_txt_section_owned(spec, section))
+                mode = config_txt_in_list(spec->partial_sections, section) ? S_SEC_PARTIAL : S_SEC_OWNED;
+            else if (config_txt_in_list(config_txt_known(spec), section) || config_txt_in_list(spec->partial_sections, section))
                 mode = S_SEC_SKIP;
             else {
                 char hint[160];
@@ -588,8 +447,8 @@ int config_parse_text(const config_spec_t *spec, void *cfg, const char *text, co
 
         char *eq = strchr(s, '=');
         if (!eq) {
-            char shown[S_SHOW_MAX + 8];
-            s_show(s, shown, sizeof shown);
+            char shown[CONFIG_SHOW_MAX + 8];
+            config_txt_show(s, shown, sizeof shown);
             s_err(err, err_len, "%s:%d: expected 'key = value' or '[section]', got '%s'", origin, lineno, shown);
             rc = -EINVAL;
             break;
@@ -704,7 +563,7 @@ static const config_option_t *s_resolve(const config_spec_t *spec, const char *n
         size_t sl = (size_t)(dot - name);
         for (size_t i = 0; i < spec->n_opts; i++) {
             const config_option_t *o = &spec->opts[i];
-            if (strlen(o->section) == sl && strncmp(o->section, name, sl) == 0 && s_name_eq(o->key, dot + 1, 1))
+            if (strlen(o->section) == sl && strncmp(o->section, name, sl) == 0 && config_txt_name_eq(o->key, dot + 1, 1))
                 return o;
         }
     } else {
@@ -714,7 +573,7 @@ static const config_option_t *s_resolve(const config_spec_t *spec, const char *n
         size_t ln = 0;
         for (size_t i = 0; i < spec->n_opts; i++) {
             const config_option_t *o = &spec->opts[i];
-            if (!s_name_eq(o->key, name, 1)) continue;
+            if (!config_txt_name_eq(o->key, name, 1)) continue;
             found = o;
             count++;
             if (ln < sizeof list)
@@ -736,7 +595,7 @@ static const config_option_t *s_resolve(const config_spec_t *spec, const char *n
         const config_option_t *o = &spec->opts[i];
         char full[256];
         snprintf(full, sizeof full, "%s.%s", o->section, o->key);
-        size_t d = s_distance(name, dot ? full : o->key);
+        size_t d = config_txt_distance(name, dot ? full : o->key);
         if (d < best_d) { best_d = d; best = o; best_full = dot != NULL; }
     }
     if (best && !best_full) { /* a bare key suggestion must itself be unique */
@@ -744,7 +603,7 @@ static const config_option_t *s_resolve(const config_spec_t *spec, const char *n
         for (size_t i = 0; i < spec->n_opts; i++) n += strcmp(spec->opts[i].key, best->key) == 0;
         best_full = n > 1;
     }
-    if (best && s_close(name, best_d)) {
+    if (best && config_txt_close(name, best_d)) {
         if (best_full)
             s_err(err, err_len, "%s: unknown option '%s%s' (did you mean '%s%s.%s'?)", origin, prefix, name, prefix,
                   best->section, best->key);
@@ -791,8 +650,8 @@ int config_parse_args(const config_spec_t *spec, void *cfg, int argc, char **arg
             continue;
         }
         if (strncmp(a, "--", 2) != 0 || a[2] == 0 || a[2] == '=') {
-            char shown[S_SHOW_MAX + 8];
-            s_show(a, shown, sizeof shown);
+            char shown[CONFIG_SHOW_MAX + 8];
+            config_txt_show(a, shown, sizeof shown);
             s_err(err, err_len, "%s: unexpected argument '%s' (options look like --section.key=value)", origin, shown);
             return -EINVAL;
         }
@@ -817,7 +676,7 @@ int config_parse_args(const config_spec_t *spec, void *cfg, int argc, char **arg
                 value = argv[++i];
             } else {
                 char expected[400];
-                s_expected(o, expected, sizeof expected);
+                config_txt_expected(o, expected, sizeof expected);
                 s_err(err, err_len, "%s: option '--%s' needs a value: %s", origin, name, expected);
                 return -EINVAL;
             }
@@ -866,151 +725,4 @@ int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FIL
         return CONFIG_DUMP;
     }
     return 0;
-}
-
-/* ---- help and dump ------------------------------------------------------ */
-
-/* "double, between 0 and 10, default 0.1" */
-static void s_describe(const config_option_t *o, char *buf, size_t len) {
-    char bounds[100], def[200];
-    s_bounds_text(o, bounds, sizeof bounds);
-    if (o->type == OPT_STRING && (!o->def || !*o->def)) snprintf(def, sizeof def, "\"\"");
-    else snprintf(def, sizeof def, "%s", o->def ? o->def : "");
-    if (o->type == OPT_ENUM) {
-        size_t n = (size_t)snprintf(buf, len, "one of ");
-        for (size_t i = 0; o->names[i] && n < len; i++)
-            n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "|" : "", o->names[i]);
-        if (n < len) snprintf(buf + n, len - n, ", default %s", def);
-    } else if (o->type == OPT_STRING && o->max > 0) {
-        snprintf(buf, len, "string, at most %.0f bytes, default %s", o->max, def);
-    } else {
-        snprintf(buf, len, "%s%s%s, default %s", s_type_name(o), *bounds ? "," : "", bounds, def);
-    }
-}
-
-static const char *s_placeholder(const config_option_t *o) {
-    switch (o->type) {
-    case OPT_INT: return "INT";
-    case OPT_UINT64: return "UINT64";
-    case OPT_DOUBLE: return "NUMBER";
-    case OPT_BOOL: return "BOOL";
-    case OPT_STRING: return "TEXT";
-    case OPT_ENUM: return NULL;
-    }
-    return "?";
-}
-
-/* Sections in table order of first appearance: calls fn for each. */
-static int s_first_in_section(const config_spec_t *spec, size_t i) {
-    for (size_t j = 0; j < i; j++)
-        if (strcmp(spec->opts[j].section, spec->opts[i].section) == 0) return 0;
-    return 1;
-}
-
-void config_help(const config_spec_t *spec, FILE *f) {
-    const char *prog = spec->program ? spec->program : "program";
-    fprintf(f, "Usage: %s [--config FILE] [--SECTION.KEY=VALUE ...]\n", prog);
-    if (spec->summary) fprintf(f, "%s\n", spec->summary);
-    fprintf(f, "\nSettings come from the defaults below, then the --config file (INI: [section]\n"
-               "lines, then key = value), then the command line; later sources win. A key\n"
-               "that is unique may be given as --KEY; '-' and '_' are interchangeable.\n\n");
-    fprintf(f, "  --config FILE\n      read settings from an INI file\n");
-    fprintf(f, "  --dump-config\n      print the effective configuration and exit\n");
-    fprintf(f, "  --help\n      print this help and exit\n");
-    for (size_t i = 0; i < spec->n_opts; i++) {
-        if (!s_first_in_section(spec, i)) continue;
-        const char *sec = spec->opts[i].section;
-        fprintf(f, "\n[%s]\n", sec);
-        for (size_t j = i; j < spec->n_opts; j++) {
-            const config_option_t *o = &spec->opts[j];
-            if (strcmp(o->section, sec) != 0) continue;
-            char desc[600];
-            s_describe(o, desc, sizeof desc);
-            const char *ph = s_placeholder(o);
-            fprintf(f, "  --%s.%s=", o->section, o->key);
-            if (ph) {
-                fputs(ph, f);
-            } else {
-                for (size_t k = 0; o->names[k]; k++) fprintf(f, "%s%s", k ? "|" : "", o->names[k]);
-            }
-            fprintf(f, "  (%s)\n      %s\n", desc, o->help);
-        }
-    }
-}
-
-/* Does a string value need quotes to read back the same? */
-static int s_needs_quotes(const char *s) {
-    if (!*s) return 1;
-    if (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1])) return 1;
-    for (const char *p = s; *p; p++)
-        if (*p == '#' || *p == ';' || *p == '"' || *p == '\\' || (unsigned char)*p < 32) return 1;
-    return 0;
-}
-
-static void s_write_string(FILE *f, const char *s) {
-    if (!s_needs_quotes(s)) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (const char *p = s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
-        default: fputc(*p, f); break;
-        }
-    }
-    fputc('"', f);
-}
-
-char *config_to_text(const config_spec_t *spec, const void *cfg, const char *const *sections, int flags) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return NULL;
-    int first = 1;
-    if (flags & CONFIG_TEXT_COMMENTS)
-        fprintf(f, "# %s configuration\n", spec->program ? spec->program : "effective");
-    for (size_t i = 0; i < spec->n_opts; i++) {
-        if (!s_first_in_section(spec, i)) continue;
-        const char *sec = spec->opts[i].section;
-        if (sections && !s_in_list(sections, sec)) continue;
-        fprintf(f, "%s[%s]\n", first && !(flags & CONFIG_TEXT_COMMENTS) ? "" : "\n", sec);
-        first = 0;
-        for (size_t j = i; j < spec->n_opts; j++) {
-            const config_option_t *o = &spec->opts[j];
-            if (strcmp(o->section, sec) != 0) continue;
-            if (flags & CONFIG_TEXT_COMMENTS) {
-                char desc[600];
-                s_describe(o, desc, sizeof desc);
-                fprintf(f, "# %s (%s)\n", o->help, desc);
-            }
-            fprintf(f, "%s = ", o->key);
-            if (o->type == OPT_STRING) {
-                const char *s = *(char *const *)s_cfield(cfg, o);
-                s_write_string(f, s ? s : "");
-            } else {
-                char v[128];
-                config_format_value(o, cfg, v, sizeof v);
-                fputs(v, f);
-            }
-            fputc('\n', f);
-        }
-    }
-    if (fclose(f) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
-int config_dump(const config_spec_t *spec, const void *cfg, FILE *f) {
-    char *text = config_to_text(spec, cfg, NULL, CONFIG_TEXT_COMMENTS);
-    if (!text) return -ENOMEM;
-    int rc = fputs(text, f) < 0 ? -EIO : 0;
-    free(text);
-    return rc;
 }
