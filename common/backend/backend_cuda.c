@@ -1,4 +1,4 @@
-/* common/backend/backend.cuda.c — the CUDA backend (host side): device buffers for
+/* common/backend/backend_cuda.c — the CUDA backend (host side): device buffers for
  * every layer, cuDNN for convolutions (forward, backward data, backward
  * filter), average pooling and relu/tanh, cuBLAS for fully connected layers
  * and the factor statistics (SYRK), and the kernels of
@@ -45,81 +45,12 @@
 #include "common/base/log.h"
 #include "common/base/rng.h"
 
-#define CB_RANK1_MAX_ITER 500        /* power iterations per example at most */
-#define CB_RANK1_TOL 1e-10           /* ||v_k - v_(k-1)|| that ends the iteration */
-#define CB_WS_MAX ((size_t)1 << 30)  /* cuDNN workspace: at most 1 GiB ... */
-#define CB_WS_FREE_DIV 4             /* ... and at most a quarter of the free memory */
-
-typedef struct cb_layer {
-    float *y, *dy;           /* (cap, size) device; NULL for softmax_xent */
-    int32_t *argmax;         /* maxpool: (cap, size) */
-    float *mask;             /* dropout: (cap, size) device */
-    float *h_mask;           /* dropout: (cap, size) pinned staging */
-    int mask_on;             /* dropout: the last forward pass applied a mask */
-    float *xhat;             /* bn: (cap, size) normalized input */
-    float *bmean, *binvstd;  /* bn: (c) batch (or running) mean and 1/std */
-    float *w_al, *dw_al;     /* conv: (out, in_c*k*k) weights and their gradient in buffers of their own:
-                                the flat arenas only guarantee 4-byte alignment, cuDNN gets 256 */
-    int bn_splits;           /* bn: blocks per channel for the current batch size */
-    /* cuDNN (conv, relu, tanh, avgpool): input and output tensors at the current batch size */
-    cudnnTensorDescriptor_t xd, yd;
-    cudnnFilterDescriptor_t wd;      /* conv: (out, in_c, k, k) */
-    cudnnConvolutionDescriptor_t cd; /* conv */
-    cudnnPoolingDescriptor_t pd;     /* avgpool */
-    cudnnConvolutionFwdAlgo_t fwd_algo;
-    cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
-} cb_layer_t;
-
-struct backend_cuda {
-    net_t *net;                 /* borrowed */
-    int device;
-    cudaStream_t stream;
-    cublasHandle_t blas;
-    cudnnHandle_t dnn;
-    cudnnActivationDescriptor_t act_relu, act_tanh;
-    cudaEvent_t ev_params;      /* behind the last parameter/state upload */
-    cudaEvent_t ev_input;       /* behind the last input/mask upload */
-    cb_layer_t *layers;         /* (net->n_layers) */
-
-    /* device */
-    float *d_params, *d_grads;  /* (n_params) */
-    float *d_state;             /* (n_state) */
-    float *d_x;                 /* (cap, in_size) */
-    float *d_probs;             /* (cap, n_classes) */
-    int *d_labels, *d_hits;     /* (cap) */
-    double *d_lg;               /* (cap) log p[i, y_i] */
-    double *d_bn;               /* batch-norm sums, sized for the widest bn layer */
-    void *d_ws;                 /* cuDNN workspace */
-    size_t ws_bytes;
-    void *d_scratch;            /* factor-statistics scratch */
-    size_t scratch_bytes;
-    float *d_factors;           /* (factors_len) the factor arena, laid out as kfac_stats_t's */
-    size_t factors_len;
-
-    /* pinned host staging */
-    float *h_params, *h_grads;  /* (n_params) */
-    float *h_state;             /* (n_state) */
-    float *h_x;                 /* (cap, in_size) */
-    float *h_probs;             /* (cap, n_classes) */
-    int *h_labels, *h_hits;     /* (cap) */
-    double *h_lg;               /* (cap) */
-    float *h_factors;           /* (h_factors_len) */
-    size_t h_factors_len;
-
-    int shape_n;                /* batch size the descriptors and algorithms are set for; 0: none */
-    int fwd_n;                  /* examples of the last forward pass; 0: none */
-    int train;                  /* mode of the last forward pass */
-    int bwd_done;               /* a backward pass ran after it */
-    int failed;                 /* 0 or -EIO */
-    char fail_msg[384];
-    char desc[448];
-};
+#include "common/backend/backend_cuda_int.h"
 
 /* ---- error handling --------------------------------------------------------------- */
 
 __attribute__((format(printf, 2, 3)))
-static int s_fail(backend_cuda_t *cb, const char *fmt, ...) {
+int cb_fail(backend_cuda_t *cb, const char *fmt, ...) {
     char msg[384];
     va_list ap;
     va_start(ap, fmt);
@@ -135,66 +66,62 @@ static int s_fail(backend_cuda_t *cb, const char *fmt, ...) {
 }
 
 /* The function name of a stringified call: text up to '('. */
-static const char *s_fname(const char *call, char *buf, size_t len) {
+const char *cb_fname(const char *call, char *buf, size_t len) {
     size_t i = 0;
     while (call[i] && call[i] != '(' && i + 1 < len) { buf[i] = call[i]; i++; }
     buf[i] = 0;
     return buf;
 }
 
-static int s_cuda_check(backend_cuda_t *cb, cudaError_t e, const char *call, const char *file, int line) {
+int cb_cuda_check(backend_cuda_t *cb, cudaError_t e, const char *call, const char *file, int line) {
     if (e == cudaSuccess) return 0;
     char fn[80];
-    return s_fail(cb, "%s:%d: %s: %s (%s)", file, line, s_fname(call, fn, sizeof fn), cudaGetErrorString(e),
+    return cb_fail(cb, "%s:%d: %s: %s (%s)", file, line, cb_fname(call, fn, sizeof fn), cudaGetErrorString(e),
                   cudaGetErrorName(e));
 }
 
-static int s_blas_check(backend_cuda_t *cb, cublasStatus_t st, const char *call, const char *file, int line) {
+int cb_blas_check(backend_cuda_t *cb, cublasStatus_t st, const char *call, const char *file, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return 0;
     char fn[80];
-    return s_fail(cb, "%s:%d: %s: %s (%s)", file, line, s_fname(call, fn, sizeof fn), cublasGetStatusString(st),
+    return cb_fail(cb, "%s:%d: %s: %s (%s)", file, line, cb_fname(call, fn, sizeof fn), cublasGetStatusString(st),
                   cublasGetStatusName(st));
 }
 
-static int s_dnn_check(backend_cuda_t *cb, cudnnStatus_t st, const char *call, const char *file, int line) {
+int cb_dnn_check(backend_cuda_t *cb, cudnnStatus_t st, const char *call, const char *file, int line) {
     if (st == CUDNN_STATUS_SUCCESS) return 0;
     char fn[80], detail[256];
     detail[0] = 0;
     cudnnGetLastErrorString(detail, sizeof detail);
-    return s_fail(cb, "%s:%d: %s: %s%s%s", file, line, s_fname(call, fn, sizeof fn), cudnnGetErrorString(st),
+    return cb_fail(cb, "%s:%d: %s: %s%s%s", file, line, cb_fname(call, fn, sizeof fn), cudnnGetErrorString(st),
                   detail[0] ? ": " : "", detail);
 }
 
 /* Each evaluates the call once and gives 0 or -EIO (backend marked failed). */
-#define CK_CUDA(call) s_cuda_check(cb, (call), #call, __FILE__, __LINE__)
-#define CK_BLAS(call) s_blas_check(cb, (call), #call, __FILE__, __LINE__)
-#define CK_DNN(call) s_dnn_check(cb, (call), #call, __FILE__, __LINE__)
 /* Return from the enclosing function when expr gives a non-zero code. */
-#define CB_TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
 
 /* ---- small helpers -------------------------------------------------------------- */
 
-static int s_dalloc(backend_cuda_t *cb, void **p, size_t bytes) {
+int cb_dalloc(backend_cuda_t *cb, void **p, size_t bytes) {
     return CK_CUDA(cudaMalloc(p, bytes ? bytes : 16));
 }
 
-static int s_halloc(backend_cuda_t *cb, void **p, size_t bytes) {
+int cb_halloc(backend_cuda_t *cb, void **p, size_t bytes) {
     return CK_CUDA(cudaMallocHost(p, bytes ? bytes : 16));
 }
 
-static size_t s_align(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+size_t cb_align(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 /* The device activations layer l reads (its input). */
-static const float *s_input(const backend_cuda_t *cb, const layer_t *l) {
+const float *cb_input(const backend_cuda_t *cb, const layer_t *l) {
     return l->in < 0 ? cb->d_x : cb->layers[l->in].y;
 }
 
 /* Where layer l's input gradient goes (NULL for the network input). */
-static float *s_input_grad(const backend_cuda_t *cb, const layer_t *l) {
+float *cb_input_grad(const backend_cuda_t *cb, const layer_t *l) {
     return l->in < 0 ? NULL : cb->layers[l->in].dy;
 }
 
-static int s_uses_cudnn(const layer_t *l) {
+int cb_uses_cudnn(const layer_t *l) {
     return l->kind == LAYER_CONV || l->kind == LAYER_RELU || l->kind == LAYER_TANH || l->kind == LAYER_AVGPOOL;
 }
 
@@ -266,7 +193,7 @@ static int s_choose_fwd(backend_cuda_t *cb, const layer_t *l, cb_layer_t *c, siz
                       (int)perf[j].algo, ws);
             return 0;
         }
-    return s_fail(cb, "layer %s: cuDNN offers no fp32 forward algorithm within %zu bytes of workspace", l->name,
+    return cb_fail(cb, "layer %s: cuDNN offers no fp32 forward algorithm within %zu bytes of workspace", l->name,
                   ws_cap);
 }
 
@@ -289,7 +216,7 @@ static int s_choose_bwd_data(backend_cuda_t *cb, const layer_t *l, cb_layer_t *c
                       (int)perf[j].algo, ws);
             return 0;
         }
-    return s_fail(cb, "layer %s: cuDNN offers no fp32 backward-data algorithm within %zu bytes of workspace",
+    return cb_fail(cb, "layer %s: cuDNN offers no fp32 backward-data algorithm within %zu bytes of workspace",
                   l->name, ws_cap);
 }
 
@@ -313,7 +240,7 @@ static int s_choose_bwd_filter(backend_cuda_t *cb, const layer_t *l, cb_layer_t 
                       (int)perf[j].algo, ws);
             return 0;
         }
-    return s_fail(cb, "layer %s: cuDNN offers no fp32 backward-filter algorithm within %zu bytes of workspace",
+    return cb_fail(cb, "layer %s: cuDNN offers no fp32 backward-filter algorithm within %zu bytes of workspace",
                   l->name, ws_cap);
 }
 
@@ -332,14 +259,14 @@ static int s_set_shape(backend_cuda_t *cb, int n) {
         const layer_t *l = &net->layers[li];
         cb_layer_t *c = &cb->layers[li];
         if (l->kind == LAYER_BATCHNORM) c->bn_splits = backend_cuda_bn_splits(n, l->c, l->h * l->w);
-        if (!s_uses_cudnn(l)) continue;
+        if (!cb_uses_cudnn(l)) continue;
         CB_TRY(s_set4d(cb, c->xd, n, l->in_c, l->in_h, l->in_w));
         CB_TRY(s_set4d(cb, c->yd, n, l->c, l->h, l->w));
         if (l->kind == LAYER_CONV) {
             int on = 0, oc = 0, oh = 0, ow = 0;
             CB_TRY(CK_DNN(cudnnGetConvolution2dForwardOutputDim(c->cd, c->xd, c->wd, &on, &oc, &oh, &ow)));
             if (on != n || oc != l->c || oh != l->h || ow != l->w)
-                return s_fail(cb, "layer %s: cuDNN computes a %dx%dx%dx%d output, the model says %dx%dx%dx%d",
+                return cb_fail(cb, "layer %s: cuDNN computes a %dx%dx%dx%d output, the model says %dx%dx%dx%d",
                               l->name, on, oc, oh, ow, n, l->c, l->h, l->w);
             CB_TRY(s_choose_fwd(cb, l, c, ws_cap, &need));
             CB_TRY(s_choose_bwd_filter(cb, l, c, ws_cap, &need));
@@ -348,7 +275,7 @@ static int s_set_shape(backend_cuda_t *cb, int n) {
             int on = 0, oc = 0, oh = 0, ow = 0;
             CB_TRY(CK_DNN(cudnnGetPooling2dForwardOutputDim(c->pd, c->xd, &on, &oc, &oh, &ow)));
             if (on != n || oc != l->c || oh != l->h || ow != l->w)
-                return s_fail(cb, "layer %s: cuDNN pools to %dx%dx%dx%d, the model says %dx%dx%dx%d", l->name, on,
+                return cb_fail(cb, "layer %s: cuDNN pools to %dx%dx%dx%d, the model says %dx%dx%dx%d", l->name, on,
                               oc, oh, ow, n, l->c, l->h, l->w);
         }
     }
@@ -358,7 +285,7 @@ static int s_set_shape(backend_cuda_t *cb, int n) {
         if (cb->d_ws) CB_TRY(CK_CUDA(cudaFree(cb->d_ws)));
         cb->d_ws = NULL;
         cb->ws_bytes = 0;
-        CB_TRY(s_dalloc(cb, &cb->d_ws, need));
+        CB_TRY(cb_dalloc(cb, &cb->d_ws, need));
         cb->ws_bytes = need;
     }
     cb->shape_n = n;
@@ -373,17 +300,17 @@ static int s_init_layer(backend_cuda_t *cb, int li) {
     cb_layer_t *c = &cb->layers[li];
     const size_t cap = (size_t)net->batch_cap, sz = cap * (size_t)l->size;
     if (l->kind != LAYER_SOFTMAX_XENT) {
-        CB_TRY(s_dalloc(cb, (void **)&c->y, sz * sizeof(float)));
-        CB_TRY(s_dalloc(cb, (void **)&c->dy, sz * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->y, sz * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->dy, sz * sizeof(float)));
     }
-    if (s_uses_cudnn(l)) {
+    if (cb_uses_cudnn(l)) {
         CB_TRY(CK_DNN(cudnnCreateTensorDescriptor(&c->xd)));
         CB_TRY(CK_DNN(cudnnCreateTensorDescriptor(&c->yd)));
     }
     switch (l->kind) {
     case LAYER_CONV:
-        CB_TRY(s_dalloc(cb, (void **)&c->w_al, l->n_w * sizeof(float)));
-        CB_TRY(s_dalloc(cb, (void **)&c->dw_al, l->n_w * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->w_al, l->n_w * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->dw_al, l->n_w * sizeof(float)));
         CB_TRY(CK_DNN(cudnnCreateFilterDescriptor(&c->wd)));
         /* W (out, in_c, k, k) row-major = nn.c's (out, in_c*k*k) with columns (c, ky, kx). */
         CB_TRY(CK_DNN(cudnnSetFilter4dDescriptor(c->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, l->out, l->in_c, l->k,
@@ -407,16 +334,16 @@ static int s_init_layer(backend_cuda_t *cb, int li) {
                                                       l->stride, l->stride)));
         break;
     case LAYER_MAXPOOL:
-        CB_TRY(s_dalloc(cb, (void **)&c->argmax, sz * sizeof(int32_t)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->argmax, sz * sizeof(int32_t)));
         break;
     case LAYER_DROPOUT:
-        CB_TRY(s_dalloc(cb, (void **)&c->mask, sz * sizeof(float)));
-        CB_TRY(s_halloc(cb, (void **)&c->h_mask, sz * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->mask, sz * sizeof(float)));
+        CB_TRY(cb_halloc(cb, (void **)&c->h_mask, sz * sizeof(float)));
         break;
     case LAYER_BATCHNORM:
-        CB_TRY(s_dalloc(cb, (void **)&c->xhat, sz * sizeof(float)));
-        CB_TRY(s_dalloc(cb, (void **)&c->bmean, (size_t)l->c * sizeof(float)));
-        CB_TRY(s_dalloc(cb, (void **)&c->binvstd, (size_t)l->c * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->xhat, sz * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->bmean, (size_t)l->c * sizeof(float)));
+        CB_TRY(cb_dalloc(cb, (void **)&c->binvstd, (size_t)l->c * sizeof(float)));
         break;
     default:
         break;
@@ -477,7 +404,7 @@ static int s_init(backend_cuda_t *cb) {
     CB_TRY(CK_BLAS(cublasSetMathMode(cb->blas, CUBLAS_DEFAULT_MATH)));
     size_t dnn_v = cudnnGetVersion();
     if (dnn_v / 10000 != CUDNN_MAJOR)
-        return s_fail(cb, "cuDNN %zu.%zu is loaded but this binary was built against cuDNN %d.%d: install cuDNN %d",
+        return cb_fail(cb, "cuDNN %zu.%zu is loaded but this binary was built against cuDNN %d.%d: install cuDNN %d",
                       dnn_v / 10000, (dnn_v % 10000) / 100, CUDNN_MAJOR, CUDNN_MINOR, CUDNN_MAJOR);
     CB_TRY(CK_DNN(cudnnCreate(&cb->dnn)));
     CB_TRY(CK_DNN(cudnnSetStream(cb->dnn, cb->stream)));
@@ -487,7 +414,7 @@ static int s_init(backend_cuda_t *cb) {
     CB_TRY(CK_DNN(cudnnSetActivationDescriptor(cb->act_tanh, CUDNN_ACTIVATION_TANH, CUDNN_NOT_PROPAGATE_NAN, 0.0)));
 
     if (!(cb->layers = calloc((size_t)net->n_layers, sizeof *cb->layers)))
-        return s_fail(cb, "out of host memory");
+        return cb_fail(cb, "out of host memory");
     size_t bn_len = 0;
     for (int li = 0; li < net->n_layers; li++) {
         CB_TRY(s_init_layer(cb, li));
@@ -497,23 +424,23 @@ static int s_init(backend_cuda_t *cb) {
             if (len > bn_len) bn_len = len;
         }
     }
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_params, net->n_params * sizeof(float)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_grads, net->n_params * sizeof(float)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_state, net->n_state * sizeof(float)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_x, cap * (size_t)net->in_size * sizeof(float)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_probs, cap * (size_t)net->n_classes * sizeof(float)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_labels, cap * sizeof(int)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_hits, cap * sizeof(int)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_lg, cap * sizeof(double)));
-    CB_TRY(s_dalloc(cb, (void **)&cb->d_bn, bn_len * sizeof(double)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_params, net->n_params * sizeof(float)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_grads, net->n_params * sizeof(float)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_state, net->n_state * sizeof(float)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_x, cap * (size_t)net->in_size * sizeof(float)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_probs, cap * (size_t)net->n_classes * sizeof(float)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_labels, cap * sizeof(int)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_hits, cap * sizeof(int)));
-    CB_TRY(s_halloc(cb, (void **)&cb->h_lg, cap * sizeof(double)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_params, net->n_params * sizeof(float)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_grads, net->n_params * sizeof(float)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_state, net->n_state * sizeof(float)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_x, cap * (size_t)net->in_size * sizeof(float)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_probs, cap * (size_t)net->n_classes * sizeof(float)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_labels, cap * sizeof(int)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_hits, cap * sizeof(int)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_lg, cap * sizeof(double)));
+    CB_TRY(cb_dalloc(cb, (void **)&cb->d_bn, bn_len * sizeof(double)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_params, net->n_params * sizeof(float)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_grads, net->n_params * sizeof(float)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_state, net->n_state * sizeof(float)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_x, cap * (size_t)net->in_size * sizeof(float)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_probs, cap * (size_t)net->n_classes * sizeof(float)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_labels, cap * sizeof(int)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_hits, cap * sizeof(int)));
+    CB_TRY(cb_halloc(cb, (void **)&cb->h_lg, cap * sizeof(double)));
     CB_TRY(s_set_shape(cb, net->batch_cap));
     CB_TRY(s_upload_params(cb));
     CB_TRY(CK_CUDA(cudaStreamSynchronize(cb->stream)));
@@ -604,7 +531,7 @@ static int s_layer_forward(backend_cuda_t *cb, int li, int n, int train) {
     net_t *net = cb->net;
     const layer_t *l = &net->layers[li];
     cb_layer_t *c = &cb->layers[li];
-    const float *in = s_input(cb, l);
+    const float *in = cb_input(cb, l);
     const size_t count = (size_t)n * l->size;
     const float one = 1.0f, zero = 0.0f;
     switch (l->kind) {
@@ -723,7 +650,7 @@ int backend_cuda_probs(backend_cuda_t *cb, float *probs) {
     const int n = cb->fwd_n, K = net->n_classes;
     if (n < 1) return -EINVAL;
     CB_TRY(CK_CUDA(cudaSetDevice(cb->device)));
-    const float *z = s_input(cb, &net->layers[net->n_layers - 1]);
+    const float *z = cb_input(cb, &net->layers[net->n_layers - 1]);
     CB_TRY(CK_CUDA(backend_cuda_k_softmax(z, cb->d_probs, n, K, cb->stream)));
     const size_t pb = (size_t)n * K * sizeof(float);
     CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_probs, cb->d_probs, pb, cudaMemcpyDeviceToHost, cb->stream)));
@@ -738,8 +665,8 @@ static int s_layer_backward(backend_cuda_t *cb, int li, int n) {
     net_t *net = cb->net;
     const layer_t *l = &net->layers[li];
     cb_layer_t *c = &cb->layers[li];
-    const float *in = s_input(cb, l);
-    float *dx = s_input_grad(cb, l);
+    const float *in = cb_input(cb, l);
+    float *dx = cb_input_grad(cb, l);
     const size_t count = (size_t)n * l->size;
     const float one = 1.0f, zero = 0.0f;
     switch (l->kind) {
@@ -824,8 +751,8 @@ int backend_cuda_backward(backend_cuda_t *cb, const int *labels, int grads_to_ho
         CB_TRY(CK_CUDA(cudaMemsetAsync(cb->layers[li].dy, 0, (size_t)n * net->layers[li].size * sizeof(float),
                                        cb->stream)));
     const layer_t *last = &net->layers[L - 1];
-    CB_TRY(CK_CUDA(backend_cuda_k_softmax(s_input(cb, last), cb->d_probs, n, K, cb->stream)));
-    CB_TRY(CK_CUDA(backend_cuda_k_xent(cb->d_probs, cb->d_labels, n, K, 1.0f / (float)n, s_input_grad(cb, last),
+    CB_TRY(CK_CUDA(backend_cuda_k_softmax(cb_input(cb, last), cb->d_probs, n, K, cb->stream)));
+    CB_TRY(CK_CUDA(backend_cuda_k_xent(cb->d_probs, cb->d_labels, n, K, 1.0f / (float)n, cb_input_grad(cb, last),
                                        cb->d_lg, cb->d_hits, cb->stream)));
     for (int li = L - 2; li >= 0; li--) CB_TRY(s_layer_backward(cb, li, n));
     CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_lg, cb->d_lg, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost,
@@ -846,198 +773,6 @@ int backend_cuda_backward(backend_cuda_t *cb, const int *labels, int grads_to_ho
     if (n_correct) *n_correct = hits;
     if (grads_to_host) memcpy(net->grads, cb->h_grads, net->n_params * sizeof(float));
     cb->bwd_done = 1;
-    return 0;
-}
-
-/* ---- factor statistics ----------------------------------------------------------------- */
-
-/* F (d, d) = alpha X^T X for rows X (m, d) row-major, exactly symmetric, with
- * F[d-1][d-1] = 1 if corner. */
-static int s_gram(backend_cuda_t *cb, const float *X, int m, int d, float alpha, float *F, int corner) {
-    const float zero = 0.0f;
-    /* Column-major: X_cm = X^T (d x m, ld d); C (d x d) = alpha X_cm X_cm^T (SYRK, no transpose),
-     * written to its column-major LOWER triangle = the row-major UPPER one; then mirrored. */
-    CB_TRY(CK_BLAS(cublasSsyrk(cb->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, d, m, &alpha, X, d, &zero, F, d)));
-    return CK_CUDA(backend_cuda_k_symmetrize(F, d, corner, cb->stream));
-}
-
-/* Does slot ls describe layer l of the net (kfac_stats_new's layout)? */
-static int s_slot_matches(const kfac_stats_t *s, const kfac_layer_stats_t *ls, const net_t *net) {
-    if (ls->layer < 0 || ls->layer >= net->n_layers) return 0;
-    const layer_t *l = &net->layers[ls->layer];
-    if (l->kind != ls->kind) return 0;
-    int dims[KFAC_STATS_MAX_FACTORS], nf = 0;
-    if (l->kind == LAYER_FC) {
-        const int in = l->in_c * l->in_h * l->in_w, hb = l->has_bias ? 1 : 0;
-        if (ls->in != in || ls->out != l->out || ls->has_bias != hb) return 0;
-        if (ls->mode == KFAC_MODE_DOUBLY) {
-            if (ls->fm_c < 1 || ls->fm_t < 1 || ls->fm_c * ls->fm_t != in) return 0;
-            dims[nf++] = ls->fm_t; dims[nf++] = ls->fm_c; dims[nf++] = l->out;
-            if (hb) dims[nf++] = l->out;
-        } else if (ls->mode == KFAC_MODE_STANDARD) {
-            dims[nf++] = in + hb; dims[nf++] = l->out;
-        } else {
-            return 0;
-        }
-    } else if (l->kind == LAYER_CONV) {
-        const int K = l->in_c * l->k * l->k, hb = l->has_bias ? 1 : 0;
-        if (ls->in != K || ls->out != l->out || ls->positions != l->h * l->w || ls->has_bias != hb) return 0;
-        if (ls->mode != KFAC_MODE_KFC && ls->mode != KFAC_MODE_AVG) return 0;
-        dims[nf++] = K + hb; dims[nf++] = l->out;
-    } else if (l->kind == LAYER_BATCHNORM) {
-        if (ls->in != l->c || ls->positions != l->h * l->w) return 0;
-        dims[nf++] = l->c;
-    } else {
-        return 0;
-    }
-    if (ls->n_factors != nf) return 0;
-    for (int k = 0; k < nf; k++) {
-        const kfac_factor_t *f = &ls->f[k];
-        const int want = l->kind == LAYER_BATCHNORM ? KFAC_FACTOR_DIAG2X2 : KFAC_FACTOR_SYM;
-        if ((int)f->kind != want || f->dim != dims[k] || !f->data || f->data < s->arena) return 0;
-        if ((size_t)(f->data - s->arena) + kfac_factor_len(f) > s->n_floats) return 0;
-    }
-    return 1;
-}
-
-/* Device scratch (bytes) slot ls needs for n examples. */
-static size_t s_slot_scratch(const kfac_layer_stats_t *ls, const net_t *net, int n) {
-    const layer_t *l = &net->layers[ls->layer];
-    const size_t N = (size_t)n, F = sizeof(float);
-    if (l->kind == LAYER_FC) {
-        if (ls->mode == KFAC_MODE_DOUBLY)
-            return s_align(N * (size_t)(ls->fm_t + ls->fm_c) * F) +
-                   backend_cuda_rank1_work_len(n, ls->fm_c, ls->fm_t) * sizeof(double);
-        return ls->has_bias ? N * (size_t)(ls->in + 1) * F : 0;
-    }
-    if (l->kind == LAYER_CONV) {
-        const size_t P = (size_t)ls->positions, Kd = (size_t)ls->in + (size_t)ls->has_bias, O = (size_t)ls->out;
-        if (ls->mode == KFAC_MODE_AVG) return s_align(N * Kd * F) + N * O * F;
-        return s_align(N * P * Kd * F) + N * P * O * F;
-    }
-    return 2 * N * (size_t)ls->in * sizeof(double); /* batchnorm */
-}
-
-/* Make sure the device factor arena, the pinned copy and the scratch fit s. */
-static int s_stats_buffers(backend_cuda_t *cb, const kfac_stats_t *s) {
-    const net_t *net = cb->net;
-    size_t scratch = 0;
-    for (int j = 0; j < s->n_layers; j++) {
-        size_t b = s_slot_scratch(&s->layers[j], net, net->batch_cap);
-        if (b > scratch) scratch = b;
-    }
-    const int grow = s->n_floats > cb->factors_len || s->n_floats > cb->h_factors_len || scratch > cb->scratch_bytes;
-    if (!grow) return 0;
-    CB_TRY(CK_CUDA(cudaStreamSynchronize(cb->stream))); /* nothing may still use the old buffers */
-    if (s->n_floats > cb->factors_len) {
-        if (cb->d_factors) CB_TRY(CK_CUDA(cudaFree(cb->d_factors)));
-        cb->d_factors = NULL;
-        cb->factors_len = 0;
-        CB_TRY(s_dalloc(cb, (void **)&cb->d_factors, s->n_floats * sizeof(float)));
-        cb->factors_len = s->n_floats;
-    }
-    if (s->n_floats > cb->h_factors_len) {
-        if (cb->h_factors) CB_TRY(CK_CUDA(cudaFreeHost(cb->h_factors)));
-        cb->h_factors = NULL;
-        cb->h_factors_len = 0;
-        CB_TRY(s_halloc(cb, (void **)&cb->h_factors, s->n_floats * sizeof(float)));
-        cb->h_factors_len = s->n_floats;
-    }
-    if (scratch > cb->scratch_bytes) {
-        if (cb->d_scratch) CB_TRY(CK_CUDA(cudaFree(cb->d_scratch)));
-        cb->d_scratch = NULL;
-        cb->scratch_bytes = 0;
-        CB_TRY(s_dalloc(cb, &cb->d_scratch, scratch));
-        cb->scratch_bytes = scratch;
-    }
-    return 0;
-}
-
-static int s_slot_stats(backend_cuda_t *cb, const kfac_stats_t *s, const kfac_layer_stats_t *ls, int n) {
-    const net_t *net = cb->net;
-    const layer_t *l = &net->layers[ls->layer];
-    const cb_layer_t *c = &cb->layers[ls->layer];
-    const float g_scale = (float)n; /* nn's loss is the batch mean: g = n dy */
-    const float g_alpha = g_scale * g_scale / (float)n;
-    float *f[KFAC_STATS_MAX_FACTORS];
-    for (int k = 0; k < ls->n_factors; k++) f[k] = cb->d_factors + (ls->f[k].data - s->arena);
-    float *scr = cb->d_scratch;
-    const float *in = s_input(cb, l);
-    const int hb = ls->has_bias;
-    if (l->kind == LAYER_FC && ls->mode == KFAC_MODE_DOUBLY) {
-        const int C = ls->fm_c, T = ls->fm_t;
-        float *Km = scr, *Pm = scr + (size_t)n * T;
-        double *work = (double *)((char *)cb->d_scratch + s_align((size_t)n * (T + C) * sizeof(float)));
-        CB_TRY(CK_CUDA(backend_cuda_k_rank1(in, n, C, T, Km, Pm, CB_RANK1_MAX_ITER, CB_RANK1_TOL, work, cb->stream)));
-        CB_TRY(s_gram(cb, Km, n, T, 1.0f / (float)n, f[0], 0)); /* E[K K^T] */
-        CB_TRY(s_gram(cb, Pm, n, C, 1.0f / (float)n, f[1], 0)); /* E[Psi Psi^T] */
-        CB_TRY(s_gram(cb, c->dy, n, ls->out, g_alpha, f[2], 0)); /* E[g g^T] */
-        if (hb)
-            CB_TRY(CK_CUDA(cudaMemcpyAsync(f[3], f[2], (size_t)ls->out * ls->out * sizeof(float),
-                                           cudaMemcpyDeviceToDevice, cb->stream)));
-        return 0;
-    }
-    if (l->kind == LAYER_FC) {
-        const float *X = in;
-        if (hb) {
-            CB_TRY(CK_CUDA(backend_cuda_k_augment(in, scr, n, ls->in, cb->stream)));
-            X = scr;
-        }
-        CB_TRY(s_gram(cb, X, n, ls->in + hb, 1.0f / (float)n, f[0], hb)); /* A = E[[a;1][a;1]^T] */
-        return s_gram(cb, c->dy, n, ls->out, g_alpha, f[1], 0);           /* G = E[g g^T] */
-    }
-    if (l->kind == LAYER_CONV) {
-        const int P = ls->positions, Kd = ls->in + hb, O = ls->out;
-        if (ls->mode == KFAC_MODE_KFC) {
-            float *dyt = (float *)((char *)cb->d_scratch + s_align((size_t)n * P * Kd * sizeof(float)));
-            CB_TRY(CK_CUDA(backend_cuda_k_im2col(in, scr, n, l->in_c, l->in_h, l->in_w, l->k, l->stride, l->pad, l->h,
-                                                 l->w, Kd, hb, cb->stream)));
-            /* A = (1/(nP)) sum over (example, position) rows of [p;1][p;1]^T */
-            CB_TRY(s_gram(cb, scr, n * P, Kd, 1.0f / (float)(n * P), f[0], hb));
-            CB_TRY(CK_CUDA(backend_cuda_k_transpose_dy(c->dy, dyt, n, O, P, cb->stream)));
-            return s_gram(cb, dyt, n * P, O, g_alpha, f[1], 0); /* G = (1/n) sum_i sum_t g g^T */
-        }
-        float *sums = (float *)((char *)cb->d_scratch + s_align((size_t)n * Kd * sizeof(float)));
-        CB_TRY(CK_CUDA(backend_cuda_k_patch_means(in, scr, n, l->in_c, l->in_h, l->in_w, l->k, l->stride, l->pad,
-                                                  l->h, l->w, Kd, hb, 1.0f / (float)P, cb->stream)));
-        CB_TRY(s_gram(cb, scr, n, Kd, 1.0f / (float)n, f[0], hb)); /* A = E[m m^T] */
-        CB_TRY(CK_CUDA(backend_cuda_k_pos_sums(c->dy, sums, n, O, P, cb->stream)));
-        return s_gram(cb, sums, n, O, g_alpha, f[1], 0); /* G = E[s s^T] */
-    }
-    /* batch normalization: unit-wise 2x2 blocks */
-    return CK_CUDA(backend_cuda_k_bn_factor(c->xhat, c->dy, n, l->c, l->h * l->w, g_scale, f[0],
-                                            (double *)cb->d_scratch, cb->stream));
-}
-
-int backend_cuda_stats(backend_cuda_t *cb, kfac_stats_t *s) {
-    if (cb->failed) return cb->failed;
-    const net_t *net = cb->net;
-    const int n = cb->fwd_n;
-    if (n < 1 || !cb->bwd_done) return -EINVAL;
-    if (n > s->batch_cap || !s->arena) {
-        log_error("backend_stats: batch of %d examples, statistics sized for %d", n, s->batch_cap);
-        return -EINVAL;
-    }
-    for (int j = 0; j < s->n_layers; j++)
-        if (!s_slot_matches(s, &s->layers[j], net)) {
-            log_error("backend_stats: statistics slot %d (layer %d) does not match this network", j,
-                      s->layers[j].layer);
-            return -EINVAL;
-        }
-    if (s->n_layers == 0 || s->n_floats == 0) return 0;
-    CB_TRY(CK_CUDA(cudaSetDevice(cb->device)));
-    CB_TRY(s_stats_buffers(cb, s));
-    for (int j = 0; j < s->n_layers; j++) CB_TRY(s_slot_stats(cb, s, &s->layers[j], n));
-    /* Only the factor matrices cross to the host: the whole arena in one copy. */
-    CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_factors, cb->d_factors, s->n_floats * sizeof(float), cudaMemcpyDeviceToHost,
-                                   cb->stream)));
-    CB_TRY(CK_CUDA(cudaStreamSynchronize(cb->stream)));
-    memcpy(s->arena, cb->h_factors, s->n_floats * sizeof(float));
-    for (int j = 0; j < s->n_layers; j++)
-        for (int k = 0; k < s->layers[j].n_factors; k++) {
-            s->layers[j].f[k].n_samples = n;
-            s->layers[j].f[k].n_updates = 1;
-        }
     return 0;
 }
 
