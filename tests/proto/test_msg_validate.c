@@ -1,0 +1,437 @@
+/* tests/proto/test_msg_validate.c — msg_validate() (proto/msg.h) on each kind of
+ * bad content: wrong version, wrong role, NaN/Inf (the error names the field
+ * and index), sizes against data lengths and against the model, limits.
+ *
+ * Random contents come from a fresh seed (/dev/urandom) printed in every
+ * failure message. Floats must survive the wire bit for bit (no tolerance:
+ * the encoding is a memcpy of IEEE-754 float32).
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/base/rng.h"
+#include "proto/msg.h"
+#include "tests/lib/msg_fixture.h"
+#include "tests/lib/seed.h"
+
+/* ---- validation --------------------------------------------------------- */
+
+/* Encode, decode, validate; returns msg_validate's code, err filled. */
+static int s_validate_wire(msgfx_ctx_t *c, const msg_t *m, char *err, size_t err_len) {
+    msg_t d;
+    msgfx_wire(c, m, &d);
+    err[0] = 0;
+    int rc = msg_validate(&d, &c->lim, err, err_len);
+    msg_clear(&d);
+    return rc;
+}
+
+START_TEST(test_msg_validate_protocol_version) {
+    msgfx_ctx_t c;
+    msgfx_ctx_init(&c);
+    msg_t m;
+    char err[256];
+    msgfx_random_msg(&c, MSG_HELLO, &m);
+    m.protocol_version = 2;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EPROTO);
+    ck_assert_str_eq(err, "protocol version 2 does not match this build's 1");
+    m.protocol_version = 0;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EPROTO);
+    msg_clear(&m);
+
+    char why[200];
+    msg_version_refusal(why, sizeof why, 2, MSG_ROLE_WORKER);
+    ck_assert_str_eq(why, "protocol version 2 does not match the server's 1; upgrade kfac-ps");
+    msg_version_refusal(why, sizeof why, 0, MSG_ROLE_WORKER);
+    ck_assert_str_eq(why, "protocol version 0 does not match the server's 1; upgrade kfac-worker");
+    msg_version_refusal(why, sizeof why, 0, MSG_ROLE_INVERTD);
+    ck_assert_str_eq(why, "protocol version 0 does not match the server's 1; upgrade kfac-invertd");
+}
+END_TEST
+
+START_TEST(test_msg_validate_role) {
+    msgfx_ctx_t c;
+    msgfx_ctx_init(&c);
+    msg_t m;
+    char err[256];
+    msgfx_random_msg(&c, MSG_JOB, &m);
+    m.role = MSG_ROLE_WORKER;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "a worker may not send job");
+    m.role = (msg_role_t)9;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "job: unknown sender role 9");
+    msg_clear(&m);
+    msgfx_random_msg(&c, MSG_GRAD_PUSH, &m);
+    m.role = MSG_ROLE_INVERTD;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "a invertd may not send grad_push");
+    msg_clear(&m);
+    /* every type has at least one role that may send it, PS and clients differ */
+    for (int t = MSG_HELLO; t < MSG_TYPE_COUNT; t++) {
+        int any = 0;
+        for (int r = 1; r < MSG_ROLE_COUNT; r++) any |= msg_role_may_send((msg_role_t)r, (msg_type_t)t);
+        ck_assert_msg(any, "nobody may send %s", msg_type_name((msg_type_t)t));
+    }
+    ck_assert(!msg_role_may_send(MSG_ROLE_PS, MSG_HELLO));
+    ck_assert(!msg_role_may_send(MSG_ROLE_TOOL, MSG_GRAD_PUSH));
+}
+END_TEST
+
+/* Sets element k of the float field selected by `which` to v; returns the
+ * field's name for the expected message, or NULL when the message has no
+ * such (non-empty) field. */
+static const char *s_poison(msg_t *m, int which, float v, size_t *k, rng_t *r, char *name, size_t name_len) {
+    float *x = NULL;
+    size_t n = 0;
+    const char *field = NULL;
+    msg_stats_t *st = NULL;
+    const char *stats_field = NULL;
+    switch (m->type) {
+    case MSG_PARAMS:
+        if (which == 0) { x = m->params.params; n = m->params.n_params; field = "params.params"; }
+        if (which == 1) { x = m->params.state; n = m->params.n_state; field = "params.state"; }
+        break;
+    case MSG_GRAD_PUSH:
+        if (which == 0) { x = m->grad_push.grad; n = m->grad_push.n_grad; field = "grad_push.grad"; }
+        if (which == 1) { x = m->grad_push.state; n = m->grad_push.n_state; field = "grad_push.state"; }
+        if (which == 2) { st = &m->grad_push.stats; stats_field = "grad_push.stats"; }
+        break;
+    case MSG_STATS_PUSH:
+        if (which == 0) { st = &m->stats_push.stats; stats_field = "stats_push.stats"; }
+        break;
+    case MSG_JOB:
+        if (which == 0) { x = m->job.packed; n = m->job.n_packed; field = "job.packed"; }
+        break;
+    case MSG_JOB_RESULT:
+        if (which == 0) { x = m->job_result.inverse; n = m->job_result.n_inverse; field = "job_result.inverse"; }
+        if (which == 1) { x = m->job_result.eigvecs; n = m->job_result.n_eigvecs; field = "job_result.eigvecs"; }
+        if (which == 2) { x = m->job_result.eigvals; n = m->job_result.n_eigvals; field = "job_result.eigvals"; }
+        break;
+    default:
+        break;
+    }
+    if (st && st->n_layers) {
+        size_t l = rng_below(r, (uint32_t)st->n_layers);
+        size_t f = rng_below(r, (uint32_t)st->layers[l].n_factors);
+        x = st->layers[l].factors[f].data;
+        n = st->layers[l].factors[f].n_data;
+        snprintf(name, name_len, "%s.layers[%zu].factors[%zu].data", stats_field, l, f);
+        field = name;
+    } else if (field) {
+        snprintf(name, name_len, "%s", field);
+        field = name;
+    }
+    if (!field || n == 0) return NULL;
+    *k = rng_below(r, (uint32_t)n);
+    x[*k] = v;
+    return field;
+}
+
+START_TEST(test_msg_validate_nonfinite_names_field) {
+    msgfx_ctx_t c;
+    msgfx_ctx_init(&c);
+    static const msg_type_t types[] = {MSG_PARAMS, MSG_GRAD_PUSH, MSG_STATS_PUSH, MSG_JOB, MSG_JOB_RESULT};
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    int checked = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (int which = 0; which < 3; which++) {
+            for (int rep = 0; rep < 12; rep++) {
+                msg_t m;
+                msgfx_random_msg(&c, types[ti], &m);
+                size_t k = 0;
+                char name[200], err[256], want[256];
+                float v = bad[rep % 3];
+                const char *field = s_poison(&m, which, v, &k, &c.rng, name, sizeof name);
+                if (field) {
+                    snprintf(want, sizeof want, "%s[%zu] is %s", field, k, isnan(v) ? "NaN" : "Inf");
+                    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+                    ck_assert_msg(strcmp(err, want) == 0, "seed %llu: got '%s', want '%s'",
+                                  (unsigned long long)c.seed, err, want);
+                    checked++;
+                }
+                msg_clear(&m);
+            }
+        }
+    }
+    ck_assert_int_gt(checked, 50);
+
+    /* scalars */
+    msg_t m;
+    char err[256];
+    msgfx_random_msg(&c, MSG_GRAD_PUSH, &m);
+    m.grad_push.loss = NAN;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.loss is NaN");
+    m.grad_push.loss = 1;
+    m.grad_push.compute_ms = INFINITY;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.compute_ms is Inf");
+    msg_clear(&m);
+    msgfx_random_msg(&c, MSG_JOB, &m);
+    m.job.damping = -INFINITY;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "job.damping is Inf");
+    m.job.damping = -1e-3;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "job.damping is negative (-0.001)");
+    msg_clear(&m);
+}
+END_TEST
+
+/* The sizes sent with a tensor must match its data (protobuf-c does not
+ * check), and the model's shapes. */
+START_TEST(test_msg_validate_dims_mismatch) {
+    msgfx_ctx_t c;
+    msgfx_ctx_init(&c);
+    msg_t m;
+    char err[256], want[256];
+
+    /* factor data one float short */
+    msgfx_random_msg(&c, MSG_STATS_PUSH, &m);
+    msg_factor_t *f = &m.stats_push.stats.layers[0].factors[0];
+    f->n_data--;
+    snprintf(want, sizeof want,
+             "stats_push.stats.layers[0].factors[0]: n=%u n_blocks=%u needs %zu floats, got %zu", f->n,
+             f->n_blocks, f->n_data + 1, f->n_data);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_msg(strcmp(err, want) == 0, "got '%s' want '%s'", err, want);
+    f->n_data++;
+    /* factor n differs from the model */
+    uint32_t layer = m.stats_push.stats.layers[0].layer;
+    if (f->kind != MSG_FACTOR_BN) {
+        free(f->data);
+        f->n++;
+        f->n_data = msg_packed_len(f->n);
+        f->data = calloc(f->n_data, sizeof(float));
+        ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+        ck_assert_msg(strstr(err, "the model has a") != NULL, "got '%s'", err);
+    }
+    msg_clear(&m);
+
+    /* a layer twice */
+    do {
+        msg_clear(&m);
+        msgfx_random_msg(&c, MSG_STATS_PUSH, &m);
+    } while (m.stats_push.stats.n_layers < 2);
+    layer = m.stats_push.stats.layers[0].layer;
+    m.stats_push.stats.layers[1].layer = layer;
+    snprintf(want, sizeof want, "stats_push.stats.layers[1]: layer %u appears twice", layer);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    msg_clear(&m);
+
+    /* a layer without factors in the model */
+    msgfx_random_msg(&c, MSG_STATS_PUSH, &m);
+    m.stats_push.stats.layers[0].layer = c.model.n_layers; /* past the model */
+    snprintf(want, sizeof want, "stats_push.stats.layers[0]: layer %u has no Kronecker factors in this model",
+             c.model.n_layers);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    msg_clear(&m);
+
+    /* batch norm must be 2x2 blocks; others one block */
+    msg_init(&m, MSG_STATS_PUSH, MSG_ROLE_STATSD, 1);
+    m.stats_push.n_examples = 1;
+    msg_layer_stats_t ls = {.layer = 0, .n_factors = 1};
+    msg_factor_t bf;
+    msgfx_factor(&c.rng, &bf, MSG_FACTOR_BN, 3, 2);
+    ls.factors = &bf;
+    m.stats_push.stats.layers = &ls;
+    m.stats_push.stats.n_layers = 1;
+    const msg_model_shape_t *saved = c.lim.model;
+    c.lim.model = NULL;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "stats_push.stats.layers[0].factors[0]: a BN factor has n=2 (2x2 blocks), got n=3 n_blocks=2");
+    free(bf.data);
+    msgfx_factor(&c.rng, &bf, MSG_FACTOR_A, 3, 2);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "stats_push.stats.layers[0].factors[0]: a A factor has one block, got n=3 n_blocks=2");
+    free(bf.data);
+    msgfx_factor(&c.rng, &bf, MSG_FACTOR_A, 3, 1);
+    bf.data[msg_packed_index(3, 1, 1)] = -0.5f;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "stats_push.stats.layers[0].factors[0]: diagonal element (1,1) is negative (-0.5): "
+                          "not a second-moment matrix");
+    free(bf.data);
+    c.lim.model = saved;
+
+    /* job packed length and target */
+    msgfx_random_msg(&c, MSG_JOB, &m);
+    m.job.n_packed--;
+    snprintf(want, sizeof want, "job.packed: n=%u needs %zu floats, got %zu", m.job.n, m.job.n_packed + 1,
+             m.job.n_packed);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    m.job.n_packed++;
+    m.job.factor = 7;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "got factor 7") != NULL, "got '%s'", err);
+    msg_clear(&m);
+
+    /* eigen result: eigvecs must be n*n */
+    msg_init(&m, MSG_JOB_RESULT, MSG_ROLE_INVERTD, 1);
+    msgfx_job_target(&c, &m.job_result.layer, &m.job_result.factor, &m.job_result.n);
+    uint32_t n = m.job_result.n;
+    m.job_result.method = MSG_METHOD_EIGEN;
+    m.job_result.n_eigvecs = (size_t)n * n + 1;
+    m.job_result.eigvecs = msgfx_floats(&c.rng, m.job_result.n_eigvecs);
+    m.job_result.n_eigvals = n;
+    m.job_result.eigvals = msgfx_floats(&c.rng, n);
+    snprintf(want, sizeof want, "job_result.eigvecs: n=%u needs %u floats, got %u", n, n * n, n * n + 1);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    m.job_result.n_eigvecs--;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), 0);
+    m.job_result.error = strdup("not positive definite");
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "job_result: a failed job carries no data");
+    msg_clear(&m);
+
+    /* params against the model; state must be all or nothing */
+    msgfx_random_msg(&c, MSG_PARAMS, &m);
+    m.params.n_params--;
+    snprintf(want, sizeof want, "params.params: expected %zu floats, got %zu", m.params.n_params + 1,
+             m.params.n_params);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    m.params.n_params++;
+    free(m.params.state);
+    m.params.n_state = c.model.n_state + 1;
+    m.params.state = msgfx_floats(&c.rng, m.params.n_state);
+    snprintf(want, sizeof want, "params.state: expected %llu floats (or none), got %zu",
+             (unsigned long long)c.model.n_state, m.params.n_state);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    msg_clear(&m);
+
+    /* grad push counts */
+    msgfx_random_msg(&c, MSG_GRAD_PUSH, &m);
+    m.grad_push.n_correct = m.grad_push.n_examples + 1;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "grad_push.n_correct") == err, "got '%s'", err);
+    m.grad_push.n_examples = 0;
+    m.grad_push.n_correct = 0;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.n_examples must be at least 1");
+    msg_clear(&m);
+
+    /* a stats push without statistics */
+    msg_init(&m, MSG_STATS_PUSH, MSG_ROLE_STATSD, 1);
+    m.stats_push.n_examples = 4;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "stats_push.stats: no layers");
+}
+END_TEST
+
+START_TEST(test_msg_validate_limits) {
+    msgfx_ctx_t c;
+    msgfx_ctx_init(&c);
+    msg_t m;
+    char err[256], want[256];
+
+    /* a job with n over max_n (no model) */
+    c.lim.model = NULL;
+    c.lim.max_n = 20;
+    msg_init(&m, MSG_JOB, MSG_ROLE_PS, 1);
+    m.job.method = MSG_METHOD_CHOLESKY;
+    m.job.n = 21;
+    m.job.n_packed = msg_packed_len(21);
+    m.job.packed = calloc(m.job.n_packed, sizeof(float));
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "job: n=21 is over the limit of 20");
+    m.job.n = 0;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "job: n must be at least 1");
+    m.job.n = 20;
+    m.job.n_packed = msg_packed_len(20);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), 0);
+    m.job.method = (msg_method_t)5;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "job.method: unknown inversion method 5");
+    msg_clear(&m);
+
+    /* float arrays over max_floats */
+    c.lim.max_floats = 100;
+    msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 1);
+    m.params.n_params = 101;
+    m.params.params = msgfx_floats(&c.rng, 101);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "params.params: 101 floats is over the limit of 100");
+    msg_clear(&m);
+
+    /* a block-diagonal factor whose size overflows the limit */
+    msg_init(&m, MSG_STATS_PUSH, MSG_ROLE_STATSD, 1);
+    m.stats_push.n_examples = 1;
+    msg_layer_stats_t ls = {.layer = 0, .n_factors = 1};
+    msg_factor_t bf = {.kind = MSG_FACTOR_BN, .n = 2, .n_blocks = 4000000000u};
+    ls.factors = &bf;
+    m.stats_push.stats.layers = &ls;
+    m.stats_push.stats.n_layers = 1;
+    ck_assert_int_eq(msg_validate(&m, &c.lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "stats_push.stats.layers[0].factors[0]: n=2 n_blocks=4000000000 is over the limit of 100 floats");
+    /* layer index over max_layers */
+    bf.n_blocks = 1;
+    bf.n_data = 3;
+    float d3[3] = {1, 0, 1};
+    bf.data = d3;
+    ls.layer = c.lim.max_layers;
+    snprintf(want, sizeof want, "stats_push.stats.layers[0]: layer %u is over the limit of %u layers",
+             c.lim.max_layers, c.lim.max_layers);
+    ck_assert_int_eq(msg_validate(&m, &c.lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    ls.layer = 0;
+    ck_assert_int_eq(msg_validate(&m, &c.lim, err, sizeof err), 0);
+
+    /* strings */
+    c.lim.max_string = 8;
+    c.lim.max_text = 16;
+    msg_init(&m, MSG_HELLO, MSG_ROLE_WORKER, 1);
+    m.hello.build_id = "123456789";
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "hello.build_id: longer than the limit of 8 bytes");
+    m.hello.build_id = "12345678";
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), 0);
+    msg_init(&m, MSG_WELCOME, MSG_ROLE_PS, 1);
+    m.welcome.n_params = 10;
+    m.welcome.model_text = "0123456789abcdefg";
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "welcome.model_text: longer than the limit of 16 bytes");
+    m.welcome.model_text = "0123456789abcdef";
+    m.welcome.n_ranks = 2;
+    m.welcome.rank = 2;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "welcome.rank: 2 is not below n_ranks=2");
+
+    /* the size bound grows with the model and saturates without one */
+    msg_limits_t lim;
+    msg_limits_default(&lim);
+    ck_assert_int_gt(msg_limits_max_bytes(&lim), (int64_t)1 << 31);
+    lim.model = &c.model;
+    lim.max_text = 1000;
+    lim.max_string = 100;
+    c.model.n_params += 10000; /* the gradient is the largest message */
+    int64_t b1 = msg_limits_max_bytes(&lim);
+    ck_assert_int_lt(b1, (int64_t)1 << 20);
+    c.model.n_params += 1000;
+    ck_assert_int_ge(msg_limits_max_bytes(&lim) - b1, 4000);
+}
+END_TEST
+
+Suite *make_suite(void) {
+    Suite *s = suite_create("msg_validate");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_msg_validate_protocol_version);
+    tcase_add_test(tc, test_msg_validate_role);
+    tcase_add_test(tc, test_msg_validate_nonfinite_names_field);
+    tcase_add_test(tc, test_msg_validate_dims_mismatch);
+    tcase_add_test(tc, test_msg_validate_limits);
+    suite_add_tcase(s, tc);
+    return s;
+}
