@@ -4,6 +4,7 @@
 #   make check      install what is missing, fetch data, run every test
 #   make demo       train the MNIST CNN on a local cluster
 #   make check-asan the tests under AddressSanitizer + UBSan (build-asan/)
+#   make fuzz       libFuzzer harnesses (clang) in build-fuzz/; make fuzz-run runs them
 #   make bench      print benchmark figures (never pass/fail)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show full command lines;  CUDA=0 never touch CUDA
@@ -41,6 +42,10 @@ ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
+ifeq ($(SAN),fuzz)
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
 ifeq ($(CUDA),1)
 CFLAGS  += -DKFAC_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
@@ -69,6 +74,7 @@ include proto/module.mk
 include tools/module.mk
 include ps/module.mk worker/module.mk statsd/module.mk invertd/module.mk
 include tests/module.mk
+include tests/fuzz/module.mk
 include bench/module.mk
 include deploy/module.mk
 
@@ -122,6 +128,6 @@ clean:
 	rm -rf build build-asan
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,13p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,27 @@
+# tests/fuzz/: libFuzzer harnesses (clang, ASan + UBSan), built by `make fuzz`
+# into build-fuzz/ and run by `make fuzz-run` (FUZZ_SECONDS per harness):
+#   fuzz_msg         msg_decode + msg_validate (with and without a model shape)
+#   fuzz_config      the run-file parser with every role's option table
+#   fuzz_model_file  the model-file parser (and one forward pass of what parses)
+# Corpora start from real inputs: every message type (fuzz_msg_seeds), the
+# example and experiment run files, the model files; tests/fuzz/regress/<h>/
+# holds inputs that once crashed a harness, replayed on every run.
+FUZZ_HARNESSES := fuzz_msg fuzz_config fuzz_model_file
+FUZZ_SECONDS ?= 20
+FUZZ_BUILD := build-fuzz
+
+ifeq ($(SAN),fuzz)
+FUZZ_BINS := $(addprefix $(BUILD)/fuzz/,$(FUZZ_HARNESSES)) $(BUILD)/fuzz/fuzz_msg_seeds
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/fuzz_model.o $(PROTO_LIB) $(COMMON_LIB)
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) $(if $(filter msg_seeds,$*),,-fsanitize=fuzzer) -o $@ -Wl,--start-group $^ -Wl,--end-group $(LDLIBS)
+build-fuzz-bins: $(FUZZ_BINS)
+endif
+
+.PHONY: fuzz fuzz-run build-fuzz-bins
+fuzz: $(DEPS_STAMP)
+	$(Q)$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) SAN=fuzz CUDA=0 CC=clang OPT=-O1 build-fuzz-bins
+
+fuzz-run: fuzz
+	$(Q)sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
