@@ -9,6 +9,7 @@
  */
 #include "common/base/config.h"
 #include "common/base/config_int.h"
+#include "common/base/version.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -644,7 +645,7 @@ int config_parse_args(const config_spec_t *spec, void *cfg, int argc, char **arg
     static const char *origin = "command line";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (s_is(a, "--help") || s_is(a, "-h") || s_is(a, "--dump-config")) continue;
+        if (s_is(a, "--help") || s_is(a, "-h") || s_is(a, "--dump-config") || s_is(a, "--version")) continue;
         if (s_is_config(a)) {
             if (s_is(a, "--config")) i++;
             continue;
@@ -698,6 +699,10 @@ int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FIL
         const char *a = argv[i];
         if (s_is(a, "--help") || s_is(a, "-h")) {
             config_help(spec, out ? out : stdout);
+            return CONFIG_HELP;
+        }
+        if (s_is(a, "--version")) {
+            fprintf(out ? out : stdout, "%s %s\n", spec->program ? spec->program : "kfac", KFAC_BUILD_ID);
             return CONFIG_HELP;
         }
         if (s_is(a, "--dump-config")) dump = 1;

@@ -94,7 +94,7 @@ typedef struct config_spec {
       .def = (d), .min = 0, .max = 0, .help = (h), .names = (nm) }
 
 /* config_load() results besides 0 and -errno. */
-#define CONFIG_HELP 1  /* --help was printed: exit 0 */
+#define CONFIG_HELP 1  /* --help (or --version) was printed: exit 0 */
 #define CONFIG_DUMP 2  /* --dump-config printed the configuration: exit 0 */
 
 /* config_to_text() flags. */

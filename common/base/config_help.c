@@ -62,6 +62,7 @@ void config_help(const config_spec_t *spec, FILE *f) {
     fprintf(f, "  --config FILE\n      read settings from an INI file\n");
     fprintf(f, "  --dump-config\n      print the effective configuration and exit\n");
     fprintf(f, "  --help\n      print this help and exit\n");
+    fprintf(f, "  --version\n      print the program's version (build id and protocol) and exit\n");
     for (size_t i = 0; i < spec->n_opts; i++) {
         if (!s_first_in_section(spec, i)) continue;
         const char *sec = spec->opts[i].section;

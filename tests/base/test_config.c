@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/base/config.h"
+#include "common/base/version.h"
 #include "common/base/rng.h"
 
 typedef struct tcfg {
@@ -422,6 +423,30 @@ START_TEST(test_config_help_lists_every_option) {
 }
 END_TEST
 
+/* --version prints the program and the one build id, wherever it stands,
+ * and --help lists it. */
+START_TEST(test_config_version) {
+    char err[512], *buf = NULL;
+    size_t len = 0;
+    tcfg_t c = {0};
+    FILE *f = open_memstream(&buf, &len);
+    char *av[] = {"kfac-test", "--lr=0.3", "--version", "--batch_size", "7"};
+    ck_assert_int_eq(config_load(&s_spec, &c, 5, av, f, err, sizeof err), CONFIG_HELP);
+    fclose(f);
+    char want[256];
+    snprintf(want, sizeof want, "%s %s\n", s_spec.program, KFAC_BUILD_ID);
+    ck_assert_str_eq(buf, want);
+    free(buf);
+    config_release(&s_spec, &c);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    config_help(&s_spec, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "  --version\n"));
+    free(buf);
+}
+END_TEST
+
 static double s_rand_in(rng_t *r, double lo, double hi) {
     double u = rng_uniform(r);
     switch (rng_below(r, 3)) {
@@ -596,6 +621,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_config_dump_parse_roundtrip);
     tcase_add_test(tc, test_config_to_text_sections);
     tcase_add_test(tc, test_config_check_spec);
+    tcase_add_test(tc, test_config_version);
     suite_add_tcase(s, tc);
     return s;
 }
