@@ -10,6 +10,15 @@
 
 #include "common/base/affinity.h"
 
+/* The option table stores an OPT_ENUM through an int *: every enum field
+ * must be int-sized, and the names below list its values in order. */
+_Static_assert(sizeof(runcfg_optimizer_t) == sizeof(int) && sizeof(runcfg_stats_mode_t) == sizeof(int) &&
+                   sizeof(runcfg_refresh_t) == sizeof(int) && sizeof(runcfg_dataset_t) == sizeof(int) &&
+                   sizeof(lr_schedule_t) == sizeof(int) && sizeof(kfac_inv_method_t) == sizeof(int) &&
+                   sizeof(kfac_step_rule_t) == sizeof(int) && sizeof(kfac_wd_mode_t) == sizeof(int) &&
+                   sizeof(kfac_fisher_t) == sizeof(int) && sizeof(kfac_identity_mode_t) == sizeof(int) &&
+                   sizeof(backend_kind_t) == sizeof(int),
+               "runcfg enum fields are stored as int by the option table");
 static const char *const s_optimizers[] = {"kfac", "sgd", NULL};
 static const char *const s_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const s_methods[] = {"cholesky", "eigen", NULL};
@@ -151,7 +160,7 @@ int runcfg_load(runcfg_t *c, runcfg_role_t role, int argc, char **argv, char *er
 }
 
 int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
-    if (c->optimizer == 1 && c->max_inverse_staleness >= 0) {
+    if (c->optimizer == RUNCFG_OPTIMIZER_SGD && c->max_inverse_staleness >= 0) {
         snprintf(err, err_len, "[kfac] max_inverse_staleness = %d needs [optimizer] kind = kfac (it is sgd)",
                  c->max_inverse_staleness);
         return -EINVAL;
@@ -248,10 +257,10 @@ char *runcfg_shared_text(const runcfg_t *c) {
 
 void runcfg_kfac_opts(const runcfg_t *c, kfac_opts_t *o) {
     kfac_opts_default(o);
-    o->method = (kfac_inv_method_t)c->method;
+    o->method = c->method;
     o->damping = c->damping;
     o->stat_decay = c->stat_decay;
-    o->step_rule = (kfac_step_rule_t)c->step_rule;
+    o->step_rule = c->step_rule;
     o->lr = c->lr;
     o->eta_max = c->eta_max;
     o->kl_c0 = c->kl_c0;
@@ -260,14 +269,14 @@ void runcfg_kfac_opts(const runcfg_t *c, kfac_opts_t *o) {
     o->kl_clip = c->kl_clip;
     o->momentum = c->momentum;
     o->weight_decay = c->weight_decay;
-    o->wd_mode = (kfac_wd_mode_t)c->wd_mode;
+    o->wd_mode = c->wd_mode;
     o->polyak_decay = c->polyak_decay;
-    o->identity_mode = c->identity ? KFAC_IDENTITY_DAMPED : KFAC_IDENTITY_SGD;
+    o->identity_mode = c->identity;
 }
 
 void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s) {
     memset(s, 0, sizeof *s);
-    s->kind = (lr_schedule_t)c->lr_schedule;
+    s->kind = c->lr_schedule;
     s->base = c->lr;
     s->gamma = c->lr_gamma;
     s->every = (long)c->lr_every;
@@ -277,7 +286,7 @@ void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s) {
 }
 
 const char *runcfg_dataset_name(const runcfg_t *c) {
-    return (unsigned)c->dataset < 3 ? s_datasets[c->dataset] : "mnist";
+    return (unsigned)c->dataset <= RUNCFG_DATASET_CIFAR10 ? s_datasets[c->dataset] : "mnist";
 }
 
 void runcfg_release(runcfg_t *c) {

@@ -22,12 +22,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/backend/backend.h"
 #include "common/base/config.h"
 #include "common/kfac/kfac_opt.h"
 #include "common/kfac/kfac_step.h"
 #include "common/kfac/kfac_refresh.h"
 #include "common/kfac/kfac_schedule.h"
 #include "common/nn/sgd.h"
+
+/* The settings with named values, stored as these enums (the option table's
+ * names, in order: the table writes each as an int). */
+typedef enum { RUNCFG_OPTIMIZER_KFAC = 0, RUNCFG_OPTIMIZER_SGD } runcfg_optimizer_t;
+typedef enum {
+    RUNCFG_STATS_ASYNC = 0, /* statistics from kfac-statsd */
+    RUNCFG_STATS_SYNC,      /* the workers send statistics with their gradients */
+} runcfg_stats_mode_t;
+typedef enum {
+    RUNCFG_REFRESH_CONTINUOUS = 0, /* every block as soon as an inverse daemon is free */
+    RUNCFG_REFRESH_EVERY,          /* all blocks every inverse_every steps */
+    RUNCFG_REFRESH_ADAPTIVE,       /* SP-NGD Algorithm 2 per block */
+} runcfg_refresh_t;
+typedef enum { RUNCFG_DATASET_MNIST = 0, RUNCFG_DATASET_FASHION_MNIST, RUNCFG_DATASET_CIFAR10 } runcfg_dataset_t;
 
 typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,
                RUNCFG_ROLE_TRAIN, RUNCFG_ROLE_COUNT } runcfg_role_t;
@@ -46,15 +61,15 @@ typedef struct runcfg {
     char *model;             /* model file */
     double doubly_min_in;    /* fc layers on a feature map wider than this become doubly-factored */
     /* [data] */
-    int dataset;             /* index into runcfg_dataset_name: mnist | fashion-mnist | cifar10 */
+    runcfg_dataset_t dataset; /* mnist | fashion-mnist | cifar10 */
     char *data_dir;
     int batch;               /* per gradient worker */
     bool augment;
     int train_n;             /* use the first train_n training examples (0: all) */
     /* [optimizer] */
-    int optimizer;           /* 0 kfac, 1 sgd */
+    runcfg_optimizer_t optimizer;
     double lr;
-    int lr_schedule;         /* lr_schedule_t */
+    lr_schedule_t lr_schedule;
     double lr_gamma;
     uint64_t lr_every;
     uint64_t lr_warmup;
@@ -62,23 +77,23 @@ typedef struct runcfg {
     double momentum;
     double weight_decay;
     /* [kfac] */
-    int method;              /* kfac_inv_method_t */
+    kfac_inv_method_t method;
     double damping;
     double stat_decay;
-    int step_rule;           /* kfac_step_rule_t */
+    kfac_step_rule_t step_rule;
     double eta_max, kl_c0, kl_zeta;
     uint64_t kl_decay_every;
     double kl_clip;
-    int wd_mode;             /* kfac_wd_mode_t */
+    kfac_wd_mode_t wd_mode;
     double polyak_decay;
-    int fisher;              /* kfac_fisher_t */
-    int stats_mode;          /* 0 async (statsd), 1 sync (workers send stats) */
+    kfac_fisher_t fisher;
+    runcfg_stats_mode_t stats_mode;
     int stats_every;         /* sync / in-process: statistics every N steps */
     int inverse_every;       /* in-process and refresh=every: inverses every N steps */
-    int refresh;             /* 0 continuous, 1 every (synchronous every N), 2 adaptive (SP-NGD Alg. 2) */
+    runcfg_refresh_t refresh;
     double refresh_alpha;
     int max_inverse_staleness; /* -1: unbounded; k: a step waits until every inverse is <= k versions old */
-    int identity;            /* layers without inverses: 0 sgd (plain gradient), 1 damped */
+    kfac_identity_mode_t identity; /* layers without inverses: plain gradient or damped identity */
     char *interval_milestones; /* steps at which stats_every and inverse_every are scaled (Pauloski sec. V-C) */
     double interval_factor;  /* the scale applied at each interval milestone */
     char *damping_milestones; /* steps at which the damping is scaled */
@@ -99,14 +114,14 @@ typedef struct runcfg {
     /* [worker] */
     int worker_id;
     int worker_threads;
-    int device;              /* 0 auto, 1 cpu, 2 cuda */
+    backend_kind_t device;
     char *worker_cpus;       /* CPU list ("": no pinning) */
     /* [statsd] */
     int statsd_id;
     int statsd_threads;
     int statsd_batch;        /* 0: the data batch */
     char *statsd_cpus;       /* CPU list ("": no pinning) */
-    int statsd_device;       /* 0 auto, 1 cpu, 2 cuda */
+    backend_kind_t statsd_device;
     /* [invertd] */
     int invertd_id;
     int invertd_threads;
