@@ -33,7 +33,8 @@ run() {
     77)
       skip=$((skip + 1)); skipped="$skipped $name"
       why=$(grep -o 'skipped: .*' "$log" | tail -n 1)
-      echo "$name: ${why:-skipped: (no reason given)}" ;;
+      line="$name: ${why:-skipped: (no reason given)}"
+      [ "$(tail -n 1 "$log")" = "$line" ] || echo "$line" ;;
     *) fail=$((fail + 1)); failed="$failed $name"; echo "$name: FAILED (status $st)" ;;
   esac
 }
