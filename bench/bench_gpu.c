@@ -21,22 +21,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "common/base/blas.h"
 #include "common/backend/backend.h"
 #include "common/base/blas.h"
+#include "common/base/clock.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/base/log.h"
 #include "common/nn/nn.h"
 #include "common/base/rng.h"
-
-static double s_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct bench_data {
     float *x;
@@ -60,11 +53,11 @@ static void s_measure(backend_t *b, net_t *net, kfac_stats_t *s, const bench_dat
                       double *t_step, double *t_stats) {
     s_step(b, net, d); /* warm-up */
     int k = 0;
-    double t0 = s_now(), t = 0.0;
+    double t0 = clock_now_s(), t = 0.0;
     while (k < 3 || t < seconds) {
         s_step(b, net, d);
         k++;
-        t = s_now() - t0;
+        t = clock_now_s() - t0;
     }
     *t_step = t / k;
     *t_stats = -1.0;
@@ -75,14 +68,14 @@ static void s_measure(backend_t *b, net_t *net, kfac_stats_t *s, const bench_dat
     }
     k = 0;
     t = 0.0;
-    t0 = s_now();
+    t0 = clock_now_s();
     while (k < 3 || t < seconds / 2) {
         if (backend_stats(b, s)) {
             fprintf(stderr, "bench_gpu: statistics failed on %s\n", backend_describe(b));
             exit(1);
         }
         k++;
-        t = s_now() - t0;
+        t = clock_now_s() - t0;
     }
     *t_stats = t / k;
 }

@@ -18,19 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/base/clock.h"
 #include "common/base/blas.h"
 #include "common/kfac/kfac_inverse.h"
 #include "common/kfac/kfac_linalg.h"
 #include "common/base/rng.h"
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int s_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -86,22 +80,22 @@ static int s_bench(int n, int reps) {
     for (int k = 0; k < reps; k++) {
         memcpy(a, F, sizeof(float) * (size_t)n * (size_t)n); /* not timed: LAPACK overwrites */
         kfac_linalg_add_diagonal(a, n, d);
-        double t0 = s_now();
+        double t0 = clock_now_s();
         /* bare: F + dI = L L^T (column-major lower = row-major upper) ... */
         lapack_int info = LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', n, a, n);
         /* ... and (L L^T)^{-1} over the same triangle */
         if (info == 0) info = LAPACKE_spotri_work(LAPACK_COL_MAJOR, 'L', n, a, n);
-        t_bare[k] = s_now() - t0;
+        t_bare[k] = clock_now_s() - t0;
         if (info != 0) {
             fprintf(stderr, "bench_kfac_inverse: bare spotrf/spotri info=%d\n", (int)info);
             goto cleanup;
         }
-        t0 = s_now();
+        t0 = clock_now_s();
         int e = kfac_inverse_compute(F, n, d, KFAC_INV_CHOLESKY, h, &st);
-        t_chol[k] = s_now() - t0;
-        t0 = s_now();
+        t_chol[k] = clock_now_s() - t0;
+        t0 = clock_now_s();
         e |= kfac_inverse_compute(F, n, d, KFAC_INV_EIGEN, h, &st);
-        t_eig[k] = s_now() - t0;
+        t_eig[k] = clock_now_s() - t0;
         if (e) {
             fprintf(stderr, "bench_kfac_inverse: inversion failed at n=%d\n", n);
             goto cleanup;

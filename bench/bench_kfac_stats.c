@@ -5,8 +5,9 @@
  *
  * Part 1: for factor sizes d = 256, 1024, 2048, the fc statistics (A from
  * a (n, d-1) with the homogeneous coordinate, G from dy (n, d)) and the conv
- * KFC statistics (patches (n*P, d-1), dy (n, d, P), including the dy
- * transpose) are timed and reported in GFLOP/s of useful work (a SYRK of an
+ * KFC statistics (kfac_stats_conv_cm, the path kfac_stats_compute takes:
+ * channel-major patches (d-1, n*P) as nn's l->cols, dy (n, d, P)) are timed
+ * and reported in GFLOP/s of useful work (a SYRK of an
  * m x k matrix is m k (k+1) flops; the column means 2 m k), next to sgemm
  * computing the same Gram matrices in full (2 m k^2 flops each). The ratio
  * stats/sgemm is the efficiency figure (target >= 80%).
@@ -25,19 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/base/clock.h"
 #include "common/base/blas.h"
 #include "common/kfac/kfac_inverse.h"
 #include "common/kfac/kfac_linalg.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/base/rng.h"
-
-static double s_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static float *s_rand(rng_t *r, size_t n, int nonneg) {
     float *x = malloc(n * sizeof *x);
@@ -55,30 +50,31 @@ static float *s_rand(rng_t *r, size_t n, int nonneg) {
 typedef struct {
     const float *x, *dy;
     int n, P, K, out;
+    int cm;  /* x is channel-major (K, n*P) (conv), else (n*P, K) (fc) */
     float *A, *G, *work, *C1, *C2;
 } job_t;
 
 typedef int (*fn_t)(job_t *);
 
 static double s_time(fn_t f, job_t *j) {
-    double t0 = s_now();
+    double t0 = clock_now_s();
     if (f(j) != 0) {
         fprintf(stderr, "bench_kfac_stats: call failed\n");
         exit(1);
     }
-    return s_now() - t0;
+    return clock_now_s() - t0;
 }
 
 /* Best times of f and g, measured alternately so that both see the same
  * machine load (the ratio is the figure of interest). */
 static void s_best_pair(fn_t f, fn_t g, job_t *j, double *tf, double *tg) {
-    double start = s_now();
+    double start = clock_now_s();
     *tf = *tg = 1e30;
     for (int rep = 0; rep < 50; rep++) {
         double a = s_time(f, j), b = s_time(g, j);
         if (a < *tf) *tf = a;
         if (b < *tg) *tg = b;
-        if (rep >= 2 && s_now() - start > 1.0) break;
+        if (rep >= 2 && clock_now_s() - start > 1.0) break;
     }
 }
 
@@ -87,16 +83,21 @@ static int s_fc(job_t *j) {
 }
 
 static int s_kfc(job_t *j) {
-    return kfac_stats_conv(KFAC_MODE_KFC, j->x, j->dy, j->n, j->P, j->K, j->out, 1, (float)j->n, j->A, j->G,
-                           j->work);
+    return kfac_stats_conv_cm(KFAC_MODE_KFC, j->x, j->dy, j->n, j->P, j->K, j->out, 1, (float)j->n, j->A, j->G,
+                              j->work);
 }
 
 /* The same two Gram matrices with plain sgemm (full matrices). */
 static int s_gemm(job_t *j) {
     int m = j->n * j->P;
-    /* C1 (K, K) = x^T x; x (m, K) row-major. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->K, j->K, m, 1.0f, j->x, j->K, j->x, j->K, 0.0f,
-                j->C1, j->K);
+    if (!j->cm)
+        /* C1 (K, K) = x^T x; x (m, K) row-major (fc: one row per example). */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->K, j->K, m, 1.0f, j->x, j->K, j->x, j->K, 0.0f,
+                    j->C1, j->K);
+    else
+        /* C1 (K, K) = x x^T; x (K, m) row-major (conv: channel-major patches). */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->K, j->K, m, 1.0f, j->x, m, j->x, m, 0.0f, j->C1,
+                    j->K);
     /* C2 (out, out) = dy^T dy; dy viewed as (m, out) row-major. */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->out, j->out, m, 1.0f, j->dy, j->out, j->dy, j->out,
                 0.0f, j->C2, j->out);
@@ -114,6 +115,7 @@ static void s_part1(rng_t *r) {
             job_t j = {0};
             j.n = kind == 0 ? 1024 : 16;
             j.P = kind == 0 ? 1 : 64;
+            j.cm = kind == 1;
             j.K = d - 1;
             j.out = d;
             size_t m = (size_t)j.n * j.P;
@@ -124,7 +126,7 @@ static void s_part1(rng_t *r) {
             j.G = malloc((size_t)d * d * sizeof(float));
             j.C1 = malloc((size_t)d * d * sizeof(float));
             j.C2 = malloc((size_t)d * d * sizeof(float));
-            size_t wl = kind == 0 ? (size_t)j.n : kfac_stats_conv_work_len(KFAC_MODE_KFC, j.n, j.P, j.K, j.out);
+            size_t wl = kind == 0 ? (size_t)j.n : kfac_stats_conv_cm_work_len(KFAC_MODE_KFC, j.n, j.P, j.K, j.out);
             j.work = malloc(wl * sizeof(float));
             if (!j.A || !j.G || !j.C1 || !j.C2 || !j.work) {
                 fprintf(stderr, "bench_kfac_stats: out of memory\n");
@@ -157,7 +159,7 @@ static double s_invert(float **F, const int *dims, int nf, int doubly, double la
         for (int k = 0; k < 3; k++) d[k] = pi[k] * (float)cbrt(lambda);
         d[3] = (float)lambda;
     }
-    double t0 = s_now();
+    double t0 = clock_now_s();
     for (int k = 0; k < nf; k++) {
         kfac_inverse_t *inv = kfac_inverse_new(dims[k]);
         if (!inv || kfac_inverse_compute(F[k], dims[k], d[k], KFAC_INV_CHOLESKY, inv, NULL) != 0) {
@@ -167,7 +169,7 @@ static double s_invert(float **F, const int *dims, int nf, int doubly, double la
         *inv_floats += (size_t)dims[k] * dims[k];
         kfac_inverse_free(&inv);
     }
-    return s_now() - t0;
+    return clock_now_s() - t0;
 }
 
 static void s_part2(rng_t *r) {
@@ -182,12 +184,12 @@ static void s_part2(rng_t *r) {
     int ds[2] = {in + 1, out};
     float *Fs[2] = {malloc((size_t)ds[0] * ds[0] * sizeof(float)), malloc((size_t)out * out * sizeof(float))};
     float *work = malloc((size_t)n * sizeof(float));
-    double t0 = s_now();
+    double t0 = clock_now_s();
     if (!Fs[0] || !Fs[1] || !work || kfac_stats_fc(a, dy, n, in, out, 1, (float)n, Fs[0], Fs[1], work) != 0) {
         fprintf(stderr, "bench_kfac_stats: standard statistics failed\n");
         exit(1);
     }
-    double st_stats = s_now() - t0;
+    double st_stats = clock_now_s() - t0;
     size_t st_inv = 0;
     double st_invt = s_invert(Fs, ds, 2, 0, lambda, &st_inv);
     size_t st_fac = (size_t)ds[0] * ds[0] + (size_t)out * out;
@@ -197,13 +199,13 @@ static void s_part2(rng_t *r) {
     float *Fd[4];
     for (int k = 0; k < 4; k++) Fd[k] = malloc((size_t)dd[k] * dd[k] * sizeof(float));
     float *dwork = malloc(kfac_stats_doubly_work_len(n, C, T) * sizeof(float));
-    t0 = s_now();
+    t0 = clock_now_s();
     if (!Fd[0] || !Fd[1] || !Fd[2] || !Fd[3] || !dwork ||
         kfac_stats_doubly(a, dy, n, C, T, out, (float)n, Fd[0], Fd[1], Fd[2], Fd[3], dwork) != 0) {
         fprintf(stderr, "bench_kfac_stats: doubly statistics failed\n");
         exit(1);
     }
-    double db_stats = s_now() - t0;
+    double db_stats = clock_now_s() - t0;
     size_t db_inv = 0;
     double db_invt = s_invert(Fd, dd, 4, 1, lambda, &db_inv);
     size_t db_fac = 0;

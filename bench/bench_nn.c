@@ -39,8 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/base/clock.h"
 #include "common/base/blas.h"
 #include "common/nn/nn.h"
 #include "common/base/rng.h"
@@ -48,12 +48,6 @@
 #define BN_MIN_REPS 5
 #define BN_MAX_REPS 400
 #define BN_MIN_SECONDS 1.0
-
-static double s_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void *s_alloc(size_t n_bytes) {
     void *p = malloc(n_bytes ? n_bytes : 1);
@@ -149,14 +143,14 @@ static void s_part1(const char *model_path) {
             net_backward(net, y, NULL, NULL);
         }
         int reps = 0;
-        double start = s_now();
-        while (reps < BN_MAX_REPS && (reps < BN_MIN_REPS || s_now() - start < 2 * BN_MIN_SECONDS)) {
+        double start = clock_now_s();
+        while (reps < BN_MAX_REPS && (reps < BN_MIN_REPS || clock_now_s() - start < 2 * BN_MIN_SECONDS)) {
             for (int k = 0; k < 2; k++) {
                 openblas_set_num_threads(threads[k]);
-                double t0 = s_now();
+                double t0 = clock_now_s();
                 net_forward(net, x, n, 1);
                 net_backward(net, y, NULL, NULL);
-                t[k][reps] = s_now() - t0;
+                t[k][reps] = clock_now_s() - t0;
             }
             reps++;
         }
@@ -188,11 +182,11 @@ typedef struct {
 } fb_t;
 
 static void s_fb(net_t *net, const float *x, const int *y, int n, fb_t *best) {
-    double t0 = s_now();
+    double t0 = clock_now_s();
     net_forward(net, x, n, 1);
-    double t1 = s_now();
+    double t1 = clock_now_s();
     net_backward(net, y, NULL, NULL);
-    double t2 = s_now();
+    double t2 = clock_now_s();
     if (t1 - t0 < best->fwd) best->fwd = t1 - t0;
     if (t2 - t1 < best->bwd) best->bwd = t2 - t1;
 }
@@ -200,16 +194,16 @@ static void s_fb(net_t *net, const float *x, const int *y, int n, fb_t *best) {
 /* The three sgemm calls of the layer, timed as forward and backward. */
 static void s_gemm(conv_job_t *j, fb_t *best) {
     const int rows = j->rows, O = j->O, K = j->K;
-    double t0 = s_now();
+    double t0 = clock_now_s();
     /* Forward: C (rows, O) = A (rows, K) * B^T, B (O, K) row-major. */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, O, K, 1.0f, j->A, K, j->B, K, 0.0f, j->C, O);
-    double t1 = s_now();
+    double t1 = clock_now_s();
     /* Weight gradient: D (O, K) = C^T (O, rows) * A (rows, K); C (rows, O). */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, K, rows, 1.0f, j->C, O, j->A, K, 0.0f, j->D, K);
     /* Input gradient: E (rows, K) = C (rows, O) * B (O, K). */
     if (j->has_dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, K, O, 1.0f, j->C, O, j->B, K, 0.0f, j->E, K);
-    double t2 = s_now();
+    double t2 = clock_now_s();
     if (t1 - t0 < best->fwd) best->fwd = t1 - t0;
     if (t2 - t1 < best->bwd) best->bwd = t2 - t1;
 }
@@ -251,12 +245,12 @@ static void s_conv_layer(const layer_t *l, int n, int threads) {
     s_fb(j.layer, j.xl, j.yl, n, &warm); /* warm-up */
     s_fb(j.head, j.xh, j.yh, n, &warm);
     s_gemm(&j, &warm);
-    double start = s_now();
+    double start = clock_now_s();
     for (int rep = 0; rep < BN_MAX_REPS; rep++) {
         s_fb(j.layer, j.xl, j.yl, n, &bl);
         s_fb(j.head, j.xh, j.yh, n, &bh);
         s_gemm(&j, &bg);
-        if (rep + 1 >= BN_MIN_REPS && s_now() - start > BN_MIN_SECONDS) break;
+        if (rep + 1 >= BN_MIN_REPS && clock_now_s() - start > BN_MIN_SECONDS) break;
     }
     double lf = bl.fwd - bh.fwd, lb = bl.bwd - bh.bwd;
     if (lf <= 0) lf = bl.fwd; /* head below timer noise: keep the whole figure */

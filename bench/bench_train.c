@@ -46,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/base/clock.h"
 #include "common/base/blas.h"
 #include "common/nn/data.h"
 #include "common/kfac/kfac_opt.h"
@@ -68,12 +69,6 @@ typedef struct {
 enum { BT_DATA, BT_FORWARD, BT_STATS_BWD, BT_STATS, BT_INVERSE, BT_BACKWARD, BT_UPDATE, BT_N_PARTS };
 static const char *const s_part_names[BT_N_PARTS] = {
     "batch", "forward", "stats backward", "stats compute+fold", "inverses", "backward", "update (precond+step)"};
-
-static double s_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* CPU time of the whole process (all threads), seconds. */
 static double s_cpu_now(void) {
@@ -190,35 +185,35 @@ static int s_instrumented(net_t *net, const dataset_t *train, const dataset_t *t
     rng_seed(&label_rng, o->seed ^ 0xfeedULL);
     long examples = 0;
     int inv_failures = 0;
-    double t_start = s_now(), cpu_start = s_cpu_now();
+    double t_start = clock_now_s(), cpu_start = s_cpu_now();
     for (long t = 0; t < o->steps; t++) {
-        double t0 = s_now();
+        double t0 = clock_now_s();
         int n = batcher_next(bat, x, y);
-        double t1 = s_now();
+        double t1 = clock_now_s();
         part_s[BT_DATA] += t1 - t0; part_n[BT_DATA]++;
         if (n <= 0) { rc = -EIO; fprintf(stderr, "bench_train: batcher failed\n"); goto done; }
         net_forward(net, x, n, 1);
-        double t2 = s_now();
+        double t2 = clock_now_s();
         part_s[BT_FORWARD] += t2 - t1; part_n[BT_FORWARD]++;
         if (o->stats_every > 0 && t % o->stats_every == 0) {
             kfac_sample_labels(net_probs(net), n, net->n_classes, &label_rng, ys);
             net_backward(net, ys, NULL, NULL);
-            double t3 = s_now();
+            double t3 = clock_now_s();
             part_s[BT_STATS_BWD] += t3 - t2; part_n[BT_STATS_BWD]++;
             if ((rc = kfac_stats_compute(bs, net)) || (rc = kfac_opt_fold(kfac, bs, t))) {
                 fprintf(stderr, "bench_train: statistics failed at step %ld (%d)\n", t, rc);
                 goto done;
             }
-            part_s[BT_STATS] += s_now() - t3; part_n[BT_STATS]++;
+            part_s[BT_STATS] += clock_now_s() - t3; part_n[BT_STATS]++;
         }
         if (o->inverse_every > 0 && t % o->inverse_every == 0) {
-            double t4 = s_now();
+            double t4 = clock_now_s();
             inv_failures += kfac_opt_invert_all(kfac);
-            part_s[BT_INVERSE] += s_now() - t4; part_n[BT_INVERSE]++;
+            part_s[BT_INVERSE] += clock_now_s() - t4; part_n[BT_INVERSE]++;
         }
-        double t5 = s_now();
+        double t5 = clock_now_s();
         float loss = net_backward(net, y, NULL, NULL);
-        double t6 = s_now();
+        double t6 = clock_now_s();
         part_s[BT_BACKWARD] += t6 - t5; part_n[BT_BACKWARD]++;
         examples += n;
         if (!isfinite(loss)) { rc = -ERANGE; fprintf(stderr, "bench_train: loss not finite at step %ld\n", t); goto done; }
@@ -227,9 +222,9 @@ static int s_instrumented(net_t *net, const dataset_t *train, const dataset_t *t
             fprintf(stderr, "bench_train: K-FAC step failed at step %ld (%d)\n", t, rc);
             goto done;
         }
-        part_s[BT_UPDATE] += s_now() - t6; part_n[BT_UPDATE]++;
+        part_s[BT_UPDATE] += clock_now_s() - t6; part_n[BT_UPDATE]++;
     }
-    double total = s_now() - t_start, cpu = s_cpu_now() - cpu_start;
+    double total = clock_now_s() - t_start, cpu = s_cpu_now() - cpu_start;
     double loss, acc;
     net_evaluate(net, test->x, test->y, test->n, &loss, &acc);
     printf("  instrumented K-FAC: %ld images in %.2f s = %.0f images/s; test accuracy %.2f%%; %d inverse failures\n",

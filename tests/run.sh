@@ -1,21 +1,48 @@
 #!/bin/sh
 # tests/run.sh BIN... — run every unit-test binary, then every integration
-# script in tests/integration/ (sorted), with a summary. Exits non-zero if any
-# failed. Each integration script gets $BUILD (where the binaries are).
+# script in tests/integration/ (sorted), with a summary. Each integration
+# script gets $BUILD (where the binaries are).
+#
+# Exit status of a test program or script: 0 passed, 77 skipped (it cannot
+# run here, e.g. no GPU; it prints a line "... skipped: <reason>"),
+# anything else failed. A skip is counted as a skip, never as a pass.
+# Prints "skipped: <reason>" per skipped program as it goes, and at the end
+# "N passed, N failed, N skipped" with the failed and skipped programs.
+# Exits non-zero only when something failed.
 set -u
 BUILD=${BUILD:-build}
 export BUILD
-fail=0; n=0; failed=""
-for t in "$@"; do
-  n=$((n + 1))
-  echo "== $t"
-  if ! "$t"; then fail=$((fail + 1)); failed="$failed $t"; fi
-done
+pass=0; fail=0; skip=0; failed=""; skipped=""
+log=$(mktemp "${TMPDIR:-/tmp}/kfac-run.XXXXXX") || exit 1
+trap 'rm -f "$log"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run NAME CMD...: run one test program and count the outcome. Its output
+# goes to $log first (shown when it ends, and searched for the skip reason):
+# a pipe to tee would hang on a daemon a failed test left behind.
+run() {
+  name=$1
+  shift
+  echo "== $name"
+  "$@" >"$log" 2>&1
+  st=$?
+  cat "$log"
+  case $st in
+    0) pass=$((pass + 1)) ;;
+    77)
+      skip=$((skip + 1)); skipped="$skipped $name"
+      why=$(grep -o 'skipped: .*' "$log" | tail -n 1)
+      line="$name: ${why:-skipped: (no reason given)}"
+      [ "$(tail -n 1 "$log")" = "$line" ] || echo "$line" ;;
+    *) fail=$((fail + 1)); failed="$failed $name"; echo "$name: FAILED (status $st)" ;;
+  esac
+}
+
+for t in "$@"; do run "$t" "$t"; done
 for t in tests/integration/*.sh; do
   [ -f "$t" ] || continue
-  n=$((n + 1))
-  echo "== $t"
-  if ! sh "$t"; then fail=$((fail + 1)); failed="$failed $t"; fi
+  run "$t" sh "$t"
 done
-echo "== $n test programs, $fail failed${failed:+:$failed}"
+echo "== $pass passed, $fail failed, $skip skipped${failed:+ (failed:$failed)}${skipped:+ (skipped:$skipped)}"
 [ "$fail" = 0 ]

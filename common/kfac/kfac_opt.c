@@ -6,16 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "common/kfac/kfac_linalg.h"
+#include "common/base/clock.h"
 #include "common/base/log.h"
-
-static double s_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "common/kfac/kfac_linalg.h"
 
 void kfac_opts_default(kfac_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -190,7 +184,7 @@ int kfac_opt_block_install(kfac_opt_t *k, int b, const kfac_inverse_t *inv, long
     int rc = kfac_inverse_copy(bl->inv, inv);
     if (rc) return rc;
     bl->inv_version = factor_version;
-    bl->inv_time_s = s_now_s();
+    bl->inv_time_s = clock_now_s();
     bl->n_installed++;
     return 0;
 }
@@ -209,7 +203,7 @@ int kfac_opt_invert_block(kfac_opt_t *k, int b) {
     int rc = kfac_inverse_compute(f->data, bl->n, damping, k->opts.method, bl->inv, &k->inv_stats);
     if (rc) return rc;
     bl->inv_version = ver;
-    bl->inv_time_s = s_now_s();
+    bl->inv_time_s = clock_now_s();
     bl->n_installed++;
     return 0;
 }

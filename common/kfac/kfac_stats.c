@@ -141,64 +141,6 @@ int kfac_stats_fc(const float *a, const float *dy, int n, int in, int out, int h
     return 0;
 }
 
-size_t kfac_stats_conv_work_len(kfac_mode_t mode, int n, int positions, int K, int out) {
-    size_t R = (size_t)n * (size_t)positions;
-    if (mode == KFAC_MODE_AVG)
-        /* per-example mean patches (n, K), position sums (n, out), ones (n), ones (positions) */
-        return (size_t)n * K + (size_t)n * out + (size_t)n + (size_t)positions;
-    /* KFC: dy transposed to (n*positions, out), ones (n*positions) */
-    return R * (size_t)out + R;
-}
-
-int kfac_stats_conv(kfac_mode_t mode, const float *patches, const float *dy, int n, int positions,
-                    int K, int out, int has_bias, float g_scale, float *A, float *G, float *work) {
-    if (!patches || !dy || !A || !G) return -EINVAL;
-    if (mode != KFAC_MODE_KFC && mode != KFAC_MODE_AVG) {
-        log_error("kfac_stats_conv: mode %d is neither KFC nor AVG", (int)mode);
-        return -EINVAL;
-    }
-    int rc = s_check_dims("conv", n, K, out);
-    if (rc) return rc;
-    if (positions < 1) return -EINVAL;
-    const int P = positions;
-    const size_t R = (size_t)n * (size_t)P;
-    float *owned, *ws = s_scratch(work, kfac_stats_conv_work_len(mode, n, P, K, out), &owned);
-    if (!ws) return -ENOMEM;
-
-    if (mode == KFAC_MODE_KFC) {
-        float *dyt = ws;                       /* (n*P, out) */
-        float *ones = ws + R * (size_t)out;    /* (n*P) */
-        /* A = (1/(nP)) sum over all (example, position) rows of [p;1][p;1]^T. */
-        s_input_factor(patches, (int)R, K, has_bias, A, ones);
-        /* dy (n, out, P) -> rows (example, position): dyt[(i P + t), o]. */
-        for (int i = 0; i < n; i++) {
-            const float *src = dy + (size_t)i * out * P;
-            float *dst = dyt + (size_t)i * P * out;
-            for (int o = 0; o < out; o++)
-                for (int t = 0; t < P; t++) dst[(size_t)t * out + o] = src[(size_t)o * P + t];
-        }
-        /* G = (1/n) sum_i sum_t g g^T with g = g_scale dy. */
-        s_gram(dyt, (int)R, out, g_scale * g_scale / (float)n, G);
-    } else {
-        float *means = ws;                              /* (n, K) */
-        float *sums = means + (size_t)n * K;            /* (n, out) */
-        float *ones = sums + (size_t)n * out;           /* (n) */
-        float *ones_p = ones + n;                       /* (P) */
-        s_fill(ones_p, (size_t)P, 1.0f);
-        float inv_p = 1.0f / (float)P;
-        for (int i = 0; i < n; i++)
-            /* means[i] = (1/P) patches_i^T 1; patches_i (P, K) row-major. */
-            cblas_sgemv(CblasRowMajor, CblasTrans, P, K, inv_p, patches + (size_t)i * P * K, K,
-                        ones_p, 1, 0.0f, means + (size_t)i * K, 1);
-        /* sums (n*out) = dy (n*out, P) 1: the per-example sum over positions. */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n * out, P, 1.0f, dy, P, ones_p, 1, 0.0f, sums, 1);
-        s_input_factor(means, n, K, has_bias, A, ones);
-        s_gram(sums, n, out, g_scale * g_scale / (float)n, G);
-    }
-    free(owned);
-    return 0;
-}
-
 size_t kfac_stats_conv_cm_work_len(kfac_mode_t mode, int n, int positions, int K, int out) {
     if (mode == KFAC_MODE_AVG)
         /* per-example mean patches (K, n), position sums (n, out), ones (n), ones (positions) */

@@ -173,21 +173,15 @@ int kfac_stats_choose_mode(const layer_t *l, double doubly_min_in);
 int kfac_stats_fc(const float *a, const float *dy, int n, int in, int out, int has_bias,
                   float g_scale, float *A, float *G, float *work);
 
-/* Float scratch (count of floats) kfac_stats_conv needs for mode KFC or AVG. */
-size_t kfac_stats_conv_work_len(kfac_mode_t mode, int n, int positions, int K, int out);
-
-/* conv, KFC or AVG (see the file comment for the exact normalization).
- * patches (n*positions, K), rows (example, position) (row-major patches);
- * dy (n, out, positions) as in nn's l->dy (position-minor). Writes
- * A (K+has_bias)^2 and G (out, out). work: kfac_stats_conv_work_len floats
- * or NULL. Returns 0 or -EINVAL/-ENOMEM. */
-int kfac_stats_conv(kfac_mode_t mode, const float *patches, const float *dy, int n, int positions,
-                    int K, int out, int has_bias, float g_scale, float *A, float *G, float *work);
-
-/* The same statistics from channel-major patches, nn's own layout:
- * cols (K, n*positions), row (c, ky, kx), column (example, position) as in
- * nn's l->cols; dy (n, out, positions). kfac_stats_compute uses this one. */
+/* Float scratch (count of floats) kfac_stats_conv_cm needs for mode KFC or AVG. */
 size_t kfac_stats_conv_cm_work_len(kfac_mode_t mode, int n, int positions, int K, int out);
+
+/* conv, KFC or AVG (see the file comment for the exact normalization), from
+ * channel-major patches, nn's own layout: cols (K, n*positions), row
+ * (c, ky, kx), column (example, position) as in nn's l->cols; dy (n, out,
+ * positions) as in nn's l->dy (position-minor). Writes A (K+has_bias)^2 and
+ * G (out, out). work: kfac_stats_conv_cm_work_len floats or NULL.
+ * kfac_stats_compute uses this. Returns 0 or -EINVAL/-ENOMEM. */
 int kfac_stats_conv_cm(kfac_mode_t mode, const float *cols, const float *dy, int n, int positions,
                        int K, int out, int has_bias, float g_scale, float *A, float *G, float *work);
 

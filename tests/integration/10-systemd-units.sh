@@ -7,16 +7,16 @@
 #     service: an overall exposure above 1.5 (15 on the tool's 0-100 scale)
 #     fails. The units score 1.1; what remains is network access, which a
 #     distributed trainer needs (docs/deployment.md, "Security").
-# Skips (exit 0 with a note) where systemd-analyze is missing or too old for
-# --offline (systemd < 250).
+# Skipped (exit 77, "skipped: <why>") where systemd-analyze is missing or
+# too old for --offline (systemd < 250).
 set -u
 BUILD=${BUILD:-build}
 NAME=10-systemd-units
 THRESHOLD=15
-command -v systemd-analyze >/dev/null 2>&1 || { echo "$NAME: skipped: systemd-analyze not installed"; exit 0; }
+command -v systemd-analyze >/dev/null 2>&1 || { echo "$NAME: skipped: systemd-analyze not installed"; exit 77; }
 ver=$(systemd-analyze --version | awk 'NR == 1 { print $2 }')
 case $ver in *[!0-9]*) ver=0 ;; esac
-[ "$ver" -ge 250 ] || { echo "$NAME: skipped: systemd $ver has no 'security --offline'"; exit 0; }
+[ "$ver" -ge 250 ] || { echo "$NAME: skipped: systemd $ver has no 'security --offline'"; exit 77; }
 for b in kfac-ps kfac-worker kfac-statsd kfac-invertd; do
   [ -x "$BUILD/$b" ] || { echo "$NAME: FAIL: missing $BUILD/$b"; exit 1; }
 done

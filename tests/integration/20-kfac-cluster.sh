@@ -44,7 +44,8 @@ steps="$H_DIR/out/steps.csv"
 [ -r "$steps" ] || h_fail "no steps.csv"
 rows=$(awk 'NR > 1' "$steps" | wc -l)
 [ "$rows" -eq 200 ] || h_fail "steps.csv has $rows steps, expected 200"
-awk -F, 'NR > 1 && $12 != 2 { bad = 1 } END { exit bad }' "$steps" || h_fail "a step ran without both workers"
+wp=$(h_csv_col "$steps" workers_present) || h_fail "$wp"
+awk -F, -v c="$wp" 'NR > 1 && $c != 2 { bad = 1 } END { exit bad }' "$steps" || h_fail "a step ran without both workers"
 inv=$(h_csv_last "$steps" inverses_installed)
 folded=$(h_csv_last "$steps" stats_folded)
 h_ge "$inv" 1 || h_fail "no inverse was installed ($inv)"

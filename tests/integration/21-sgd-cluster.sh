@@ -40,7 +40,8 @@ grep -q "3 of 3 daemons exited cleanly" "$H_DIR/launch.log" || h_fail "expected 
 steps="$H_DIR/out/steps.csv"
 rows=$(awk 'NR > 1' "$steps" | wc -l)
 [ "$rows" -eq 200 ] || h_fail "steps.csv has $rows steps, expected 200"
-awk -F, 'NR > 1 && $12 != 2 { bad = 1 } END { exit bad }' "$steps" || h_fail "a step ran without both workers"
+wp=$(h_csv_col "$steps" workers_present) || h_fail "$wp"
+awk -F, -v c="$wp" 'NR > 1 && $c != 2 { bad = 1 } END { exit bad }' "$steps" || h_fail "a step ran without both workers"
 inv=$(h_csv_last "$steps" inverses_installed)
 [ "${inv:-0}" = 0 ] || h_fail "sgd installed $inv inverses"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)

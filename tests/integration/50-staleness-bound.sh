@@ -37,10 +37,10 @@ st=$H_STATUS
 steps="$H_DIR/out/steps.csv"
 rows=$(awk 'NR > 1' "$steps" | wc -l)
 [ "$rows" -eq "$STEPS" ] || h_fail "steps.csv has $rows steps, expected $STEPS"
-col=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "inv_age_max") print i }' "$steps")
-[ -n "$col" ] || h_fail "steps.csv has no inv_age_max column"
+col=$(h_csv_col "$steps" inv_age_max) || h_fail "$col"
+cs=$(h_csv_col "$steps" step) || h_fail "$cs"
 bad=$(awk -F, -v c="$col" 'NR > 1 && $c + 0 > 0 { n++ } END { print n + 0 }' "$steps")
-[ "$bad" = 0 ] || h_fail "$bad steps used inverses older than 0 versions: $(awk -F, -v c="$col" 'NR > 1 && $c + 0 > 0 { print "step " $1 " age " $c; exit }' "$steps")"
+[ "$bad" = 0 ] || h_fail "$bad steps used inverses older than 0 versions: $(awk -F, -v c="$col" -v s="$cs" 'NR > 1 && $c + 0 > 0 { print "step " $s " age " $c; exit }' "$steps")"
 inv=$(h_csv_last "$steps" inverses_installed)
 h_ge "$inv" 1 || h_fail "no inverse was installed"
 h_pass "$STEPS steps, inv_age_max 0 in every step, $inv inverses installed"

@@ -9,14 +9,18 @@
 # steps, positive iterations per second, the target step among the
 # evaluations, the sync run with inverses of age 0 only), summary.csv and
 # summary.md (both points, reached 1/1, steps to the target <= the steps
-# run, async faster per step than sync), rerun.sh (one exact command per
+# run, positive iterations per second), rerun.sh (one exact command per
 # run, with the point's overrides), the plot data, and the overview figure
 # as a real PNG and an SVG naming both points. Then
 # --report rebuilds the same summary from the run folders, and a bad sweep
 # file is a usage error (status 2) naming the line.
+# Which point is faster is not checked: timings belong in bench/. CSV
+# columns are read by name. Without gnuplot the figures cannot be made:
+# everything else is checked, then the test reports itself skipped (77).
 . tests/integration/harness.inc
 h_init 50-sweep
-command -v gnuplot >/dev/null 2>&1 || { echo "50-sweep: gnuplot missing (tools/deps.sh installs gnuplot-nox)"; exit 1; }
+have_gnuplot=1
+command -v gnuplot >/dev/null 2>&1 || have_gnuplot=0
 bin=$(cd "$BUILD" && pwd)
 cat >"$H_DIR/base.ini" <<EOF2
 [run]
@@ -57,6 +61,8 @@ h_wait "$H_PID" 60
 [ -r "$out/runs.csv" ] || h_fail "no runs.csv"
 rows=$(awk 'NR > 1' "$out/runs.csv" | wc -l)
 [ "$rows" -eq 2 ] || h_fail "runs.csv has $rows runs, expected 2"
+h_csv_need "$out/runs.csv" point status steps its seed target_step final_acc examples_per_step inverses inv_age_max \
+  inv_age_mean
 bad=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
   !($h["status"] == "0" && $h["steps"] == 20 && $h["its"] + 0 > 0 && $h["seed"] == 3 &&
     $h["target_step"] != "" && $h["target_step"] % 10 == 0 && $h["target_step"] <= 20 &&
@@ -68,15 +74,16 @@ for p in async sync; do
 done
 grep -q 'delay 10 ms' "$out/sync/3/logs/invertd-1.log" || h_fail "the sync point's --invertd.delay_ms 10 did not reach kfac-invertd"
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
-  $1 == 2 && !($h["inverses"] >= 6 && $h["inv_age_max"] == "0" && $h["inv_age_mean"] == "0.000") { exit 1 }' \
+  $h["point"] == 2 && !($h["inverses"] >= 6 && $h["inv_age_max"] == "0" && $h["inv_age_mean"] == "0.000") { exit 1 }' \
   "$out/runs.csv" || h_fail "the sync run's inverse columns are not sane: $(sed -n 3p "$out/runs.csv")"
 
 # summary.csv / summary.md: both points, reached 1 of 1, steps to target within the run
+h_csv_need "$out/summary.csv" runs ok reached target_step_mean its_mean label
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
   { n++; if ($h["runs"] != 1 || $h["ok"] != 1 || $h["reached"] != 1 || $h["target_step_mean"] + 0 < 10 ||
         $h["target_step_mean"] + 0 > 20 || $h["its_mean"] + 0 <= 0) bad = bad " " $h["label"] }
-  $h["label"] == "async" { fast = $h["its_mean"] } $h["label"] == "sync" { slow = $h["its_mean"] }
-  END { if (n != 2 || bad != "" || !(fast > slow)) { print "points " n ", bad:" bad; exit 1 } }' "$out/summary.csv" ||
+  $h["label"] == "async" { a = 1 } $h["label"] == "sync" { y = 1 }
+  END { if (n != 2 || bad != "" || !a || !y) { print "points " n ", bad:" bad; exit 1 } }' "$out/summary.csv" ||
   h_fail "summary.csv not sane: $(cat "$out/summary.csv")"
 grep -q '^| 1 | async | 1/1 ([01] current) |' "$out/summary.md" && grep -q '^| 2 | sync | 1/1 ([01] current) |' "$out/summary.md" ||
   h_fail "summary.md lacks the two points: $(cat "$out/summary.md")"
@@ -87,15 +94,19 @@ n=$(grep -c 'deploy/kfac-launch .*--run.seed 3 ' "$out/rerun.sh")
 grep -q -- '--kfac.max_inverse_staleness 0 --invertd.delay_ms 10  # sync, seed 3' "$out/rerun.sh" ||
   h_fail "rerun.sh lacks the sync point's overrides"
 
-# plots: a PNG (magic bytes, not tiny) and an SVG naming both points; curve data
-png=$out/overview.png
-[ -r "$png" ] || h_fail "no overview.png ($(cat "$out/plot/gnuplot.log" 2>/dev/null))"
-magic=$(od -An -c -N4 "$png" | tr -d ' ')
-[ "$magic" = '211PNG' ] || h_fail "overview.png is not a PNG (starts with '$magic')"
-size=$(wc -c <"$png")
-[ "$size" -gt 20000 ] || h_fail "overview.png is only $size bytes"
-grep -q '<svg' "$out/overview.svg" && grep -q '1: async' "$out/overview.svg" && grep -q '2: sync' "$out/overview.svg" ||
-  h_fail "overview.svg is missing or does not name both points"
+# plots: a PNG (magic bytes, not tiny) and an SVG naming both points (with
+# gnuplot); curve data
+size=0
+if [ "$have_gnuplot" = 1 ]; then
+  png=$out/overview.png
+  [ -r "$png" ] || h_fail "no overview.png ($(cat "$out/plot/gnuplot.log" 2>/dev/null))"
+  magic=$(od -An -c -N4 "$png" | tr -d ' ')
+  [ "$magic" = '211PNG' ] || h_fail "overview.png is not a PNG (starts with '$magic')"
+  size=$(wc -c <"$png")
+  [ "$size" -gt 20000 ] || h_fail "overview.png is only $size bytes"
+  grep -q '<svg' "$out/overview.svg" && grep -q '1: async' "$out/overview.svg" && grep -q '2: sync' "$out/overview.svg" ||
+    h_fail "overview.svg is missing or does not name both points"
+fi
 steps_rows=$(wc -l <"$out/plot/steps-1.dat")
 [ "$steps_rows" -eq 20 ] || h_fail "plot/steps-1.dat has $steps_rows rows, expected 20"
 
@@ -109,4 +120,6 @@ KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/bad.sweep" --out "$H_DIR/bad" >"$H_D
 st=$?
 [ "$st" = 2 ] && grep -q 'bad.sweep:2: expected KEY = VALUE' "$H_DIR/bad.log" ||
   h_fail "a bad sweep file gave status $st: $(cat "$H_DIR/bad.log")"
+[ "$have_gnuplot" = 1 ] ||
+  h_skip "gnuplot is not installed, so overview.png/.svg were not checked (all else passed; tools/deps.sh installs gnuplot-nox)"
 h_pass "2 points swept: runs.csv, summary, rerun.sh, overview.png ($size bytes) and .svg"

@@ -50,9 +50,13 @@ for sched in sync0 every5; do
     [ "$H_STATUS" = 0 ] || h_fail "$sched run $i: kfac-launch exited with status $H_STATUS (124: still running after 90 s)"
     rows=$(awk 'NR > 1' "$H_DIR/$sched$i/steps.csv" | wc -l)
     [ "$rows" -eq "$STEPS" ] || h_fail "$sched run $i: steps.csv has $rows steps, expected $STEPS"
-    w=$(awk -F, 'NR > 1 && $12 != 3 { n++ } END { print n + 0 }' "$H_DIR/$sched$i/steps.csv")
+    f=$H_DIR/$sched$i/steps.csv
+    cs=$(h_csv_col "$f" step) || h_fail "$cs"
+    cl=$(h_csv_col "$f" train_loss) || h_fail "$cl"
+    cw=$(h_csv_col "$f" workers_present) || h_fail "$cw"
+    w=$(awk -F, -v c="$cw" 'NR > 1 && $c != 3 { n++ } END { print n + 0 }' "$f")
     [ "$w" = 0 ] || h_fail "$sched run $i: $w steps did not average 3 workers"
-    cut -d, -f1,3 "$H_DIR/$sched$i/steps.csv" >"$H_DIR/loss-$sched$i"
+    awk -F, -v s="$cs" -v l="$cl" '{ print $s "," $l }' "$f" >"$H_DIR/loss-$sched$i"
   done
   if ! cmp -s "$H_DIR/loss-${sched}1" "$H_DIR/loss-${sched}2"; then
     h_fail "$sched: the two runs differ: $(diff "$H_DIR/loss-${sched}1" "$H_DIR/loss-${sched}2" | head -n 4 | tr '\n' ' ')"

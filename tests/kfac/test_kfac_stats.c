@@ -17,6 +17,7 @@
  * 1e-4. A wrong normalization (1/n, |T|, g_scale), index or transpose gives
  * errors of order 1.
  */
+#include <cblas.h>
 #include <check.h>
 #include <errno.h>
 #include <math.h>
@@ -176,6 +177,50 @@ static void s_conv_refs(const geom_t *g, const float *x, const double *gs, int n
     free(p); free(m); free(gt); free(s);
 }
 
+/* ---- the row-major reference of the conv statistics ---------------------------- */
+
+/* The conv statistics from row-major patches, a float32 twin of the library's
+ * kfac_stats_conv_cm (which reads nn's channel-major l->cols) with the same
+ * math (kfac_stats.h): patches (n*P, K) rows (example, position), dy (n, out,
+ * P) position-minor; writes A (K+bias)^2 and G (out, out), full symmetric.
+ * It is itself checked against the double-precision definitions
+ * (s_conv_refs) below, and then serves as the reference the library's path
+ * is compared with on shapes too large for the quartic double oracles. */
+static void s_ref_conv_rowmajor(kfac_mode_t mode, const float *patches, const float *dy, int n, int P, int K,
+                                int out, int bias, float g_scale, float *A, float *G) {
+    const int dA = K + bias;
+    const size_t R = (size_t)n * P;
+    const int m = mode == KFAC_MODE_KFC ? (int)R : n; /* rows of x and y below */
+    float *x = NEWF((size_t)m * K), *y = NEWF((size_t)m * out), *ones = NEWF(m > P ? m : P);
+    for (int i = 0; i < (m > P ? m : P); i++) ones[i] = 1.0f;
+    if (mode == KFAC_MODE_KFC) {
+        /* x: the patches as they are; y: dy (n, out, P) -> rows (example, position). */
+        memcpy(x, patches, R * K * sizeof(float));
+        for (int i = 0; i < n; i++)
+            for (int o = 0; o < out; o++)
+                for (int t = 0; t < P; t++) y[((size_t)i * P + t) * out + o] = dy[((size_t)i * out + o) * P + t];
+    } else {
+        for (int i = 0; i < n; i++)
+            /* x[i] = (1/P) patches_i^T 1: the mean patch; patches_i (P, K) row-major. */
+            cblas_sgemv(CblasRowMajor, CblasTrans, P, K, 1.0f / (float)P, patches + (size_t)i * P * K, K, ones, 1,
+                        0.0f, x + (size_t)i * K, 1);
+        /* y (n*out) = dy (n*out, P) 1: the per-example sum over positions. */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n * out, P, 1.0f, dy, P, ones, 1, 0.0f, y, 1);
+    }
+    /* A[0:K, 0:K] (upper) = (1/m) x^T x; x (m, K) row-major, leading dim dA. */
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, K, m, 1.0f / (float)m, x, K, 0.0f, A, dA);
+    if (bias) {
+        /* A[0:K, K] = (1/m) x^T 1 (column means), down column K with stride dA. */
+        cblas_sgemv(CblasRowMajor, CblasTrans, m, K, 1.0f / (float)m, x, K, ones, 1, 0.0f, A + K, dA);
+        A[(size_t)K * dA + K] = 1.0f;
+    }
+    kfac_linalg_symmetrize_upper(A, dA);
+    /* G (upper) = (g_scale^2 / n) y^T y; y (m, out) row-major. */
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, out, m, g_scale * g_scale / (float)n, y, out, 0.0f, G, out);
+    kfac_linalg_symmetrize_upper(G, out);
+    free(x); free(y); free(ones);
+}
+
 /* ---- fc --------------------------------------------------------------------- */
 
 START_TEST(test_fc_single_example_exact_fisher) {
@@ -228,7 +273,7 @@ START_TEST(test_fc_rejects_bad_dims) {
     float a[4] = {0}, A[4], G[4];
     ck_assert_int_eq(kfac_stats_fc(a, a, 0, 1, 1, 1, 1.0f, A, G, NULL), -EINVAL);
     ck_assert_int_eq(kfac_stats_fc(NULL, a, 1, 1, 1, 1, 1.0f, A, G, NULL), -EINVAL);
-    ck_assert_int_eq(kfac_stats_conv(KFAC_MODE_STANDARD, a, a, 1, 1, 1, 1, 1, 1.0f, A, G, NULL), -EINVAL);
+    ck_assert_int_eq(kfac_stats_conv_cm(KFAC_MODE_STANDARD, a, a, 1, 1, 1, 1, 1, 1.0f, A, G, NULL), -EINVAL);
 }
 END_TEST
 
@@ -247,7 +292,8 @@ START_TEST(test_conv_single_location_exact_fisher) {
     float *cols = s_im2col(&g, x, 1);
     for (int mode = KFAC_MODE_KFC; mode <= KFAC_MODE_AVG; mode++) {
         float *A = NEWF(dA * dA), *G = NEWF(out * out);
-        ck_assert_int_eq(kfac_stats_conv((kfac_mode_t)mode, cols, dy, 1, 1, K, out, 1, 1.0f, A, G, NULL), 0);
+        /* one position: the channel-major patch matrix (K, 1) is the row-major one */
+        ck_assert_int_eq(kfac_stats_conv_cm((kfac_mode_t)mode, cols, dy, 1, 1, K, out, 1, 1.0f, A, G, NULL), 0);
         double *p = NEWD(dA), *V = NEWD(out * dA), *F = NEWD((size_t)out * dA * out * dA);
         s_patch(&g, x, 0, 0, 1, p);
         for (int o = 0; o < out; o++)
@@ -262,7 +308,8 @@ END_TEST
 
 /* Both modes against their definitions on a padded / strided geometry, and
  * the Kronecker products against Ba et al. App. A Eq. 15 and Eq. 19 written
- * out with per-position statistics. */
+ * out with per-position statistics: first the row-major reference
+ * (s_ref_conv_rowmajor), then the library's channel-major path. */
 START_TEST(test_conv_factors_match_definition) {
     SEEDED();
     for (int rep = 0; rep < 3; rep++) {
@@ -282,9 +329,7 @@ START_TEST(test_conv_factors_match_definition) {
         double *Ak = NEWD(dA * dA), *Gk = NEWD(out * out), *Aa = NEWD(dA * dA), *Ga = NEWD(out * out);
         s_conv_refs(&g, x, gs, n, out, bias, Ak, Gk, Aa, Ga);
         float *A = NEWF(dA * dA), *G = NEWF(out * out);
-        size_t wl = kfac_stats_conv_work_len(KFAC_MODE_KFC, n, P, K, out);
-        float *work = NEWF(wl);
-        ck_assert_int_eq(kfac_stats_conv(KFAC_MODE_KFC, cols, dy, n, P, K, out, bias, (float)n, A, G, work), 0);
+        s_ref_conv_rowmajor(KFAC_MODE_KFC, cols, dy, n, P, K, out, bias, (float)n, A, G);
         s_check_close("kfc A", A, Ak, (size_t)dA * dA, RTOL_SUM, seed);
         s_check_close("kfc G", G, Gk, (size_t)out * out, RTOL_SUM, seed);
         s_check_symmetric("kfc G", G, out, seed);
@@ -301,7 +346,7 @@ START_TEST(test_conv_factors_match_definition) {
             s_check_kron("kfc Eq. 15", A, dA, G, out, F, RTOL_SUM, seed);
             free(F);
         }
-        ck_assert_int_eq(kfac_stats_conv(KFAC_MODE_AVG, cols, dy, n, P, K, out, bias, (float)n, A, G, NULL), 0);
+        s_ref_conv_rowmajor(KFAC_MODE_AVG, cols, dy, n, P, K, out, bias, (float)n, A, G);
         s_check_close("avg A", A, Aa, (size_t)dA * dA, RTOL_SUM, seed);
         s_check_close("avg G", G, Ga, (size_t)out * out, RTOL_SUM, seed);
         /* Eq. 19: |T|^2 E[E_t[A_t] E_t[A_t]^T] (x) E[E_t[Ds_t] E_t[Ds_t]^T], built from
@@ -339,7 +384,47 @@ START_TEST(test_conv_factors_match_definition) {
             }
             free(cm);
         }
-        free(x); free(dy); free(gs); free(cols); free(Ak); free(Gk); free(Aa); free(Ga); free(A); free(G); free(work);
+        free(x); free(dy); free(gs); free(cols); free(Ak); free(Gk); free(Aa); free(Ga); free(A); free(G);
+    }
+}
+END_TEST
+
+/* The library's channel-major path against the row-major reference on
+ * network-sized shapes (K up to 150, |T| up to 100, out up to 40), where the
+ * double-precision oracles above would cost O(n |T| K^2) per entry check:
+ * both are float32 SYRK/GEMV sums of the same terms in different orders,
+ * RTOL_SUM of the largest entry. A transposed or mis-strided patch matrix,
+ * a wrong 1/|T| or 1/n gives errors of order 1. */
+START_TEST(test_conv_cm_matches_rowmajor_reference) {
+    SEEDED();
+    for (int rep = 0; rep < 4; rep++) {
+        int n = 1 + (int)rng_below(&rng, 8), P = 1 + (int)rng_below(&rng, 100), K = 1 + (int)rng_below(&rng, 150);
+        int out = 1 + (int)rng_below(&rng, 40), bias = rep != 2, dA = K + bias;
+        size_t R = (size_t)n * P;
+        float *rm = NEWF(R * K), *cm = NEWF(R * K), *dy = NEWF((size_t)n * out * P);
+        s_randn(&rng, rm, R * K);
+        s_randn(&rng, dy, (size_t)n * out * P);
+        for (size_t r = 0; r < R; r++)
+            for (int j = 0; j < K; j++) cm[(size_t)j * R + r] = rm[r * K + j];
+        for (int mode = KFAC_MODE_KFC; mode <= KFAC_MODE_AVG; mode++) {
+            float *A = NEWF((size_t)dA * dA), *G = NEWF((size_t)out * out);
+            float *Ar = NEWF((size_t)dA * dA), *Gr = NEWF((size_t)out * out);
+            double *Ad = NEWD((size_t)dA * dA), *Gd = NEWD((size_t)out * out);
+            float *work = NEWF(kfac_stats_conv_cm_work_len((kfac_mode_t)mode, n, P, K, out));
+            s_ref_conv_rowmajor((kfac_mode_t)mode, rm, dy, n, P, K, out, bias, (float)n, Ar, Gr);
+            ck_assert_int_eq(kfac_stats_conv_cm((kfac_mode_t)mode, cm, dy, n, P, K, out, bias, (float)n, A, G, work),
+                             0);
+            for (size_t i = 0; i < (size_t)dA * dA; i++) Ad[i] = Ar[i];
+            for (size_t i = 0; i < (size_t)out * out; i++) Gd[i] = Gr[i];
+            s_check_close(mode == KFAC_MODE_KFC ? "kfc cm A vs row-major" : "avg cm A vs row-major", A, Ad,
+                          (size_t)dA * dA, RTOL_SUM, seed);
+            s_check_close(mode == KFAC_MODE_KFC ? "kfc cm G vs row-major" : "avg cm G vs row-major", G, Gd,
+                          (size_t)out * out, RTOL_SUM, seed);
+            s_check_symmetric("cm A", A, dA, seed);
+            s_check_symmetric("cm G", G, out, seed);
+            free(A); free(G); free(Ar); free(Gr); free(Ad); free(Gd); free(work);
+        }
+        free(rm); free(cm); free(dy);
     }
 }
 END_TEST
@@ -1047,6 +1132,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_fc_rejects_bad_dims);
     tcase_add_test(tc, test_conv_single_location_exact_fisher);
     tcase_add_test(tc, test_conv_factors_match_definition);
+    tcase_add_test(tc, test_conv_cm_matches_rowmajor_reference);
     tcase_add_test(tc, test_doubly_rank1_reproduces_rank1_matrix);
     tcase_add_test(tc, test_doubly_rank1_is_leading_singular_triple);
     tcase_add_test(tc, test_doubly_factors_match_definition);
