@@ -372,7 +372,7 @@ __global__ static void k_im2col(const float *x, float *cols, long long total, in
     }
 }
 
-/* CPU twin: the per-example sgemv of kfac_stats_conv (AVG), reading the
+/* CPU twin: the per-example patch means of kfac_stats_conv_cm (AVG), reading the
  * patches straight from the input instead of materializing them. */
 __global__ static void k_patch_means(const float *x, float *means, long long total, int C, int H, int W, int k,
                                      int s, int pad, int OH, int OW, int ld, float inv_p) {
