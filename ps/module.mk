@@ -1,2 +1,7 @@
 # ps/: the kfac-ps daemon (main.c plus its own modules).
 $(eval $(call daemon_rule,ps,kfac-ps))
+
+# The PS's units (all but main.c), linked into its unit tests (tests/ps/).
+PS_UNIT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out ps/main.c,$(wildcard ps/*.c)))
+PS_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/ps/test_*.c))
+$(PS_TESTS): $(PS_UNIT_OBJ)

@@ -19,6 +19,9 @@
  *              waiting for it.
  */
 #include "ps/server_int.h"
+#include "ps/io.h"
+#include "ps/member.h"
+#include "ps/report.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -133,26 +136,9 @@ static void s_commit_stats(ps_server_t *s, ps_peer_t *p) {
     p->has_stats = 0;
 }
 
-static int s_rank_cmp(const void *a, const void *b) {
-    const ps_peer_t *x = *(ps_peer_t *const *)a, *y = *(ps_peer_t *const *)b;
-    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* The workers whose gradient of this round is held, in rank order (then
- * id). Returns their number; order has room for PS_MAX_PEERS. */
-static int s_round_order(const ps_server_t *s, ps_peer_t **order) {
-    int n = 0;
-    for (int i = 0; i < s->peers.n && n < PS_MAX_PEERS; i++) {
-        ps_peer_t *p = s->peers.v[i];
-        if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) order[n++] = p;
-    }
-    qsort(order, (size_t)n, sizeof *order, s_rank_cmp);
-    return n;
-}
-
 void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
-    if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) {
+    ps_leave_t leave = ps_member_leave(p);
+    if (leave.sum_now) {
         /* It may be forgotten before the step: its gradient counts now
          * (before the others', which keeps the sum deterministic for the
          * same sequence of events). */
@@ -162,9 +148,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
     char name[160];
     ps_peer_name(p, name, sizeof name);
     if (p->role == MSG_ROLE_WORKER) {
-        int blocking = p->member && !p->pushed && !p->skipped;
-        p->member = 0;
-        if (blocking) {
+        if (leave.blocking) {
             if (!p->present) s->n_dropped++;
             log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->t);
         } else if (!p->present) {
@@ -196,17 +180,16 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_grad_push_t *g = &m->grad_push;
     char err[600];
-    if (s->phase != PS_PHASE_RUNNING) {
+    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->t, g->version)) {
+    case PS_PUSH_RUN_OVER:
         p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
         p->min_version = (uint64_t)s->t + 1;
         return;
-    }
-    if (g->version > (uint64_t)s->t) {
-        ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+    case PS_PUSH_AHEAD:
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                       "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->t);
         return;
-    }
-    if (g->version < (uint64_t)s->t) {
+    case PS_PUSH_STALE:
         /* Taken at old parameters (the worker was dropped, or joined late):
          * discarded; the worker gets the current ones. */
         s->n_stale_grads++;
@@ -214,11 +197,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                   msg_role_name(p->role), p->id, s->t);
         ps_round_send_params(s, p);
         return;
-    }
-    if (p->pushed) {
-        ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_UNEXPECTED,
+    case PS_PUSH_DUPLICATE:
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_UNEXPECTED,
                       "a second gradient for version %ld from the same worker", s->t);
         return;
+    case PS_PUSH_ACCEPT:
+        break;
     }
     /* Held until the step (or the fold, for statistics) and summed there in
      * rank order: the round's result does not depend on arrival order. */
@@ -226,7 +210,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if ((!p->grad && !(p->grad = malloc(np * sizeof(float)))) ||
         (ns && g->n_state == ns && !p->state && !(p->state = malloc(ns * sizeof(float)))) ||
         (g->stats.n_layers > 0 && s->kfac && !p->stats && !(p->stats = kfac_stats_new(s->net)))) {
-        ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
         ps_round_after_reject(s, p, m);
         return;
     }
@@ -234,7 +218,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (g->stats.n_layers > 0 && s->kfac) {
         if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
                                  sizeof err) < 0) {
-            ps_srv_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
             ps_round_after_reject(s, p, m);
             return;
         }
@@ -265,7 +249,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_stats_push_t *sp = &m->stats_push;
     char err[600];
     if (!s->kfac) {
-        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_UNEXPECTED,
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_UNEXPECTED,
                       "[optimizer] kind is sgd: this run takes no statistics");
         return;
     }
@@ -275,20 +259,20 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     if (sp->params_version > (uint64_t)s->t) {
-        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
                       "stats_push.params_version %" PRIu64 " is ahead of the server's %ld", sp->params_version, s->t);
         ps_round_send_params(s, p);
         return;
     }
     if (ps_wire_stats_unpack(&s->shape, &sp->stats, (double)sp->n_examples, s->scratch, s->unpack_buf, err,
                              sizeof err) < 0) {
-        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
         ps_round_send_params(s, p);
         return;
     }
     int rc = kfac_opt_fold(s->kfac, s->scratch, (long)sp->params_version);
     if (rc < 0) {
-        ps_srv_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
                       rc == -EDOM ? "not finite" : "layout mismatch");
         ps_round_send_params(s, p);
         return;
@@ -340,7 +324,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_peer_name(p, name, sizeof name);
     int b = ps_wire_block_of(s->kfac, r->layer, r->factor);
     if (b < 0) {
-        ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
+        ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
                       "job_result: layer %u factor %u is not a block of this model's optimizer", r->layer, r->factor);
         ps_round_after_reject(s, p, m);
         return;
@@ -362,7 +346,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     if ((long)r->factor_version != version) {
-        ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
+        ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
                       "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64, r->job_id, version,
                       r->factor_version);
         ps_sched_failed(sb, version);
@@ -382,7 +366,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         kfac_inverse_free(&inv);
         if (rc < 0) {
             ps_sched_failed(sb, version);
-            ps_srv_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",
+            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",
                           err[0] ? err : "the inverse was not installed");
             s_wait_job(s, p);
             ps_round_dispatch_jobs(s);
@@ -469,7 +453,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     m.job.n = (uint32_t)kb->n;
     m.job.packed = s->job_packed;
     m.job.n_packed = msg_packed_len((uint64_t)kb->n);
-    rc = ps_srv_send(s, &p->route, &m);
+    rc = ps_io_send(s, &p->route, &m);
     p->wait = PS_WAIT_NONE;
     if (rc < 0) return rc;
     ps_sched_assign(sb, m.job.job_id, fv, p->id, now_ms);
@@ -483,7 +467,7 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
     if (!s->kfac || s->phase != PS_PHASE_RUNNING || !s->sock) return;
     const double timeout = (double)s->cfg->job_timeout_ms;
     for (;;) {
-        double now = ps_srv_now_ms();
+        double now = ps_io_now_ms();
         ps_peer_t *best = NULL;
         int best_b = -1;
         for (int i = 0; i < s->peers.n; i++) {
@@ -520,18 +504,6 @@ static void s_adaptive_mark(ps_server_t *s) {
     }
 }
 
-static int s_members_waiting(const ps_server_t *s, int *n_members) {
-    int waiting = 0, members = 0;
-    for (int i = 0; i < s->peers.n; i++) {
-        const ps_peer_t *p = s->peers.v[i];
-        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present) continue;
-        members++;
-        if (!p->pushed && !p->skipped) waiting++;
-    }
-    if (n_members) *n_members = members;
-    return waiting;
-}
-
 void ps_round_schedule(ps_server_t *s) {
     int fi = s->cfg->stats_every, ii = s->cfg->inverse_every;
     double d = s->cfg->damping;
@@ -550,13 +522,7 @@ void ps_round_schedule(ps_server_t *s) {
 
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
-    for (int i = 0; i < s->peers.n; i++) {
-        ps_peer_t *p = s->peers.v[i];
-        if (p->role != MSG_ROLE_WORKER) continue;
-        p->member = p->present && p->has_params;
-        p->pushed = p->skipped = 0;
-        p->committed = p->has_stats = p->has_state = 0;
-    }
+    ps_member_open_round(&s->peers);
     memset(s->grad_acc, 0, s->net->n_params * sizeof(float));
     if (s->net->n_state) memset(s->state_acc, 0, s->net->n_state * sizeof(float));
     s->acc_n = s->acc_loss = s->state_n = 0.0;
@@ -577,7 +543,7 @@ static void s_submit_eval(ps_server_t *s, int final) {
     }
     const float *polyak = s->kfac && s->kfac->polyak_count > 0 ? s->kfac->polyak : NULL;
     const float *state = s->net->n_state ? s->net->state : NULL;
-    int rc = ps_eval_submit(s->eval, (uint64_t)s->t, ps_srv_wall_s(s), s->net->params, polyak, state, final);
+    int rc = ps_eval_submit(s->eval, (uint64_t)s->t, ps_io_wall_s(s), s->net->params, polyak, state, final);
     if (rc < 0) {
         log_error("could not queue an evaluation: %s", strerror(-rc));
         return;
@@ -586,6 +552,13 @@ static void s_submit_eval(ps_server_t *s, int final) {
 }
 
 /* The run is over (steps or target): final evaluation, then shutdown. */
+void ps_round_request_shutdown(ps_server_t *s, int exit_code) {
+    if (s->phase == PS_PHASE_CLOSED) return;
+    if (s->phase == PS_PHASE_RUNNING) s->phase = PS_PHASE_FINISHING; /* no more steps meanwhile */
+    s->shutdown_pending = 1;
+    if (exit_code > s->shutdown_code) s->shutdown_code = exit_code;
+}
+
 static void s_finish(ps_server_t *s, const char *reason) {
     if (s->phase != PS_PHASE_RUNNING) return;
     s->phase = PS_PHASE_FINISHING;
@@ -595,52 +568,31 @@ static void s_finish(ps_server_t *s, const char *reason) {
         /* The evaluation of this very step is in (the target was reached
          * before the next step): nothing left to wait for. */
         log_info("%s", reason);
-        ps_srv_shutdown(s, 0);
+        ps_round_request_shutdown(s, 0);
         return;
     }
     log_info("%s; final evaluation at step %ld", reason, s->t);
     if (s->eval_queued_step == s->t) return; /* the evaluation of this step is already queued */
     s_submit_eval(s, 1);
-    if (s->eval_queued_step != s->t) ps_srv_shutdown(s, 0);
+    if (s->eval_queued_step != s->t) ps_round_request_shutdown(s, 0);
 }
 
-static void s_progress(ps_server_t *s) {
-    uint64_t now = uv_hrtime();
-    double dt = (double)(now - s->prog_ns) * 1e-9;
-    double rate = dt > 0 ? (double)(s->steps_done - s->prog_step) / dt : 0.0;
-    char test[64] = "test -", age[48] = "", eta[32] = "?";
-    if (s->have_eval)
-        snprintf(test, sizeof test, "test %.1f%% (polyak %.1f%%)", 100.0 * s->last_eval.acc,
-                 100.0 * s->last_eval.polyak_acc);
-    if (s->kfac) {
-        if (s->last_inv_age_max >= 0)
-            snprintf(age, sizeof age, "  inv age %.1f/%ld", s->last_inv_age_mean, s->last_inv_age_max);
-        else
-            snprintf(age, sizeof age, "  inv age -");
-    }
-    if (rate > 0) ps_format_duration((double)(s->cfg->steps - s->steps_done) / rate, eta, sizeof eta);
-    double n = s->prog_n ? (double)s->prog_n : 1.0;
-    log_info("step %" PRIu64 "/%" PRIu64 "  loss %.4f  acc %.1f%%  %s%s  workers %d  invertd %d  %.1f steps/s  ETA %s",
-             s->steps_done, s->cfg->steps, s->prog_loss / n, 100.0 * s->prog_acc / n, test, age,
-             ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1), rate,
-             eta);
-    s->prog_loss = s->prog_acc = 0.0;
-    s->prog_n = 0;
-    s->prog_ns = now;
-    s->prog_step = s->steps_done;
-}
-
-static void s_apply_step(ps_server_t *s) {
-    const size_t np = s->net->n_params;
+/* Average: sum the round's held gradients in rank order and divide by the
+ * number of examples: grad_acc becomes the example-weighted mean gradient. */
+static void s_step_average(ps_server_t *s) {
     ps_peer_t *order[PS_MAX_PEERS];
-    int n_order = s_round_order(s, order);
+    int n_order = ps_member_order(&s->peers, order, PS_MAX_PEERS);
     for (int i = 0; i < n_order; i++) s_commit_grad(s, order[i]);
     /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
-    cblas_sscal((int)np, (float)(1.0 / s->acc_n), s->grad_acc, 1);
-    ps_step_row_t row;
-    memset(&row, 0, sizeof row);
-    row.inv_age_max = -1;
-    double step_size = 0.0, t_math = ps_srv_now_ms();
+    cblas_sscal((int)s->net->n_params, (float)(1.0 / s->acc_n), s->grad_acc, 1);
+}
+
+/* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
+ * the workers' batch-norm state. Fills the row's step size and inverse
+ * ages. Returns 0, or -1 when the run must stop (too many non-finite
+ * updates in a row; s->reason says why). */
+static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
+    double step_size = 0.0, t_math = ps_io_now_ms();
     if (s->kfac) {
         kfac_step_info_t info;
         memset(&info, 0, sizeof info);
@@ -655,22 +607,21 @@ static void s_apply_step(ps_server_t *s) {
                          "damping)",
                          PS_MAX_STEP_FAILURES);
                 log_error("%s", s->reason);
-                ps_srv_shutdown(s, 1);
-                return;
+                return -1;
             }
         } else {
             s->consecutive_failures = 0;
             step_size = info.step;
         }
-        ps_sched_ages(s->sched, s->n_blocks, s->t, &row.inv_age_mean, &row.inv_age_max, &row.stats_age_mean);
-        double now_s = ps_srv_now_ms() * 1e-3, ms = 0.0;
+        ps_sched_ages(s->sched, s->n_blocks, s->t, &row->inv_age_mean, &row->inv_age_max, &row->stats_age_mean);
+        double now_s = ps_io_now_ms() * 1e-3, ms = 0.0;
         int n_inv = 0;
         for (int b = 0; b < s->n_blocks; b++)
             if (s->kfac->blocks[b].inv->valid) {
                 ms += (now_s - s->kfac->blocks[b].inv_time_s) * 1e3;
                 n_inv++;
             }
-        row.inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
+        row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
     } else {
         step_size = lr_at(&s->lr, s->t);
         sgd_step(s->sgd, s->net->params, s->grad_acc, step_size);
@@ -680,28 +631,37 @@ static void s_apply_step(ps_server_t *s) {
         for (size_t i = 0; i < s->net->n_state; i++) s->net->state[i] = (float)(s->state_acc[i] / s->state_n);
     }
     /* The update runs on the loop thread: watch how long it holds it. */
-    double math_ms = ps_srv_now_ms() - t_math;
+    double math_ms = ps_io_now_ms() - t_math;
     s->step_ms_sum += math_ms;
     if (math_ms > s->step_ms_max) s->step_ms_max = math_ms;
     if (math_ms > PS_SLOW_STEP_MS && !s->warned_slow_step++)
         log_warn("step %ld: the update took %.0f ms on the loop thread (messages wait meanwhile); a model this "
                  "large wants [ps] threads > 1",
                  s->t, math_ms);
-    row.step = (uint64_t)s->t + 1;
-    row.wall_s = ps_srv_wall_s(s);
-    row.train_loss = s->acc_loss / s->acc_n;
-    row.train_acc = (double)s->acc_correct / s->acc_n;
-    row.step_size = step_size;
-    row.inverses_installed = s->n_installed;
-    row.stats_folded = s->n_folds;
-    row.workers = s->n_grads;
-    ps_metrics_step(s->metrics, &row);
-    s->last_inv_age_mean = row.inv_age_mean;
-    s->last_inv_age_max = row.inv_age_max;
-    s->prog_loss += row.train_loss;
-    s->prog_acc += row.train_acc;
-    s->prog_n++;
+    row->step_size = step_size;
+    return 0;
+}
 
+/* Record: the step's row of steps.csv and the progress sums. */
+static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
+    row->step = (uint64_t)s->t + 1;
+    row->wall_s = ps_io_wall_s(s);
+    row->train_loss = s->acc_loss / s->acc_n;
+    row->train_acc = (double)s->acc_correct / s->acc_n;
+    row->inverses_installed = s->n_installed;
+    row->stats_folded = s->n_folds;
+    row->workers = s->n_grads;
+    ps_metrics_step(s->metrics, row);
+    s->last_inv_age_mean = row->inv_age_mean;
+    s->last_inv_age_max = row->inv_age_max;
+    s->prog_loss += row->train_loss;
+    s->prog_acc += row->train_acc;
+    s->prog_n++;
+}
+
+/* Publish: version t + 1, the new round, Params to every client waiting
+ * for it, evaluation and progress when due, the end of the run. */
+static void s_step_publish(ps_server_t *s) {
     s->t++;
     s->steps_done++;
     s->last_step_ns = uv_hrtime();
@@ -717,8 +677,9 @@ static void s_apply_step(ps_server_t *s) {
         if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params;
     }
     if (s->steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
-    if (s->steps_done % s->cfg->progress_every == 0 || s->steps_done == s->cfg->steps) s_progress(s);
-    if (s->kfac && s->cfg->stats_mode == 0 && s->n_folds == 0 && s->steps_done == 20 && !s->warned_no_stats++)
+    if (s->steps_done % s->cfg->progress_every == 0 || s->steps_done == s->cfg->steps) ps_report_progress(s);
+    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_done == 20 &&
+        !s->warned_no_stats++)
         log_warn("no statistics after 20 steps: is kfac-statsd running? ([kfac] stats = async); until then every "
                  "layer steps with the identity ([kfac] identity)");
     if (s->steps_done >= s->cfg->steps) {
@@ -730,27 +691,38 @@ static void s_apply_step(ps_server_t *s) {
     }
 }
 
+/* The step of a complete round: average, update, record, publish. */
+static void s_apply_step(ps_server_t *s) {
+    ps_step_row_t row;
+    memset(&row, 0, sizeof row);
+    row.inv_age_max = -1;
+    s_step_average(s);
+    if (s_step_update(s, &row) < 0) {
+        ps_round_request_shutdown(s, 1);
+        return;
+    }
+    s_step_record(s, &row);
+    s_step_publish(s);
+}
+
 void ps_round_try_step(ps_server_t *s) {
-    if (s->phase != PS_PHASE_RUNNING || s->n_grads == 0) return;
-    int n_members = 0;
-    if (s_members_waiting(s, &n_members) > 0) return;
-    if (s->steps_done == 0 && !s->gate_open) {
-        uint64_t waited = s->first_worker_ns ? uv_hrtime() - s->first_worker_ns : 0;
-        if (n_members >= s->cfg->workers) {
-            s->gate_open = 1;
-        } else if (waited >= s->cfg->worker_timeout_ms * 1000000ULL) {
-            s->gate_open = 1;
-            log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
-                     n_members, s->cfg->workers, (double)waited * 1e-9);
-        } else {
-            return;
-        }
+    if (s->phase != PS_PHASE_RUNNING) return;
+    uint64_t waited = s->first_worker_ns ? uv_hrtime() - s->first_worker_ns : 0;
+    ps_gate_t gate;
+    ps_round_state_t st = ps_member_round_state(&s->peers, s->n_grads, s->steps_done == 0, &s->gate_open,
+                                                s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
+    if (st != PS_ROUND_COMPLETE) return;
+    if (gate == PS_GATE_OPEN_TIMEOUT) {
+        int n_members = 0;
+        ps_member_waiting(&s->peers, &n_members);
+        log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
+                 n_members, s->cfg->workers, (double)waited * 1e-9);
     }
     if (s->kfac) {
         if (!s->round_folded) {
             s->round_folded = 1;
             ps_peer_t *order[PS_MAX_PEERS];
-            int n_order = s_round_order(s, order);
+            int n_order = ps_member_order(&s->peers, order, PS_MAX_PEERS);
             for (int i = 0; i < n_order; i++) s_commit_stats(s, order[i]);
             if (s->round_stats_have) {
                 int rc = kfac_opt_fold(s->kfac, s->round_stats, s->t);
@@ -769,7 +741,7 @@ void ps_round_try_step(ps_server_t *s) {
         }
         int k = s->cfg->max_inverse_staleness;
         if (k >= 0) {
-            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k, ps_srv_now_ms(), (double)s->cfg->job_timeout_ms);
+            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k, ps_io_now_ms(), (double)s->cfg->job_timeout_ms);
             ps_round_dispatch_jobs(s);
             if (s->phase != PS_PHASE_RUNNING) return;
             if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->t, k, NULL)) return;
@@ -787,42 +759,7 @@ void ps_round_tick(ps_server_t *s) {
     ps_round_dispatch_jobs(s); /* overdue jobs become available */
     ps_round_try_step(s);      /* the start-up gate may have opened */
     if (s->phase != PS_PHASE_RUNNING) return;
-    uint64_t now = uv_hrtime();
-    if (now - s->last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
-    if (!ps_ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
-    char what[700] = "";
-    size_t off = 0;
-    int n_members = 0, waiting = s_members_waiting(s, &n_members);
-    int n_workers = ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1);
-    if (waiting > 0) {
-        off += (size_t)snprintf(what + off, sizeof what - off, "gradients from");
-        int listed = 0;
-        for (int i = 0; i < s->peers.n && listed < 4; i++) {
-            const ps_peer_t *p = s->peers.v[i];
-            if (p->role != MSG_ROLE_WORKER || !p->member || !p->present || p->pushed || p->skipped) continue;
-            off += (size_t)snprintf(what + off, sizeof what - off, "%s worker#%u", listed ? "," : "", p->id);
-            listed++;
-        }
-        if (waiting > listed) off += (size_t)snprintf(what + off, sizeof what - off, " and %d more", waiting - listed);
-    } else if (s->n_grads == 0) {
-        snprintf(what, sizeof what, "a gradient (%d gradient worker%s connected)", n_workers, n_workers == 1 ? "" : "s");
-    } else if (s->steps_done == 0 && !s->gate_open) {
-        snprintf(what, sizeof what, "[cluster] workers = %d gradient workers to join (%d so far)", s->cfg->workers,
-                 n_members);
-    } else if (s->kfac && s->cfg->max_inverse_staleness >= 0) {
-        int blocking = 0;
-        ps_sched_bound_ok(s->sched, s->n_blocks, s->t, s->cfg->max_inverse_staleness, &blocking);
-        int no_stats = 0;
-        for (int b = 0; b < s->n_blocks; b++) no_stats += s->sched[b].factor_version < s->t - s->cfg->max_inverse_staleness;
-        snprintf(what, sizeof what,
-                 "inverses at most %d versions old: %d block%s too old (%d without fresh enough statistics; %d jobs in "
-                 "flight; %d invertd connected)",
-                 s->cfg->max_inverse_staleness, blocking, blocking == 1 ? "" : "s", no_stats,
-                 ps_sched_in_flight(s->sched, s->n_blocks), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1));
-    } else {
-        snprintf(what, sizeof what, "nothing known (please report)");
-    }
-    log_info("step %ld has waited %.0fs for %s", s->t, (double)(now - s->last_step_ns) * 1e-9, what);
+    ps_report_wait(s);
 }
 
 /* ---- evaluation and summary --------------------------------------------------------- */
@@ -844,44 +781,7 @@ void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
             s_finish(s, why);
         }
     } else if (s->phase == PS_PHASE_FINISHING && (long)r->step == s->final_step) {
-        ps_srv_shutdown(s, 0);
+        ps_round_request_shutdown(s, 0);
     }
 }
 
-void ps_round_summary(const ps_server_t *s, char *buf, size_t len) {
-    double wall = ps_srv_wall_s(s);
-    size_t off = 0;
-#define S_ADD(...)                                                          \
-    do {                                                                    \
-        if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); \
-    } while (0)
-    S_ADD("%s: %" PRIu64 " steps in %.1fs", s->exit_code ? "failed" : "done", s->steps_done, wall);
-    if (s->signum) S_ADD(" (stopped by %s)", s->signum == SIGINT ? "SIGINT" : "SIGTERM");
-    if (s->have_eval) {
-        S_ADD(", test acc %.2f%% (polyak %.2f%%), test loss %.4f", 100.0 * s->last_eval.acc,
-              100.0 * s->last_eval.polyak_acc, s->last_eval.loss);
-        if ((long)s->last_eval.step != s->t) S_ADD(" at step %" PRIu64, s->last_eval.step);
-    } else {
-        S_ADD(", test acc n/a");
-    }
-    S_ADD(", %.1f steps/s", wall > 0 ? (double)s->steps_done / wall : 0.0);
-    if (s->kfac)
-        S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, s->n_installed,
-              s->last_inv_age_mean, s->last_inv_age_max, s->n_folds);
-    if (s->steps_done)
-        S_ADD(", update %.1f ms mean %.1f max", s->step_ms_sum / (double)s->steps_done, s->step_ms_max);
-    S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);
-    uint64_t total = 0;
-    for (int t = 0; t < MSG_TYPE_COUNT; t++) total += s->rejected[t];
-    S_ADD(", rejected %" PRIu64, total);
-    if (total) {
-        const char *sep = " (";
-        for (int t = 0; t < MSG_TYPE_COUNT; t++) {
-            if (!s->rejected[t]) continue;
-            S_ADD("%s%s %" PRIu64, sep, t == MSG_NONE ? "undecodable" : msg_type_name((msg_type_t)t), s->rejected[t]);
-            sep = ", ";
-        }
-        S_ADD(")");
-    }
-#undef S_ADD
-}

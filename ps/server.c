@@ -3,6 +3,8 @@
  * heartbeats, liveness) and the shutdown path. The training logic is in
  * ps/round.c. */
 #include "ps/server_int.h"
+#include "ps/io.h"
+#include "ps/report.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,14 +21,6 @@
 
 /* ---- small helpers -------------------------------------------------------- */
 
-double ps_srv_wall_s(const ps_server_t *s) { return (double)(uv_hrtime() - s->t0_ns) * 1e-9; }
-
-double ps_srv_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
     /* Compare the first two words: "kfac" and the release. */
     char a[2][64] = {{0}}, b[2][64] = {{0}};
@@ -36,59 +30,6 @@ int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
     snprintf(why, why_len, "build '%.100s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
              client_build && client_build[0] ? client_build : "(none)", PS_BUILD_ID);
     return 0;
-}
-
-int ps_srv_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
-    if (!s->sock) return -EPIPE;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int rc = msg_encode(m, &buf, &len);
-    if (rc < 0) {
-        log_error("encoding %s failed: %s", msg_type_name(m->type), strerror(-rc));
-        return rc;
-    }
-    rc = zloop_send_take(s->sock, route, &buf, len);
-    if (rc < 0) {
-        uint64_t skipped = 0;
-        if (rc == -EHOSTUNREACH) log_debug("%s not delivered: the client is gone", msg_type_name(m->type));
-        else if (ps_ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-            log_warn("sending %s failed: %s [%" PRIu64 " more]", msg_type_name(m->type), strerror(-rc), skipped);
-    }
-    return rc;
-}
-
-static void s_send_text(ps_server_t *s, const zloop_peer_t *route, msg_type_t type, const char *text) {
-    msg_t m;
-    msg_init(&m, type, MSG_ROLE_PS, 0);
-    if (type == MSG_REFUSE) m.refuse.text = (char *)text;
-    else if (type == MSG_SHUTDOWN) m.shutdown.text = (char *)text;
-    ps_srv_send(s, route, &m);
-}
-
-void ps_srv_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
-                   msg_error_code_t code, const char *fmt, ...) {
-    char text[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if ((unsigned)type >= MSG_TYPE_COUNT) type = MSG_NONE;
-    s->rejected[type]++;
-    if ((unsigned)code < MSG_ERR_COUNT) s->rejected_code[code]++;
-    if (p) p->n_rejected++;
-    uint64_t skipped = 0;
-    if (ps_ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
-        char name[160];
-        if (p) ps_peer_name(p, name, sizeof name);
-        else snprintf(name, sizeof name, "an unknown client");
-        log_warn("rejected %s from %s (%s): %s%s", type == MSG_NONE ? "a message" : msg_type_name(type), name,
-                 msg_error_code_name(code), text, skipped ? " [more rejections held back]" : "");
-    }
-    msg_t m;
-    msg_init(&m, MSG_ERROR, MSG_ROLE_PS, 0);
-    m.error.code = code;
-    m.error.text = text;
-    ps_srv_send(s, route, &m);
 }
 
 /* ---- clients ----------------------------------------------------------------- */
@@ -126,23 +67,23 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
         s->rejected[MSG_HELLO]++;
         s->rejected_code[MSG_ERR_VERSION]++;
         log_warn("refused a %s: %s", msg_role_program(m->role), err);
-        s_send_text(s, route, MSG_REFUSE, err);
+        ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
     int rc = msg_validate(m, &s->shape.limits, err, sizeof err);
     if (rc < 0) {
-        ps_srv_reject(s, route, p, MSG_HELLO, MSG_ERR_INVALID, "%s", err);
+        ps_io_reject(s, route, p, MSG_HELLO, MSG_ERR_INVALID, "%s", err);
         return;
     }
     if (!ps_build_compatible(m->hello.build_id, err, sizeof err)) {
         s->rejected[MSG_HELLO]++;
         s->rejected_code[MSG_ERR_VERSION]++;
         log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
-        s_send_text(s, route, MSG_REFUSE, err);
+        ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
     if (s->phase != PS_PHASE_RUNNING) {
-        s_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
+        ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
         return;
     }
     char name[160];
@@ -163,7 +104,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
             snprintf(err, sizeof err, "kfac-ps already serves %d clients; no room for another", s->peers.n);
             s->rejected[MSG_HELLO]++;
             log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
-            s_send_text(s, route, MSG_REFUSE, err);
+            ps_io_send_text(s, route, MSG_REFUSE, err);
             return;
         }
         p->role = m->role;
@@ -185,7 +126,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
     w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;
     w.welcome.n_ranks = (uint32_t)p->n_ranks;
     w.welcome.assigned_id = p->id;
-    ps_srv_send(s, route, &w);
+    ps_io_send(s, route, &w);
     if (p->n_ranks > 0)
         log_info("%s %s (asked for id %u; shard %d of %d; build '%s')", ps_peer_name(p, name, sizeof name),
                  again ? "said hello again" : "joined", p->asked_id, p->rank, p->n_ranks,
@@ -207,9 +148,15 @@ static void s_touch(ps_server_t *s, ps_peer_t *p) {
     ps_round_peer_joined(s, p);
 }
 
-static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uint8_t *data, size_t len, void *user) {
-    (void)sock;
-    ps_server_t *s = user;
+/* After every call into the round: carry out the end of the run it asked
+ * for (ps_round_request_shutdown). */
+static void s_settle(ps_server_t *s) {
+    if (!s->shutdown_pending || s->phase == PS_PHASE_CLOSED) return;
+    s->shutdown_pending = 0;
+    ps_srv_shutdown(s, s->shutdown_code);
+}
+
+static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8_t *data, size_t len) {
     msg_t m;
     char err[600] = "";
     int rc = msg_decode(data, len, &m, err, sizeof err);
@@ -217,7 +164,7 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
     if (s->phase == PS_PHASE_CLOSED) {
         /* The grace period after Shutdown: anyone still talking is told again. */
         if (rc == 0 && m.type != MSG_BYE && m.type != MSG_HEARTBEAT)
-            s_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
+            ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
         msg_clear(&m);
         return;
     }
@@ -232,9 +179,9 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
             uint64_t skipped = 0;
             if (ps_ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
                 log_warn("refused a %s: %s", msg_role_program(m.role), why);
-            s_send_text(s, route, MSG_REFUSE, why);
+            ps_io_send_text(s, route, MSG_REFUSE, why);
         } else {
-            ps_srv_reject(s, route, p, MSG_NONE, MSG_ERR_BAD_MESSAGE, "%zu bytes: %s", len, err);
+            ps_io_reject(s, route, p, MSG_NONE, MSG_ERR_BAD_MESSAGE, "%zu bytes: %s", len, err);
         }
         msg_clear(&m);
         return;
@@ -245,19 +192,19 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
         return;
     }
     if (!p) {
-        ps_srv_reject(s, route, NULL, m.type, MSG_ERR_NOT_WELCOMED, "%s before Hello: say Hello first",
+        ps_io_reject(s, route, NULL, m.type, MSG_ERR_NOT_WELCOMED, "%s before Hello: say Hello first",
                       msg_type_name(m.type));
         msg_clear(&m);
         return;
     }
     rc = msg_validate(&m, &s->shape.limits, err, sizeof err);
     if (rc == -EPROTO) {
-        ps_srv_reject(s, route, p, m.type, MSG_ERR_VERSION, "%s", err);
+        ps_io_reject(s, route, p, m.type, MSG_ERR_VERSION, "%s", err);
     } else if (rc < 0) {
-        ps_srv_reject(s, route, p, m.type, rc == -ENOMEM ? MSG_ERR_INTERNAL : MSG_ERR_INVALID, "%s", err);
+        ps_io_reject(s, route, p, m.type, rc == -ENOMEM ? MSG_ERR_INTERNAL : MSG_ERR_INVALID, "%s", err);
         if (m.role == p->role) ps_round_after_reject(s, p, &m);
     } else if (m.role != p->role) {
-        ps_srv_reject(s, route, p, m.type, MSG_ERR_UNEXPECTED, "this connection said Hello as %s, not as %s",
+        ps_io_reject(s, route, p, m.type, MSG_ERR_UNEXPECTED, "this connection said Hello as %s, not as %s",
                       msg_role_name(p->role), msg_role_name(m.role));
     } else {
         s_touch(s, p);
@@ -282,12 +229,25 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
         case MSG_JOB_REQUEST: ps_round_job_request(s, p, &m); break;
         case MSG_JOB_RESULT: ps_round_job_result(s, p, &m); break;
         default:
-            ps_srv_reject(s, route, p, m.type, MSG_ERR_UNEXPECTED, "kfac-ps does not take %s",
+            ps_io_reject(s, route, p, m.type, MSG_ERR_UNEXPECTED, "kfac-ps does not take %s",
                           msg_type_name(m.type));
             break;
         }
     }
     msg_clear(&m);
+}
+
+static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uint8_t *data, size_t len, void *user) {
+    (void)sock;
+    ps_server_t *s = user;
+    s_handle_recv(s, route, data, len);
+    s_settle(s);
+}
+
+/* The evaluation thread's result, on the loop thread. */
+static void s_on_eval_done(const ps_eval_result_t *r, int status, void *user) {
+    ps_round_eval_done(r, status, user);
+    s_settle(user);
 }
 
 /* ---- timers ------------------------------------------------------------------ */
@@ -306,6 +266,7 @@ static void s_on_tick(uv_timer_t *t) {
         ps_round_peer_gone(s, p, why);
     }
     ps_round_tick(s);
+    s_settle(s);
 }
 
 static void s_on_heartbeat(uv_timer_t *t) {
@@ -318,7 +279,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present) continue;
         m.heartbeat.echo_ns = p->echo_ns;
-        ps_srv_send(s, &p->route, &m);
+        ps_io_send(s, &p->route, &m);
     }
 }
 
@@ -353,13 +314,13 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     ps_eval_close(&s->eval);
     ps_metrics_close(&s->metrics);
     char line[1400];
-    ps_round_summary(s, line, sizeof line);
+    ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
     fflush(stdout);
     const char *why = s->reason[0] ? s->reason : "the run is over";
     int n = 0;
     for (int i = 0; i < s->peers.n; i++) {
-        s_send_text(s, &s->peers.v[i]->route, MSG_SHUTDOWN, why);
+        ps_io_send_text(s, &s->peers.v[i]->route, MSG_SHUTDOWN, why);
         n++;
     }
     log_info("sent Shutdown (%s) to %d client%s; exiting with code %d", why, n, n == 1 ? "" : "s", s->exit_code);
@@ -554,7 +515,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
-    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, ps_round_eval_done, s, why, sizeof why))) {
+    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }

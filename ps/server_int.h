@@ -1,7 +1,10 @@
 /* ps/server_int.h — the parameter server's private state, shared by
- * ps/server.c (life cycle, socket, clients, liveness, shutdown) and
- * ps/round.c (gradient rounds, statistics, inversion jobs, the step,
- * evaluation and progress). Not for other modules.
+ * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/io.c
+ * (sending) and ps/round.c (gradient rounds, statistics, inversion jobs, the
+ * step, evaluation and progress). Calls go one way: server.c -> round.c ->
+ * member.c / sched.c / wire.c, and both server.c and round.c -> io.c; the
+ * round never calls the server (it asks for the end of the run with
+ * ps_round_request_shutdown). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
@@ -142,29 +145,18 @@ struct ps_server {
     /* life cycle */
     ps_phase_t phase;
     int exit_code;
+    int shutdown_pending;          /* the round asked to end the run ... */
+    int shutdown_code;             /* ... with this exit code */
     int signum;                    /* the signal that stopped the run (0: none) */
     char reason[200];              /* why the run ended */
 };
 
 /* ---- server.c ------------------------------------------------------------ */
 
-/* Seconds since the server started. */
-double ps_srv_wall_s(const ps_server_t *s);
-
-/* Milliseconds on the monotonic clock (the scheduler's time base). */
-double ps_srv_now_ms(void);
-
-/* Encode m and send it to route. Returns 0 or a negative errno (a peer that
- * went away is logged at debug level only). */
-int ps_srv_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m);
-
-/* Answer a message with Error(code, text) and count it under type. p may be
- * NULL (unknown sender). The line logged is rate-limited. */
-void ps_srv_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
-                   msg_error_code_t code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-
 /* Stop the run: print the summary, send Shutdown to every client, close
- * everything; uv_run then returns and ps_server_run returns exit_code. */
+ * everything; uv_run then returns and ps_server_run returns exit_code.
+ * Called by the server only; the round asks for it with
+ * ps_round_request_shutdown(). */
 void ps_srv_shutdown(ps_server_t *s, int exit_code);
 
 /* ---- round.c --------------------------------------------------------------- */
@@ -196,6 +188,10 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p);
  * a milestone changes them). */
 void ps_round_schedule(ps_server_t *s);
 
+/* The run must end with exit_code (the larger code wins): recorded here and
+ * carried out by the server once the round function that asked returns. */
+void ps_round_request_shutdown(ps_server_t *s, int exit_code);
+
 /* Hand out jobs to waiting inverse daemons; apply the step if it is ready. */
 void ps_round_dispatch_jobs(ps_server_t *s);
 void ps_round_try_step(ps_server_t *s);
@@ -205,9 +201,6 @@ void ps_round_tick(ps_server_t *s);
 
 /* An evaluation came back (ps_eval_done_fn). */
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user);
-
-/* The final summary line ("done: ..."), into buf. */
-void ps_round_summary(const ps_server_t *s, char *buf, size_t len);
 
 /* Free the encoded Params cache. */
 void ps_round_drop_params_cache(ps_server_t *s);

@@ -9,8 +9,7 @@
  * seed is printed on failure; KFAC_TEST_SEED=<n> replays a run. Every
  * comparison is exact (integers and exactly representable doubles).
  *
- * The daemon's modules are not part of the common library, so this test
- * compiles ps/sched.c into itself.
+ * Linked with the PS's own objects (ps/module.mk, PS_UNIT_OBJ).
  */
 #include <check.h>
 #include <errno.h>
@@ -23,7 +22,7 @@
 #include <unistd.h>
 
 #include "common/base/rng.h"
-#include "ps/sched.c"
+#include "ps/sched.h"
 #include "tests/lib/seed.h"
 
 #define SEEDED()              \

@@ -1,0 +1,68 @@
+/* ps/io.c — see io.h. */
+#include "ps/io.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/base/clock.h"
+#include "common/base/log.h"
+
+double ps_io_wall_s(const ps_server_t *s) { return (double)(uv_hrtime() - s->t0_ns) * 1e-9; }
+
+double ps_io_now_ms(void) { return clock_now_ms(); }
+
+int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
+    if (!s->sock) return -EPIPE;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = msg_encode(m, &buf, &len);
+    if (rc < 0) {
+        log_error("encoding %s failed: %s", msg_type_name(m->type), strerror(-rc));
+        return rc;
+    }
+    rc = zloop_send_take(s->sock, route, &buf, len);
+    if (rc < 0) {
+        uint64_t skipped = 0;
+        if (rc == -EHOSTUNREACH) log_debug("%s not delivered: the client is gone", msg_type_name(m->type));
+        else if (ps_ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            log_warn("sending %s failed: %s [%" PRIu64 " more]", msg_type_name(m->type), strerror(-rc), skipped);
+    }
+    return rc;
+}
+
+void ps_io_send_text(ps_server_t *s, const zloop_peer_t *route, msg_type_t type, const char *text) {
+    msg_t m;
+    msg_init(&m, type, MSG_ROLE_PS, 0);
+    if (type == MSG_REFUSE) m.refuse.text = (char *)text;
+    else if (type == MSG_SHUTDOWN) m.shutdown.text = (char *)text;
+    ps_io_send(s, route, &m);
+}
+
+void ps_io_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
+                   msg_error_code_t code, const char *fmt, ...) {
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if ((unsigned)type >= MSG_TYPE_COUNT) type = MSG_NONE;
+    s->rejected[type]++;
+    if ((unsigned)code < MSG_ERR_COUNT) s->rejected_code[code]++;
+    if (p) p->n_rejected++;
+    uint64_t skipped = 0;
+    if (ps_ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
+        char name[160];
+        if (p) ps_peer_name(p, name, sizeof name);
+        else snprintf(name, sizeof name, "an unknown client");
+        log_warn("rejected %s from %s (%s): %s%s", type == MSG_NONE ? "a message" : msg_type_name(type), name,
+                 msg_error_code_name(code), text, skipped ? " [more rejections held back]" : "");
+    }
+    msg_t m;
+    msg_init(&m, MSG_ERROR, MSG_ROLE_PS, 0);
+    m.error.code = code;
+    m.error.text = text;
+    ps_io_send(s, route, &m);
+}

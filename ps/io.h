@@ -1,0 +1,30 @@
+/* ps/io.h — the parameter server's outgoing messages and clocks, used by
+ * the life cycle (server.c) and the round (round.c) alike, so that neither
+ * of those calls the other for I/O: encode and send to one client, answer a
+ * bad request with Error (counted, rate-limited log line), Refuse/Shutdown
+ * texts. Threads: the loop thread only. */
+#ifndef KFAC_PS_IO_H
+#define KFAC_PS_IO_H
+
+#include "proto/msg.h"
+#include "ps/server_int.h"
+
+/* Seconds since the server started. */
+double ps_io_wall_s(const ps_server_t *s);
+
+/* Milliseconds on the monotonic clock (the scheduler's time base). */
+double ps_io_now_ms(void);
+
+/* Encode m and send it to route. Returns 0 or a negative errno (a peer that
+ * went away is logged at debug level only). */
+int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m);
+
+/* Send a Refuse (type MSG_REFUSE) or Shutdown (MSG_SHUTDOWN) with text. */
+void ps_io_send_text(ps_server_t *s, const zloop_peer_t *route, msg_type_t type, const char *text);
+
+/* Answer a message with Error(code, text) and count it under type. p may be
+ * NULL (unknown sender). The line logged is rate-limited. */
+void ps_io_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type, msg_error_code_t code,
+                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+#endif

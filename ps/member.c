@@ -1,0 +1,80 @@
+/* ps/member.c — see member.h. */
+#include "ps/member.h"
+
+#include <stdlib.h>
+
+ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version) {
+    if (!running) return PS_PUSH_RUN_OVER;
+    if (version > (uint64_t)t) return PS_PUSH_AHEAD;
+    if (version < (uint64_t)t) return PS_PUSH_STALE;
+    if (p->pushed) return PS_PUSH_DUPLICATE;
+    return PS_PUSH_ACCEPT;
+}
+
+void ps_member_open_round(ps_peers_t *peers) {
+    for (int i = 0; i < peers->n; i++) {
+        ps_peer_t *p = peers->v[i];
+        if (p->role != MSG_ROLE_WORKER) continue;
+        p->member = p->present && p->has_params;
+        p->pushed = p->skipped = 0;
+        p->committed = p->has_stats = p->has_state = 0;
+    }
+}
+
+int ps_member_waiting(const ps_peers_t *peers, int *n_members) {
+    int waiting = 0, members = 0;
+    for (int i = 0; i < peers->n; i++) {
+        const ps_peer_t *p = peers->v[i];
+        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present) continue;
+        members++;
+        if (!p->pushed && !p->skipped) waiting++;
+    }
+    if (n_members) *n_members = members;
+    return waiting;
+}
+
+ps_gate_t ps_member_gate(int n_members, int workers, uint64_t waited_ns, uint64_t timeout_ns) {
+    if (n_members >= workers) return PS_GATE_OPEN;
+    if (waited_ns >= timeout_ns) return PS_GATE_OPEN_TIMEOUT;
+    return PS_GATE_CLOSED;
+}
+
+ps_round_state_t ps_member_round_state(const ps_peers_t *peers, int n_grads, int first_step, int *gate_open,
+                                       int workers, uint64_t waited_ns, uint64_t timeout_ns, ps_gate_t *gate) {
+    if (gate) *gate = PS_GATE_OPEN;
+    if (n_grads == 0) return PS_ROUND_WAIT_GRADIENTS;
+    int n_members = 0;
+    if (ps_member_waiting(peers, &n_members) > 0) return PS_ROUND_WAIT_GRADIENTS;
+    if (first_step && !*gate_open) {
+        ps_gate_t g = ps_member_gate(n_members, workers, waited_ns, timeout_ns);
+        if (gate) *gate = g;
+        if (g == PS_GATE_CLOSED) return PS_ROUND_WAIT_GATE;
+        *gate_open = 1;
+    }
+    return PS_ROUND_COMPLETE;
+}
+
+static int s_rank_cmp(const void *a, const void *b) {
+    const ps_peer_t *x = *(ps_peer_t *const *)a, *y = *(ps_peer_t *const *)b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int ps_member_order(const ps_peers_t *peers, ps_peer_t **order, int cap) {
+    int n = 0;
+    for (int i = 0; i < peers->n && n < cap; i++) {
+        ps_peer_t *p = peers->v[i];
+        if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) order[n++] = p;
+    }
+    qsort(order, (size_t)n, sizeof *order, s_rank_cmp);
+    return n;
+}
+
+ps_leave_t ps_member_leave(ps_peer_t *p) {
+    ps_leave_t l = {0, 0};
+    if (p->role != MSG_ROLE_WORKER) return l;
+    l.sum_now = p->pushed && !p->committed;
+    l.blocking = p->member && !p->pushed && !p->skipped;
+    p->member = 0;
+    return l;
+}

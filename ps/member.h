@@ -1,0 +1,82 @@
+/* ps/member.h — who takes part in the synchronous gradient round, and what
+ * to do with each push: the parameter server's round decisions, apart from
+ * any I/O (STYLE 8a). Every function reads or updates the peer table and
+ * returns a decision; ps/round.c acts on it (sends, sums, steps).
+ *
+ * The round of version t: the gradient workers that are present and have
+ * been sent Params when the round opens are its members; the step waits
+ * until every present member has pushed a gradient of version t (or had its
+ * push rejected). The first step also waits for the start-up gate: until
+ * [cluster] workers members are in, or worker_timeout_ms have passed since
+ * the first worker joined. A member that leaves mid-round is dropped from
+ * it; a gradient it already pushed still counts.
+ *
+ * Threads: the loop thread only. Peers are borrowed. */
+#ifndef KFAC_PS_MEMBER_H
+#define KFAC_PS_MEMBER_H
+
+#include <stdint.h>
+
+#include "ps/peers.h"
+
+/* What to do with a GradPush of version `version` from worker p. */
+typedef enum {
+    PS_PUSH_ACCEPT = 0, /* hold it for the step */
+    PS_PUSH_RUN_OVER,   /* the run is finishing: keep the worker waiting for Shutdown */
+    PS_PUSH_AHEAD,      /* version > t: an invalid message (Error) */
+    PS_PUSH_STALE,      /* version < t: discard, send the worker the current Params */
+    PS_PUSH_DUPLICATE,  /* a second gradient for t from the same worker (Error) */
+} ps_push_t;
+
+/* Decide on a push. running: the run still takes steps. */
+ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version);
+
+/* Open the round of a new version: every gradient worker that is present
+ * and has had Params becomes a member; every worker's per-round flags are
+ * cleared. */
+void ps_member_open_round(ps_peers_t *peers);
+
+/* Present members whose gradient of this round is still awaited; *n_members
+ * (may be NULL) gets the number of present members. */
+int ps_member_waiting(const ps_peers_t *peers, int *n_members);
+
+/* The start-up gate before the first step. */
+typedef enum {
+    PS_GATE_CLOSED = 0,    /* keep waiting for workers */
+    PS_GATE_OPEN,          /* [cluster] workers members are in */
+    PS_GATE_OPEN_TIMEOUT,  /* fewer, but the wait is over: start with those */
+} ps_gate_t;
+
+/* n_members present members of the round, `workers` configured; waited_ns
+ * since the first worker joined (0: none yet); timeout_ns the longest wait. */
+ps_gate_t ps_member_gate(int n_members, int workers, uint64_t waited_ns, uint64_t timeout_ns);
+
+/* Is the round complete? */
+typedef enum {
+    PS_ROUND_WAIT_GRADIENTS = 0, /* no gradient yet, or members still to push */
+    PS_ROUND_WAIT_GATE,          /* first step: the start-up gate is closed */
+    PS_ROUND_COMPLETE,           /* step now (after folds and the staleness bound) */
+} ps_round_state_t;
+
+/* n_grads: gradients in this round; gate_open: the gate opened already (it
+ * is set to 1 here when it opens now; *gate, may be NULL, says how);
+ * first_step: no step has been taken yet. */
+ps_round_state_t ps_member_round_state(const ps_peers_t *peers, int n_grads, int first_step, int *gate_open,
+                                       int workers, uint64_t waited_ns, uint64_t timeout_ns, ps_gate_t *gate);
+
+/* The workers whose gradient of this round is held and not yet summed, in
+ * rank order (then id): the order of the round's sum, so that the step does
+ * not depend on the order gradients arrived in. Returns their number (at
+ * most cap). */
+int ps_member_order(const ps_peers_t *peers, ps_peer_t **order, int cap);
+
+/* A gradient worker p leaves or goes silent. Returns what it means for the
+ * round: whether its held gradient must be summed now (before it is
+ * forgotten) and whether the round was waiting for it. Clears p->member. */
+typedef struct ps_leave {
+    int sum_now;  /* its gradient of this round is held and not summed */
+    int blocking; /* the round was waiting for its gradient */
+} ps_leave_t;
+ps_leave_t ps_member_leave(ps_peer_t *p);
+
+#endif

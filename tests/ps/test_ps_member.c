@@ -1,0 +1,233 @@
+/* tests/ps/test_ps_member.c — the parameter server's round decisions
+ * (ps/member.c), driven without sockets the way tests/ps/test_ps_sched.c
+ * drives the scheduler: which workers are members of a round, the start-up
+ * gate before the first step, what happens to late, early, duplicate and
+ * rejected pushes, a worker leaving mid-round, and the rank order in which
+ * the round is summed. Peer tables are random (roles, presence, ranks,
+ * arrival order) from a fresh seed printed on failure; each decision is
+ * checked against the rule written out directly in the test. */
+#include <check.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/base/rng.h"
+#include "ps/member.h"
+#include "ps/peers.h"
+#include "tests/lib/seed.h"
+
+#define ROUNDS 200
+
+static ps_peer_t *s_add(ps_peers_t *t, int k, msg_role_t role) {
+    zloop_peer_t r;
+    memset(&r, 0, sizeof r);
+    r.len = (size_t)snprintf((char *)r.id, sizeof r.id, "peer-%d", k);
+    ps_peer_t *p = ps_peers_add(t, &r);
+    ck_assert_ptr_nonnull(p);
+    p->role = role;
+    p->id = (uint32_t)k + 1;
+    p->present = 1;
+    p->has_params = 1;
+    return p;
+}
+
+/* A random table: n peers, roughly 2/3 gradient workers, random presence,
+ * Params held, ranks (with ties). */
+static void s_random_table(rng_t *r, ps_peers_t *t, int n) {
+    ck_assert_int_eq(ps_peers_init(t, 64), 0);
+    for (int k = 0; k < n; k++) {
+        uint32_t u = rng_below(r, 6);
+        msg_role_t role = u < 4 ? MSG_ROLE_WORKER : (u == 4 ? MSG_ROLE_INVERTD : MSG_ROLE_STATSD);
+        ps_peer_t *p = s_add(t, k, role);
+        p->present = rng_below(r, 5) != 0;
+        p->has_params = rng_below(r, 4) != 0;
+        p->rank = (int)rng_below(r, 4);
+        p->pushed = (int)rng_below(r, 2); /* leftovers of the last round */
+        p->skipped = (int)rng_below(r, 2);
+        p->committed = (int)rng_below(r, 2);
+    }
+}
+
+START_TEST(test_ps_member_push_decisions) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    ps_peers_t t;
+    ck_assert_int_eq(ps_peers_init(&t, 4), 0);
+    ps_peer_t *p = s_add(&t, 0, MSG_ROLE_WORKER);
+    for (int i = 0; i < ROUNDS; i++) {
+        long cur = 1 + (long)rng_below(&r, 1000);
+        uint64_t v = (uint64_t)(cur - 2 + (long)rng_below(&r, 5)); /* t-2 .. t+2 */
+        int running = rng_below(&r, 4) != 0;
+        p->pushed = (int)rng_below(&r, 2);
+        ps_push_t want = !running                ? PS_PUSH_RUN_OVER
+                         : v > (uint64_t)cur     ? PS_PUSH_AHEAD
+                         : v < (uint64_t)cur     ? PS_PUSH_STALE
+                         : p->pushed             ? PS_PUSH_DUPLICATE
+                                                 : PS_PUSH_ACCEPT;
+        ck_assert_msg(ps_member_check_push(p, running, cur, v) == want,
+                      "seed %" PRIu64 ": push of version %" PRIu64 " at t=%ld (running %d, pushed %d): got %d, want %d",
+                      seed, v, cur, running, p->pushed, ps_member_check_push(p, running, cur, v), want);
+    }
+    ps_peers_release(&t);
+}
+END_TEST
+
+START_TEST(test_ps_member_open_round_membership) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        int member_before[64];
+        for (int i = 0; i < t.n; i++) member_before[i] = t.v[i]->member = (int)rng_below(&r, 2);
+        ps_member_open_round(&t);
+        int members = 0, waiting_want = 0;
+        for (int i = 0; i < t.n; i++) {
+            const ps_peer_t *p = t.v[i];
+            if (p->role == MSG_ROLE_WORKER) {
+                ck_assert_msg(p->member == (p->present && p->has_params), "seed %" PRIu64 ": worker membership", seed);
+                ck_assert_msg(!p->pushed && !p->skipped && !p->committed, "seed %" PRIu64 ": flags not cleared", seed);
+                if (p->member && p->present) members++, waiting_want++;
+            } else {
+                ck_assert_msg(p->member == member_before[i], "seed %" PRIu64 ": a non-worker was touched", seed);
+            }
+        }
+        int n_members = -1;
+        ck_assert_int_eq(ps_member_waiting(&t, &n_members), waiting_want);
+        ck_assert_int_eq(n_members, members);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
+/* The first step waits for [cluster] workers members or the timeout; later
+ * steps never look at the gate; a rejected push does not hold the round. */
+START_TEST(test_ps_member_startup_gate) {
+    ps_peers_t t;
+    ck_assert_int_eq(ps_peers_init(&t, 8), 0);
+    ps_peer_t *w[3];
+    for (int k = 0; k < 2; k++) w[k] = s_add(&t, k, MSG_ROLE_WORKER);
+    ps_member_open_round(&t);
+    int gate_open = 0;
+    ps_gate_t gate;
+    const uint64_t timeout = 10000000000ULL;
+    /* no gradient yet */
+    ck_assert_int_eq(ps_member_round_state(&t, 0, 1, &gate_open, 3, 0, timeout, &gate), PS_ROUND_WAIT_GRADIENTS);
+    /* one of two members pushed */
+    w[0]->pushed = 1;
+    ck_assert_int_eq(ps_member_round_state(&t, 1, 1, &gate_open, 3, 1000, timeout, &gate), PS_ROUND_WAIT_GRADIENTS);
+    /* both pushed, but 2 < 3 workers configured and no timeout: the gate holds */
+    w[1]->pushed = 1;
+    ck_assert_int_eq(ps_member_round_state(&t, 2, 1, &gate_open, 3, timeout - 1, timeout, &gate), PS_ROUND_WAIT_GATE);
+    ck_assert_int_eq(gate, PS_GATE_CLOSED);
+    ck_assert_int_eq(gate_open, 0);
+    /* ... until the timeout: it opens with the members there are */
+    ck_assert_int_eq(ps_member_round_state(&t, 2, 1, &gate_open, 3, timeout, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(gate, PS_GATE_OPEN_TIMEOUT);
+    ck_assert_int_eq(gate_open, 1);
+    /* once open it stays open */
+    ck_assert_int_eq(ps_member_round_state(&t, 2, 1, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    /* a third worker joins: with 3 members the gate opens without waiting */
+    w[2] = s_add(&t, 2, MSG_ROLE_WORKER);
+    ps_member_open_round(&t);
+    gate_open = 0;
+    for (int k = 0; k < 3; k++) w[k]->pushed = 1;
+    ck_assert_int_eq(ps_member_round_state(&t, 3, 1, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(gate, PS_GATE_OPEN);
+    /* later steps: the gate is not consulted */
+    gate_open = 0;
+    ck_assert_int_eq(ps_member_round_state(&t, 3, 0, &gate_open, 5, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(gate_open, 0);
+    /* a member whose push was rejected does not hold the round */
+    ps_member_open_round(&t);
+    w[0]->pushed = w[1]->pushed = 1;
+    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, timeout, &gate), PS_ROUND_WAIT_GRADIENTS);
+    w[2]->skipped = 1;
+    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    /* an absent member does not hold it either */
+    ps_member_open_round(&t);
+    w[0]->pushed = w[1]->pushed = 1;
+    w[2]->present = 0;
+    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    ps_peers_release(&t);
+}
+END_TEST
+
+/* A worker leaving mid-round: a member that had not pushed was blocking the
+ * round and is dropped (the rest complete it); one that had pushed is
+ * summed now; one that is not a member changes nothing. */
+START_TEST(test_ps_member_worker_leaves_mid_round) {
+    ps_peers_t t;
+    ck_assert_int_eq(ps_peers_init(&t, 8), 0);
+    ps_peer_t *a = s_add(&t, 0, MSG_ROLE_WORKER), *b = s_add(&t, 1, MSG_ROLE_WORKER), *c = s_add(&t, 2, MSG_ROLE_WORKER);
+    ps_peer_t *inv = s_add(&t, 3, MSG_ROLE_INVERTD);
+    ps_member_open_round(&t);
+    int gate_open = 1;
+    a->pushed = 1;
+    ck_assert_int_eq(ps_member_round_state(&t, 1, 0, &gate_open, 3, 0, 1, NULL), PS_ROUND_WAIT_GRADIENTS);
+    ps_leave_t l = ps_member_leave(b); /* b had not pushed: it was blocking */
+    ck_assert_int_eq(l.blocking, 1);
+    ck_assert_int_eq(l.sum_now, 0);
+    ck_assert_int_eq(b->member, 0);
+    ck_assert_int_eq(ps_member_round_state(&t, 1, 0, &gate_open, 3, 0, 1, NULL), PS_ROUND_WAIT_GRADIENTS);
+    l = ps_member_leave(a); /* a had pushed: its gradient is summed before it is forgotten */
+    ck_assert_int_eq(l.blocking, 0);
+    ck_assert_int_eq(l.sum_now, 1);
+    c->pushed = 1;
+    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, 1, NULL), PS_ROUND_COMPLETE);
+    l = ps_member_leave(b); /* not a member any more */
+    ck_assert_int_eq(l.blocking, 0);
+    ck_assert_int_eq(l.sum_now, 0);
+    l = ps_member_leave(inv); /* not a gradient worker */
+    ck_assert_int_eq(l.blocking + l.sum_now, 0);
+    a->committed = 1; /* summed: a second leave does not sum it twice */
+    l = ps_member_leave(a);
+    ck_assert_int_eq(l.sum_now, 0);
+    ps_peers_release(&t);
+}
+END_TEST
+
+/* The round is summed in rank order (then id), over the workers whose
+ * gradient is held and not yet summed, whatever the order of the table. */
+START_TEST(test_ps_member_order_is_rank_order) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 20));
+        ps_peer_t *order[64];
+        int n = ps_member_order(&t, order, 64);
+        int want = 0;
+        for (int i = 0; i < t.n; i++) want += t.v[i]->role == MSG_ROLE_WORKER && t.v[i]->pushed && !t.v[i]->committed;
+        ck_assert_msg(n == want, "seed %" PRIu64 ": %d in the order, want %d", seed, n, want);
+        for (int i = 0; i < n; i++) {
+            ck_assert(order[i]->role == MSG_ROLE_WORKER && order[i]->pushed && !order[i]->committed);
+            if (i > 0) {
+                const ps_peer_t *x = order[i - 1], *y = order[i];
+                ck_assert_msg(x->rank < y->rank || (x->rank == y->rank && x->id < y->id),
+                              "seed %" PRIu64 ": (rank %d, id %u) before (rank %d, id %u)", seed, x->rank, x->id, y->rank,
+                              y->id);
+            }
+        }
+        /* the cap is honoured */
+        if (want > 1) ck_assert_int_le(ps_member_order(&t, order, 1), 1);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
+Suite *make_suite(void) {
+    Suite *s = suite_create("ps_member");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_ps_member_push_decisions);
+    tcase_add_test(tc, test_ps_member_open_round_membership);
+    tcase_add_test(tc, test_ps_member_startup_gate);
+    tcase_add_test(tc, test_ps_member_worker_leaves_mid_round);
+    tcase_add_test(tc, test_ps_member_order_is_rank_order);
+    suite_add_tcase(s, tc);
+    return s;
+}
