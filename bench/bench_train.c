@@ -322,7 +322,7 @@ int main(int argc, char **argv) {
     s_kfac_opts(&c, &ko);
     s_base_opts(&c, steps, &so);
     so.optimizer = TRAIN_OPT_SGD;
-    so.lr.kind = LR_CONSTANT;
+    so.lr.kind = SGD_LR_CONSTANT;
     so.lr.base = c.sgd_lr;
     so.momentum = 0.9;
     train_result_t kr, sr;

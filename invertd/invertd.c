@@ -30,6 +30,8 @@
 #include "common/base/log.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
+#include "common/base/ratelimit.h"
+#include "common/base/clock.h"
 
 #define S_CACHE 8                /* inverse holders kept, by n */
 #define S_PROGRESS_EVERY 200     /* jobs between info lines */
@@ -63,7 +65,7 @@ struct invertd_server {
     int first_logged;
     uint64_t n_jobs, n_failed, n_invalid, n_sent;
     double compute_ms_sum;
-    client_ratelimit_t rl_err;
+    ratelimit_t rl_err;
     /* compute thread */
     kfac_inverse_t *cache[S_CACHE];
     int n_cache;
@@ -94,7 +96,7 @@ static void s_work(void *job, void *user) {
     invertd_server_t *s = user;
     s_job_t *j = job;
     const msg_job_t *jb = &j->job.job;
-    double t0 = client_now_ms();
+    double t0 = clock_now_ms();
     size_t n = jb->n;
     if (n * n > s->dense_cap) {
         float *d = realloc(s->dense, n * n * sizeof(float));
@@ -166,7 +168,7 @@ static void s_work(void *job, void *user) {
     }
     j->method_used = r->method;
     j->damping_used = r->damping;
-    j->compute_ms = client_now_ms() - t0;
+    j->compute_ms = clock_now_ms() - t0;
     r->compute_ms = j->compute_ms;
     j->rc = msg_encode(&m, &j->buf, &j->len);
     if (j->rc < 0) snprintf(j->err, sizeof j->err, "encoding the result failed (%d)", j->rc);
@@ -320,7 +322,7 @@ static void s_on_job(invertd_server_t *s, msg_t *m) {
     if (rc < 0) {
         s->n_invalid++;
         uint64_t skipped = 0;
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_error("rejected a job from kfac-ps: %s (%" PRIu64 " rejected so far)", err, s->n_invalid);
         msg_t e;
         client_msg_init(s->client, &e, MSG_ERROR);
@@ -361,13 +363,13 @@ static void s_on_message(client_t *c, msg_t *m, void *user) {
         break;
     case MSG_ERROR:
         if (s->n_outstanding > 0) s->n_outstanding--;
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_warn("kfac-ps answered with error %s: %s", msg_error_code_name(m->error.code),
                      m->error.text ? m->error.text : "");
         s_next(s);
         break;
     default:
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_warn("unexpected %s message from kfac-ps: ignored", msg_type_name(m->type));
         break;
     }
@@ -380,7 +382,7 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     (void)exit_code;
     (void)reason;
     invertd_server_t *s = user;
-    zloop_pool_close(&s->pool); /* waits for a running job */
+    zloop_pool_free(&s->pool); /* waits for a running job */
     s_drop_queue(s);
     if (s->held) {
         s_job_free(s->held);
@@ -420,7 +422,7 @@ invertd_server_t *invertd_server_new(const runcfg_t *cfg) {
     s->pool = zloop_pool_new(&s->loop, 1, s_work, s_done, s);
     s->client = s->pool ? client_new(&s->loop, MSG_ROLE_INVERTD, RUNCFG_ROLE_INVERTD, cfg, &s_handlers, s) : NULL;
     if (!s->client) {
-        zloop_pool_close(&s->pool);
+        zloop_pool_free(&s->pool);
         s->delay_open = 0;
         uv_close((uv_handle_t *)&s->delay, s_timer_closed);
         uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -437,7 +439,7 @@ int invertd_server_run(invertd_server_t *s) {
     return client_exit_code(s->client);
 }
 
-void invertd_server_destroy(invertd_server_t **sp) {
+void invertd_server_free(invertd_server_t **sp) {
     if (!sp || !*sp) return;
     invertd_server_t *s = *sp;
     *sp = NULL;

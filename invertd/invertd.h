@@ -32,6 +32,6 @@ invertd_server_t *invertd_server_new(const runcfg_t *cfg);
 int invertd_server_run(invertd_server_t *s);
 
 /* Free everything; NULLs *sp; NULL is a no-op. */
-void invertd_server_destroy(invertd_server_t **sp);
+void invertd_server_free(invertd_server_t **sp);
 
 #endif

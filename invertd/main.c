@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     }
     invertd_server_t *s = invertd_server_new(&cfg);
     code = s ? invertd_server_run(s) : 1;
-    invertd_server_destroy(&s);
+    invertd_server_free(&s);
     runcfg_release(&cfg);
     return code;
 }

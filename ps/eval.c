@@ -11,6 +11,7 @@
 #include "common/base/log.h"
 #include "common/nn/nn.h"
 #include "common/net/zloop.h"
+#include "common/base/clock.h"
 
 struct ps_eval {
     zloop_pool_t *pool;
@@ -28,12 +29,6 @@ typedef struct s_job {
     float *state;        /* (n_state) or NULL */
 } s_job_t;
 
-static double s_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 static void s_job_free(s_job_t *j) {
     if (!j) return;
     free(j->params);
@@ -47,7 +42,7 @@ static void s_work(void *job, void *user) {
     s_job_t *j = job;
     ps_eval_t *e = user;
     net_t *net = e->net;
-    double t0 = s_now_ms();
+    double t0 = clock_now_ms();
     if (net->n_state && j->state) memcpy(net->state, j->state, net->n_state * sizeof(float));
     memcpy(net->params, j->params, net->n_params * sizeof(float));
     net_evaluate(net, e->test->x, e->test->y, e->n, &j->r.loss, &j->r.acc);
@@ -60,7 +55,7 @@ static void s_work(void *job, void *user) {
         j->r.polyak_acc = j->r.acc;
     }
     j->r.n = e->n;
-    j->r.eval_ms = s_now_ms() - t0;
+    j->r.eval_ms = clock_now_ms() - t0;
 }
 
 /* Loop thread. */
@@ -145,12 +140,12 @@ size_t ps_eval_pending(const ps_eval_t *e) { return e ? zloop_pool_pending(e->po
 
 int ps_eval_n(const ps_eval_t *e) { return e ? e->n : 0; }
 
-void ps_eval_close(ps_eval_t **e_p) {
+void ps_eval_free(ps_eval_t **e_p) {
     if (!e_p || !*e_p) return;
     ps_eval_t *e = *e_p;
     *e_p = NULL;
     /* Joins the thread: the network is free to go afterwards. */
-    zloop_pool_close(&e->pool);
+    zloop_pool_free(&e->pool);
     net_free(&e->net);
     dataset_free(&e->test);
     free(e);

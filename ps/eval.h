@@ -64,6 +64,6 @@ int ps_eval_n(const ps_eval_t *e);
 /* Close: queued evaluations are cancelled (done with -ECANCELED), a running
  * one is waited for (done with 0), then everything is freed. NULLs *e_p;
  * NULL is a no-op. Loop thread. */
-void ps_eval_close(ps_eval_t **e_p);
+void ps_eval_free(ps_eval_t **e_p);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "common/base/ratelimit.h"
 
 double ps_io_wall_s(const ps_server_t *s) { return (double)(uv_hrtime() - s->t0_ns) * 1e-9; }
 
@@ -27,7 +28,7 @@ int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
     if (rc < 0) {
         uint64_t skipped = 0;
         if (rc == -EHOSTUNREACH) log_debug("%s not delivered: the client is gone", msg_type_name(m->type));
-        else if (ps_ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        else if (ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("sending %s failed: %s [%" PRIu64 " more]", msg_type_name(m->type), strerror(-rc), skipped);
     }
     return rc;
@@ -53,7 +54,7 @@ void ps_io_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_t
     if ((unsigned)code < MSG_ERR_COUNT) s->rejected_code[code]++;
     if (p) p->n_rejected++;
     uint64_t skipped = 0;
-    if (ps_ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
+    if (ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
         char name[160];
         if (p) ps_peer_name(p, name, sizeof name);
         else snprintf(name, sizeof name, "an unknown client");

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     rc = ps_server_run(s);
-    ps_server_destroy(&s);
+    ps_server_free(&s);
     runcfg_release(&cfg);
     return rc;
 }

@@ -60,7 +60,7 @@ ps_metrics_t *ps_metrics_open(const char *out_dir, char *err, size_t err_len) {
     }
     if (!(m->steps = s_open(out_dir, "steps.csv", PS_STEPS_CSV_HEADER, err, err_len)) ||
         !(m->eval = s_open(out_dir, "eval.csv", PS_EVAL_CSV_HEADER, err, err_len))) {
-        ps_metrics_close(&m);
+        ps_metrics_free(&m);
         return NULL;
     }
     return m;
@@ -108,7 +108,7 @@ int ps_metrics_write_file(const ps_metrics_t *m, const char *name, const char *t
     return 0;
 }
 
-void ps_metrics_close(ps_metrics_t **m_p) {
+void ps_metrics_free(ps_metrics_t **m_p) {
     if (!m_p || !*m_p) return;
     ps_metrics_t *m = *m_p;
     if (m->steps) fclose(m->steps);
@@ -116,17 +116,6 @@ void ps_metrics_close(ps_metrics_t **m_p) {
     free(m->dir);
     free(m);
     *m_p = NULL;
-}
-
-int ps_ratelimit_ok(ps_ratelimit_t *r, uint64_t now_ns, uint64_t interval_ms, uint64_t *suppressed) {
-    if (r->last_ns != 0 && now_ns - r->last_ns < interval_ms * 1000000ULL) {
-        r->suppressed++;
-        return 0;
-    }
-    if (suppressed) *suppressed = r->suppressed;
-    r->suppressed = 0;
-    r->last_ns = now_ns ? now_ns : 1;
-    return 1;
 }
 
 const char *ps_format_duration(double s, char *buf, size_t len) {

@@ -57,19 +57,11 @@ int ps_metrics_eval(ps_metrics_t *m, uint64_t step, double wall_s, double loss, 
 int ps_metrics_write_file(const ps_metrics_t *m, const char *name, const char *text);
 
 /* Flush and close both files. NULLs *m_p; NULL is a no-op. */
-void ps_metrics_close(ps_metrics_t **m_p);
+void ps_metrics_free(ps_metrics_t **m_p);
 
 /* mkdir -p. Returns 0 or -errno. */
 int ps_metrics_mkdirs(const char *path);
 
-/* A rate limiter for log lines: returns 1 (with *suppressed, may be NULL,
- * the number of lines held back since the last 1) when interval_ms have
- * passed since the last 1; else counts the line and returns 0. */
-typedef struct ps_ratelimit {
-    uint64_t last_ns;
-    uint64_t suppressed;
-} ps_ratelimit_t;
-int ps_ratelimit_ok(ps_ratelimit_t *r, uint64_t now_ns, uint64_t interval_ms, uint64_t *suppressed);
 
 /* "2m18s", "1h02m", "45s", "0.8s" into buf; returns buf. */
 const char *ps_format_duration(double seconds, char *buf, size_t len);

@@ -8,6 +8,7 @@
 #include "common/base/log.h"
 #include "ps/io.h"
 #include "ps/member.h"
+#include "common/base/ratelimit.h"
 
 void ps_report_progress(ps_server_t *s) {
     uint64_t now = uv_hrtime();
@@ -38,7 +39,7 @@ void ps_report_progress(ps_server_t *s) {
 void ps_report_wait(ps_server_t *s) {
     uint64_t now = uv_hrtime();
     if (now - s->last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
-    if (!ps_ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
+    if (!ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
     char what[700] = "";
     size_t off = 0;
     int n_members = 0, waiting = ps_member_waiting(&s->peers, &n_members);

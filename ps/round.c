@@ -34,6 +34,8 @@
 
 #include "common/kfac/kfac_linalg.h"
 #include "common/base/log.h"
+#include "common/base/ratelimit.h"
+#include "common/base/clock.h"
 
 /* ---- Params ------------------------------------------------------------------ */
 
@@ -299,7 +301,7 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_sched_failed(sb, version);
         s->n_inv_failed++;
     }
-    if (ps_ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code), m->error.text ? m->error.text : "",
                  b >= 0 ? " (its job counts as failed)" : "");
 }
@@ -308,7 +310,7 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
         char name[160];
         uint64_t skipped = 0;
-        if (ps_ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_info("%s asks for work while holding a job: that job goes back to the queue",
                      ps_peer_name(p, name, sizeof name));
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
@@ -338,7 +340,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         s->rejected[MSG_JOB_RESULT]++;
         s->rejected_code[MSG_ERR_STALE]++;
         p->n_rejected++;
-        if (ps_ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
                      "answered already",
                      name, r->job_id, r->layer, r->factor);
@@ -357,7 +359,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         uint64_t skipped = 0;
         s->n_inv_failed++;
         ps_sched_failed(sb, version);
-        if (ps_ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
     } else {
@@ -437,7 +439,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     if (sb->cur.id != 0) {
         uint64_t skipped = 0;
         s->n_reassigned++;
-        if (ps_ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("job %" PRIu64 " (layer %d factor %d, n=%d) is overdue after %.1fs on invertd#%u: "
                      "handing it to %s",
                      sb->cur.id, kb->layer, kb->factor, kb->n, (now_ms - sb->cur.start_ms) / 1e3, sb->cur.owner, name);
@@ -467,7 +469,7 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
     if (!s->kfac || s->phase != PS_PHASE_RUNNING || !s->sock) return;
     const double timeout = (double)s->cfg->job_timeout_ms;
     for (;;) {
-        double now = ps_io_now_ms();
+        double now = clock_now_ms();
         ps_peer_t *best = NULL;
         int best_b = -1;
         for (int i = 0; i < s->peers.n; i++) {
@@ -592,7 +594,7 @@ static void s_step_average(ps_server_t *s) {
  * ages. Returns 0, or -1 when the run must stop (too many non-finite
  * updates in a row; s->reason says why). */
 static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
-    double step_size = 0.0, t_math = ps_io_now_ms();
+    double step_size = 0.0, t_math = clock_now_ms();
     if (s->kfac) {
         kfac_step_info_t info;
         memset(&info, 0, sizeof info);
@@ -614,7 +616,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
             step_size = info.step;
         }
         ps_sched_ages(s->sched, s->n_blocks, s->t, &row->inv_age_mean, &row->inv_age_max, &row->stats_age_mean);
-        double now_s = ps_io_now_ms() * 1e-3, ms = 0.0;
+        double now_s = clock_now_ms() * 1e-3, ms = 0.0;
         int n_inv = 0;
         for (int b = 0; b < s->n_blocks; b++)
             if (s->kfac->blocks[b].inv->valid) {
@@ -623,7 +625,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
             }
         row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
     } else {
-        step_size = lr_at(&s->lr, s->t);
+        step_size = sgd_lr_at(&s->lr, s->t);
         sgd_step(s->sgd, s->net->params, s->grad_acc, step_size);
     }
     if (s->state_n > 0) {
@@ -631,7 +633,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         for (size_t i = 0; i < s->net->n_state; i++) s->net->state[i] = (float)(s->state_acc[i] / s->state_n);
     }
     /* The update runs on the loop thread: watch how long it holds it. */
-    double math_ms = ps_io_now_ms() - t_math;
+    double math_ms = clock_now_ms() - t_math;
     s->step_ms_sum += math_ms;
     if (math_ms > s->step_ms_max) s->step_ms_max = math_ms;
     if (math_ms > PS_SLOW_STEP_MS && !s->warned_slow_step++)
@@ -741,7 +743,7 @@ void ps_round_try_step(ps_server_t *s) {
         }
         int k = s->cfg->max_inverse_staleness;
         if (k >= 0) {
-            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k, ps_io_now_ms(), (double)s->cfg->job_timeout_ms);
+            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
             ps_round_dispatch_jobs(s);
             if (s->phase != PS_PHASE_RUNNING) return;
             if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->t, k, NULL)) return;

@@ -18,6 +18,8 @@
 #include <zmq.h>
 
 #include "common/base/log.h"
+#include "common/base/ratelimit.h"
+#include "common/base/version.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -25,10 +27,10 @@ int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
     /* Compare the first two words: "kfac" and the release. */
     char a[2][64] = {{0}}, b[2][64] = {{0}};
     int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
-    int nb = sscanf(PS_BUILD_ID, "%63s %63s", b[0], b[1]);
+    int nb = sscanf(KFAC_BUILD_ID, "%63s %63s", b[0], b[1]);
     if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
     snprintf(why, why_len, "build '%.100s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
-             client_build && client_build[0] ? client_build : "(none)", PS_BUILD_ID);
+             client_build && client_build[0] ? client_build : "(none)", KFAC_BUILD_ID);
     return 0;
 }
 
@@ -177,7 +179,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             s->rejected[MSG_NONE]++;
             s->rejected_code[MSG_ERR_VERSION]++;
             uint64_t skipped = 0;
-            if (ps_ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            if (ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
                 log_warn("refused a %s: %s", msg_role_program(m.role), why);
             ps_io_send_text(s, route, MSG_REFUSE, why);
         } else {
@@ -286,8 +288,8 @@ static void s_on_heartbeat(uv_timer_t *t) {
 /* ---- shutdown ---------------------------------------------------------------- */
 
 static void s_close_handles(ps_server_t *s) {
-    ps_eval_close(&s->eval);
-    ps_metrics_close(&s->metrics);
+    ps_eval_free(&s->eval);
+    ps_metrics_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
         uv_close((uv_handle_t *)&s->tick, NULL);
@@ -298,8 +300,8 @@ static void s_close_handles(ps_server_t *s) {
         uv_close((uv_handle_t *)&s->hb, NULL);
         s->hb_ok = 0;
     }
-    zloop_signals_close(&s->sigs);
-    zloop_socket_close(&s->sock);
+    zloop_signals_free(&s->sigs);
+    zloop_socket_free(&s->sock);
 }
 
 static void s_on_grace_over(uv_timer_t *t) {
@@ -311,8 +313,8 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     s->phase = PS_PHASE_CLOSED;
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
-    ps_eval_close(&s->eval);
-    ps_metrics_close(&s->metrics);
+    ps_eval_free(&s->eval);
+    ps_metrics_free(&s->metrics);
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
@@ -526,7 +528,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         log_warn("could not write %s/endpoint", cfg->out_dir);
     s->t0_ns = uv_hrtime();
     s->last_step_ns = s->prog_ns = s->t0_ns;
-    log_info("listening on %s (build '%s', protocol %d)", s->endpoint, PS_BUILD_ID, KFAC_PROTOCOL_VERSION);
+    log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->kfac) {
         char bound[32];
         if (cfg->max_inverse_staleness < 0) snprintf(bound, sizeof bound, "none");
@@ -543,7 +545,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
              cfg->steps, cfg->workers, cfg->eval_every, ps_eval_n(s->eval), cfg->out_dir);
     return s;
 fail:
-    ps_server_destroy(&s);
+    ps_server_free(&s);
     return NULL;
 }
 
@@ -553,7 +555,7 @@ int ps_server_run(ps_server_t *s) {
     return s->exit_code;
 }
 
-void ps_server_destroy(ps_server_t **s_p) {
+void ps_server_free(ps_server_t **s_p) {
     if (!s_p || !*s_p) return;
     ps_server_t *s = *s_p;
     *s_p = NULL;

@@ -18,12 +18,12 @@
 #include <stddef.h>
 
 #include "common/run/runcfg.h"
+#include "common/base/version.h"
 
-/* The build this server speaks for. Clients send theirs in Hello; the first
- * two words ("kfac" and the release) must match, the rest is informational
- * (the protocol version is checked separately, from the envelope). Keep in
- * step with the clients' CLIENT_BUILD_ID (common/net/client.h). */
-#define PS_BUILD_ID "kfac 0.1 (protocol 1)"
+/* The build this server speaks for is KFAC_BUILD_ID (common/base/version.h),
+ * the same string the clients send in Hello; the first two words ("kfac" and
+ * the release) must match, the rest is informational (the protocol version
+ * is checked separately, from the envelope). */
 
 typedef struct ps_server ps_server_t;
 
@@ -49,9 +49,9 @@ int ps_server_run(ps_server_t *s);
 
 /* Free everything (closes what is still open first). NULLs *s_p; NULL is a
  * no-op. */
-void ps_server_destroy(ps_server_t **s_p);
+void ps_server_free(ps_server_t **s_p);
 
-/* Is the client's build id compatible with PS_BUILD_ID? 1 yes; 0 no, with
+/* Is the client's build id compatible with KFAC_BUILD_ID? 1 yes; 0 no, with
  * the reason in why. */
 int ps_build_compatible(const char *client_build, char *why, size_t why_len);
 

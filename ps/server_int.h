@@ -31,6 +31,7 @@
 #include "ps/sched.h"
 #include "ps/server.h"
 #include "ps/wire.h"
+#include "common/base/ratelimit.h"
 
 /* Most clients held at once. */
 #define PS_MAX_PEERS 1024
@@ -72,7 +73,7 @@ struct ps_server {
     net_t *net;                    /* params (n_params) and state (n_state) live here */
     kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
     sgd_t *sgd;                    /* optimizer sgd, else NULL */
-    lr_sched_t lr;
+    sgd_lr_sched_t lr;
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
     ps_wire_shape_t shape;         /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
@@ -140,7 +141,7 @@ struct ps_server {
     uint64_t rejected_code[MSG_ERR_COUNT];
     uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
     uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
-    ps_ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
+    ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
 
     /* life cycle */
     ps_phase_t phase;

@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     }
     statsd_server_t *s = statsd_server_new(&cfg);
     code = s ? statsd_server_run(s) : 1;
-    statsd_server_destroy(&s);
+    statsd_server_free(&s);
     runcfg_release(&cfg);
     return code;
 }

@@ -19,6 +19,8 @@
 #include "common/base/log.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
+#include "common/base/ratelimit.h"
+#include "common/base/clock.h"
 
 #define S_PROGRESS_EVERY 100 /* pushes between info lines */
 
@@ -53,7 +55,7 @@ struct statsd_server {
     uint64_t n_pushed, n_invalid;
     uint64_t last_version;
     double compute_ms_sum;
-    client_ratelimit_t rl_err;
+    ratelimit_t rl_err;
 };
 
 static void s_next(statsd_server_t *s);
@@ -61,7 +63,7 @@ static void s_next(statsd_server_t *s);
 /* ---- compute thread -------------------------------------------------------------- */
 
 static void s_work_stats(statsd_server_t *s, s_job_t *j) {
-    double t0 = client_now_ms();
+    double t0 = clock_now_ms();
     client_compute_t *cc = &s->cc;
     const msg_params_t *p = &j->params.params;
     double loss = 0.0;
@@ -79,7 +81,7 @@ static void s_work_stats(statsd_server_t *s, s_job_t *j) {
         snprintf(j->err, sizeof j->err, "packing the statistics failed (%d)", j->rc);
         return;
     }
-    j->compute_ms = client_now_ms() - t0;
+    j->compute_ms = clock_now_ms() - t0;
     sp->compute_ms = j->compute_ms;
     j->rc = msg_encode(&m, &j->buf, &j->len);
     if (j->rc < 0) snprintf(j->err, sizeof j->err, "encoding the statistics failed (%d)", j->rc);
@@ -247,7 +249,7 @@ static void s_on_params(statsd_server_t *s, msg_t *m) {
     if (msg_validate(m, s->have_cc ? &s->cc.shape.limits : NULL, err, sizeof err) < 0) {
         s->n_invalid++;
         uint64_t skipped = 0;
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_error("rejected params from kfac-ps: %s (%" PRIu64 " rejected so far)", err, s->n_invalid);
         msg_t e;
         client_msg_init(s->client, &e, MSG_ERROR);
@@ -281,13 +283,13 @@ static void s_on_message(client_t *c, msg_t *m, void *user) {
         break;
     case MSG_ERROR:
         if (s->n_outstanding > 0) s->n_outstanding--;
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_warn("kfac-ps answered with error %s: %s", msg_error_code_name(m->error.code),
                      m->error.text ? m->error.text : "");
         s_next(s);
         break;
     default:
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_warn("unexpected %s message from kfac-ps: ignored", msg_type_name(m->type));
         break;
     }
@@ -299,7 +301,7 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     (void)reason;
     statsd_server_t *s = user;
     log_info("%" PRIu64 " statistics batches pushed, %" PRIu64 " invalid params", s->n_pushed, s->n_invalid);
-    zloop_pool_close(&s->pool);
+    zloop_pool_free(&s->pool);
 }
 
 static const client_handlers_t s_handlers = {
@@ -327,7 +329,7 @@ statsd_server_t *statsd_server_new(const runcfg_t *cfg) {
     s->pool = zloop_pool_new(&s->loop, 1, s_work, s_done, s);
     s->client = s->pool ? client_new(&s->loop, MSG_ROLE_STATSD, RUNCFG_ROLE_STATSD, cfg, &s_handlers, s) : NULL;
     if (!s->client) {
-        zloop_pool_close(&s->pool);
+        zloop_pool_free(&s->pool);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
         free(s);
@@ -342,12 +344,12 @@ int statsd_server_run(statsd_server_t *s) {
     return client_exit_code(s->client);
 }
 
-void statsd_server_destroy(statsd_server_t **sp) {
+void statsd_server_free(statsd_server_t **sp) {
     if (!sp || !*sp) return;
     statsd_server_t *s = *sp;
     *sp = NULL;
     if (s->client && !client_stopping(s->client)) client_stop(s->client, 0, "destroyed", 1);
-    zloop_pool_close(&s->pool);
+    zloop_pool_free(&s->pool);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     client_free(&s->client);
     if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had open handles at exit");

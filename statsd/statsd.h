@@ -27,6 +27,6 @@ statsd_server_t *statsd_server_new(const runcfg_t *cfg);
 int statsd_server_run(statsd_server_t *s);
 
 /* Free everything; NULLs *sp; NULL is a no-op. */
-void statsd_server_destroy(statsd_server_t **sp);
+void statsd_server_free(statsd_server_t **sp);
 
 #endif

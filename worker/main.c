@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     }
     worker_server_t *s = worker_server_new(&cfg);
     code = s ? worker_server_run(s) : 1;
-    worker_server_destroy(&s);
+    worker_server_free(&s);
     runcfg_release(&cfg);
     return code;
 }

@@ -21,6 +21,8 @@
 #include "common/base/log.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
+#include "common/base/ratelimit.h"
+#include "common/base/clock.h"
 
 #define S_PROGRESS_EVERY 100 /* gradients between info lines */
 
@@ -58,7 +60,7 @@ struct worker_server {
     uint64_t last_pushed;
     uint64_t n_pushed, n_duplicates, n_invalid;
     double compute_ms_sum;
-    client_ratelimit_t rl_err;
+    ratelimit_t rl_err;
 };
 
 static void s_next(worker_server_t *s);
@@ -66,7 +68,7 @@ static void s_next(worker_server_t *s);
 /* ---- compute thread -------------------------------------------------------------- */
 
 static void s_work_grad(worker_server_t *s, s_job_t *j) {
-    double t0 = client_now_ms();
+    double t0 = clock_now_ms();
     client_compute_t *cc = &s->cc;
     const msg_params_t *p = &j->params.params;
     j->with_stats = p->want_stats && cc->stats != NULL;
@@ -89,7 +91,7 @@ static void s_work_grad(worker_server_t *s, s_job_t *j) {
         snprintf(j->err, sizeof j->err, "packing the statistics failed (%d)", j->rc);
         return;
     }
-    j->compute_ms = client_now_ms() - t0;
+    j->compute_ms = clock_now_ms() - t0;
     g->compute_ms = j->compute_ms;
     j->rc = msg_encode(&m, &j->buf, &j->len);
     if (j->rc < 0) snprintf(j->err, sizeof j->err, "encoding the gradient failed (%d)", j->rc);
@@ -251,7 +253,7 @@ static void s_on_params(worker_server_t *s, msg_t *m) {
     if (msg_validate(m, lim, err, sizeof err) < 0) {
         s->n_invalid++;
         uint64_t skipped = 0;
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_error("rejected params from kfac-ps: %s (%" PRIu64 " rejected so far)", err, s->n_invalid);
         msg_t e;
         client_msg_init(s->client, &e, MSG_ERROR);
@@ -296,13 +298,13 @@ static void s_on_message(client_t *c, msg_t *m, void *user) {
         break;
     case MSG_ERROR:
         if (s->n_outstanding > 0) s->n_outstanding--;
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_warn("kfac-ps answered with error %s: %s", msg_error_code_name(m->error.code),
                      m->error.text ? m->error.text : "");
         s_next(s);
         break;
     default:
-        if (client_ratelimit_ok(&s->rl_err, 5000, &skipped))
+        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
             log_warn("unexpected %s message from kfac-ps: ignored", msg_type_name(m->type));
         break;
     }
@@ -315,7 +317,7 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     worker_server_t *s = user;
     log_info("%" PRIu64 " gradients pushed, %" PRIu64 " duplicate params ignored, %" PRIu64 " invalid", s->n_pushed,
              s->n_duplicates, s->n_invalid);
-    zloop_pool_close(&s->pool); /* waits for a running job, cancels the rest */
+    zloop_pool_free(&s->pool); /* waits for a running job, cancels the rest */
 }
 
 static const client_handlers_t s_handlers = {
@@ -345,7 +347,7 @@ worker_server_t *worker_server_new(const runcfg_t *cfg) {
     s->pool = zloop_pool_new(&s->loop, 1, s_work, s_done, s);
     s->client = s->pool ? client_new(&s->loop, MSG_ROLE_WORKER, RUNCFG_ROLE_WORKER, cfg, &s_handlers, s) : NULL;
     if (!s->client) {
-        zloop_pool_close(&s->pool);
+        zloop_pool_free(&s->pool);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
         free(s);
@@ -360,12 +362,12 @@ int worker_server_run(worker_server_t *s) {
     return client_exit_code(s->client);
 }
 
-void worker_server_destroy(worker_server_t **sp) {
+void worker_server_free(worker_server_t **sp) {
     if (!sp || !*sp) return;
     worker_server_t *s = *sp;
     *sp = NULL;
     if (s->client && !client_stopping(s->client)) client_stop(s->client, 0, "destroyed", 1);
-    zloop_pool_close(&s->pool);
+    zloop_pool_free(&s->pool);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     client_free(&s->client);
     if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had open handles at exit");

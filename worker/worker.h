@@ -30,6 +30,6 @@ worker_server_t *worker_server_new(const runcfg_t *cfg);
 int worker_server_run(worker_server_t *s);
 
 /* Free everything; NULLs *sp; NULL is a no-op. */
-void worker_server_destroy(worker_server_t **sp);
+void worker_server_free(worker_server_t **sp);
 
 #endif

@@ -20,6 +20,9 @@
 #include "common/nn/data.h"
 #include "common/base/log.h"
 #include "common/net/zloop.h"
+#include "common/base/ratelimit.h"
+#include "common/base/clock.h"
+#include "common/base/version.h"
 
 #define S_TICK_MS 50
 #define S_NS_PER_MS 1000000ULL
@@ -61,29 +64,11 @@ struct client {
     uint64_t hb_ms;                  /* our heartbeat interval */
     uint64_t ps_hb_ms;               /* the PS's interval as observed (0: unknown) */
 
-    client_ratelimit_t rl_bad, rl_send;
+    ratelimit_t rl_bad, rl_send;
     uint64_t n_bad;
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
-
-double client_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-int client_ratelimit_ok(client_ratelimit_t *r, uint64_t interval_ms, uint64_t *suppressed) {
-    uint64_t now = uv_hrtime();
-    if (r->last_ns != 0 && now - r->last_ns < interval_ms * S_NS_PER_MS) {
-        r->suppressed++;
-        return 0;
-    }
-    if (suppressed) *suppressed = r->suppressed;
-    r->suppressed = 0;
-    r->last_ns = now;
-    return 1;
-}
 
 static const char *s_program(runcfg_role_t role) {
     const config_spec_t *sp = runcfg_spec(role);
@@ -160,7 +145,7 @@ int client_send_take(client_t *c, uint8_t **buf, size_t len) {
         uint64_t skipped = 0;
         if (c->state == S_HELLO && rc == -EAGAIN)
             log_debug("no kfac-ps connected at %s yet", c->endpoint);
-        else if (client_ratelimit_ok(&c->rl_send, 5000, &skipped))
+        else if (ratelimit_ok(&c->rl_send, clock_now_ns(), 5000, &skipped))
             log_warn("sending to kfac-ps at %s failed: %s%s (%" PRIu64 " more not logged)", c->endpoint,
                      strerror(-rc), rc == -EAGAIN ? " (not connected yet)" : "", skipped);
     }
@@ -183,7 +168,7 @@ static void s_send_hello(client_t *c) {
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown");
     msg_t m;
     msg_init(&m, MSG_HELLO, c->role, c->requested_id);
-    m.hello.build_id = (char *)CLIENT_BUILD_ID;
+    m.hello.build_id = (char *)KFAC_BUILD_ID;
     m.hello.host = host;
     m.hello.pid = (uint32_t)getpid();
     c->t_last_hello_ns = uv_hrtime();
@@ -226,7 +211,7 @@ void client_stop(client_t *c, int exit_code, const char *reason, int say_bye) {
         (void)client_send(c, &m);
     }
     c->state = S_STOPPED;
-    zloop_socket_close(&c->sock);
+    zloop_socket_free(&c->sock);
     /* The signal watchers stay (they do not keep the loop alive): a second
      * SIGTERM during the shutdown must not kill the process. */
     if (c->timer_open) {
@@ -299,7 +284,7 @@ static void s_on_recv(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t
     c->t_last_rx_ns = uv_hrtime();
     if (rc < 0) {
         c->n_bad++;
-        if (client_ratelimit_ok(&c->rl_bad, 5000, &skipped))
+        if (ratelimit_ok(&c->rl_bad, clock_now_ns(), 5000, &skipped))
             log_warn("dropped an undecodable message from kfac-ps (%zu bytes): %s [%" PRIu64 " bad so far]", len,
                      err, c->n_bad);
         msg_clear(&m);
@@ -314,7 +299,7 @@ static void s_on_recv(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t
     }
     if (m.role != MSG_ROLE_PS || !msg_role_may_send(MSG_ROLE_PS, m.type)) {
         c->n_bad++;
-        if (client_ratelimit_ok(&c->rl_bad, 5000, &skipped))
+        if (ratelimit_ok(&c->rl_bad, clock_now_ns(), 5000, &skipped))
             log_warn("dropped a %s message from a %s (only kfac-ps talks to clients)", msg_type_name(m.type),
                      msg_role_name(m.role));
         msg_clear(&m);
@@ -456,7 +441,7 @@ int client_start(client_t *c) {
                   zmq_strerror(-rc));
         return rc;
     }
-    log_info("%s %s connecting to kfac-ps at %s", c->program, CLIENT_BUILD_ID, c->endpoint);
+    log_info("%s %s connecting to kfac-ps at %s", c->program, KFAC_BUILD_ID, c->endpoint);
     c->t_last_rx_ns = uv_hrtime();
     s_hello_phase(c);
     return 0;
@@ -472,9 +457,9 @@ void client_free(client_t **cp) {
     if (!cp || !*cp) return;
     client_t *c = *cp;
     *cp = NULL;
-    zloop_socket_close(&c->sock);
+    zloop_socket_free(&c->sock);
     if (c->signals) {
-        zloop_signals_close(&c->signals);
+        zloop_signals_free(&c->signals);
         uv_run(c->loop, UV_RUN_DEFAULT); /* their close callbacks */
         /* On the way out: a late SIGTERM (a launcher and a terminal both
          * signalling) must not turn a clean exit into "killed". */

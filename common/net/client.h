@@ -64,9 +64,10 @@
 #include "common/base/rng.h"
 #include "common/run/runcfg.h"
 #include "proto/msg.h"
+#include "common/base/version.h"
 
-/* Build id sent in Hello; the protocol version is what peers must share. */
-#define CLIENT_BUILD_ID "kfac 0.1 (protocol 1)"
+/* Hello carries KFAC_BUILD_ID (common/base/version.h); the protocol version
+ * is what peers must share. */
 
 /* Heartbeat interval used until the PS's own interval is known (ms). */
 #define CLIENT_HEARTBEAT_MS 1000
@@ -171,13 +172,6 @@ void client_free(client_t **cp);
 
 /* ---- helpers --------------------------------------------------------------- */
 
-/* A rate limiter for log lines: returns 1 (and *suppressed, may be NULL, the
- * count skipped since the last 1) when interval_ms passed since the last 1. */
-typedef struct client_ratelimit {
-    uint64_t last_ns;
-    uint64_t suppressed;
-} client_ratelimit_t;
-int client_ratelimit_ok(client_ratelimit_t *r, uint64_t interval_ms, uint64_t *suppressed);
 
 /* The effective configuration from a Welcome's config text: the defaults of
  * cfg_role's view, then text (the PS's shared sections), then from local

@@ -226,7 +226,7 @@ zloop_socket_t *zloop_socket_new(uv_loop_t *loop, void *zctx, int type, const zl
     if ((rc = uv_poll_start(&s->poll, UV_READABLE, s_on_poll)) < 0 ||
         (rc = uv_check_start(&s->check, s_on_check)) < 0) {
         log_error("zloop: starting the watchers: %s", uv_strerror(rc));
-        zloop_socket_close(&s);
+        zloop_socket_free(&s);
         return NULL;
     }
     return s;
@@ -361,7 +361,7 @@ void zloop_socket_stats(const zloop_socket_t *s, zloop_stats_t *out) {
 
 void *zloop_socket_zmq(zloop_socket_t *s) { return s ? s->zsock : NULL; }
 
-void zloop_socket_close(zloop_socket_t **sp) {
+void zloop_socket_free(zloop_socket_t **sp) {
     if (!sp || !*sp) return;
     zloop_socket_t *s = *sp;
     *sp = NULL;
@@ -425,11 +425,11 @@ zloop_signals_t *zloop_signals_new(uv_loop_t *loop, zloop_signal_fn fn, void *us
         return NULL;
     }
     zloop_signals_t *tmp = z;
-    zloop_signals_close(&tmp);
+    zloop_signals_free(&tmp);
     return NULL;
 }
 
-void zloop_signals_close(zloop_signals_t **p) {
+void zloop_signals_free(zloop_signals_t **p) {
     if (!p || !*p) return;
     zloop_signals_t *z = *p;
     *p = NULL;
@@ -574,7 +574,7 @@ int zloop_mailbox_post(zloop_mailbox_t *mb, void *item) {
     return rc;
 }
 
-void zloop_mailbox_close(zloop_mailbox_t **p) {
+void zloop_mailbox_free(zloop_mailbox_t **p) {
     if (!p || !*p) return;
     zloop_mailbox_t *m = *p;
     *p = NULL;
@@ -715,7 +715,7 @@ int zloop_pool_submit(zloop_pool_t *p, void *job) {
 
 size_t zloop_pool_pending(const zloop_pool_t *p) { return p ? p->pending : 0; }
 
-void zloop_pool_close(zloop_pool_t **pp) {
+void zloop_pool_free(zloop_pool_t **pp) {
     if (!pp || !*pp) return;
     zloop_pool_t *p = *pp;
     *pp = NULL;

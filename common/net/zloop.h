@@ -30,7 +30,7 @@
  * DNS). Results come back through a mutex-protected FIFO and a uv_async;
  * uv_async callbacks coalesce, so each wake-up drains the whole queue.
  *
- * Closing: every *_close() stops the object at once and NULLs the caller's
+ * Closing: every *_free() stops the object at once and NULLs the caller's
  * pointer; the memory is released in libuv close callbacks, so let the loop
  * run (uv_run returns once everything is closed) and then uv_loop_close()
  * and zmq_ctx_term(). ZMQ_LINGER is small by default so zmq_ctx_term() does
@@ -137,7 +137,7 @@ void zloop_socket_kick(zloop_socket_t *s);
 /* Stop watching, close the ZeroMQ socket (unsent messages linger up to
  * linger_ms) and release the memory from the loop's close callbacks. NULLs
  * *sp; NULL is a no-op. Safe inside the socket's own callback. */
-void zloop_socket_close(zloop_socket_t **sp);
+void zloop_socket_free(zloop_socket_t **sp);
 
 /* ---- signals ------------------------------------------------------------ */
 
@@ -151,7 +151,7 @@ zloop_signals_t *zloop_signals_new(uv_loop_t *loop, zloop_signal_fn fn, void *us
 
 /* Stop watching (default signal actions return); NULLs *p; NULL is a no-op.
  * Safe inside the callback. */
-void zloop_signals_close(zloop_signals_t **p);
+void zloop_signals_free(zloop_signals_t **p);
 
 /* ---- mailbox: results from other threads -------------------------------- */
 
@@ -171,7 +171,7 @@ int zloop_mailbox_post(zloop_mailbox_t *mb, void *item);
 /* Deliver what is still queued, then close. Loop thread only; every thread
  * that posts must have stopped posting. NULLs *p; NULL is a no-op. Safe
  * inside fn (the remaining items are still delivered). */
-void zloop_mailbox_close(zloop_mailbox_t **p);
+void zloop_mailbox_free(zloop_mailbox_t **p);
 
 /* ---- pool: heavy math on the daemon's own threads ------------------------ */
 
@@ -201,6 +201,6 @@ size_t zloop_pool_pending(const zloop_pool_t *p);
  * take) and handed to done(0), then the threads are joined and the memory
  * released from a close callback. Loop thread; safe inside done. NULLs *p;
  * NULL is a no-op. */
-void zloop_pool_close(zloop_pool_t **p);
+void zloop_pool_free(zloop_pool_t **p);
 
 #endif

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-double lr_at(const lr_sched_t *s, long t) {
+double sgd_lr_at(const sgd_lr_sched_t *s, long t) {
     double lr = s->base;
-    if (s->kind == LR_STEP && s->every > 0) lr = s->base * pow(s->gamma, (double)(t / s->every));
-    if (s->kind == LR_COSINE && s->total > 0) {
+    if (s->kind == SGD_LR_STEP && s->every > 0) lr = s->base * pow(s->gamma, (double)(t / s->every));
+    if (s->kind == SGD_LR_COSINE && s->total > 0) {
         double f = t >= s->total ? 1.0 : (double)t / (double)s->total;
         lr = s->floor + 0.5 * (s->base - s->floor) * (1.0 + cos(M_PI * f));
     }
@@ -17,10 +17,10 @@ double lr_at(const lr_sched_t *s, long t) {
     return lr;
 }
 
-int lr_schedule_parse(const char *s, lr_schedule_t *out) {
-    if (strcmp(s, "constant") == 0) *out = LR_CONSTANT;
-    else if (strcmp(s, "step") == 0) *out = LR_STEP;
-    else if (strcmp(s, "cosine") == 0) *out = LR_COSINE;
+int sgd_lr_schedule_parse(const char *s, sgd_lr_schedule_t *out) {
+    if (strcmp(s, "constant") == 0) *out = SGD_LR_CONSTANT;
+    else if (strcmp(s, "step") == 0) *out = SGD_LR_STEP;
+    else if (strcmp(s, "cosine") == 0) *out = SGD_LR_COSINE;
     else return -EINVAL;
     return 0;
 }

@@ -15,23 +15,23 @@
 
 #include "common/nn/nn.h"
 
-typedef enum { LR_CONSTANT = 0, LR_STEP, LR_COSINE } lr_schedule_t;
+typedef enum { SGD_LR_CONSTANT = 0, SGD_LR_STEP, SGD_LR_COSINE } sgd_lr_schedule_t;
 
-typedef struct lr_sched {
-    lr_schedule_t kind;
+typedef struct sgd_lr_sched {
+    sgd_lr_schedule_t kind;
     double base;       /* learning rate at step 0 */
-    double gamma;      /* LR_STEP: multiply by gamma every `every` steps */
+    double gamma;      /* SGD_LR_STEP: multiply by gamma every `every` steps */
     long every;
-    long total;        /* LR_COSINE: steps to reach `floor` */
-    double floor;      /* LR_COSINE: final learning rate */
+    long total;        /* SGD_LR_COSINE: steps to reach `floor` */
+    double floor;      /* SGD_LR_COSINE: final learning rate */
     long warmup;       /* linear warm-up steps (0 = none) */
-} lr_sched_t;
+} sgd_lr_sched_t;
 
 /* The learning rate at step t (0-based). */
-double lr_at(const lr_sched_t *s, long t);
+double sgd_lr_at(const sgd_lr_sched_t *s, long t);
 
 /* Parse "constant", "step" or "cosine"; 0 or -EINVAL. */
-int lr_schedule_parse(const char *s, lr_schedule_t *out);
+int sgd_lr_schedule_parse(const char *s, sgd_lr_schedule_t *out);
 
 typedef struct sgd {
     size_t n;

@@ -14,7 +14,7 @@
  * must be int-sized, and the names below list its values in order. */
 _Static_assert(sizeof(runcfg_optimizer_t) == sizeof(int) && sizeof(runcfg_stats_mode_t) == sizeof(int) &&
                    sizeof(runcfg_refresh_t) == sizeof(int) && sizeof(runcfg_dataset_t) == sizeof(int) &&
-                   sizeof(lr_schedule_t) == sizeof(int) && sizeof(kfac_inv_method_t) == sizeof(int) &&
+                   sizeof(sgd_lr_schedule_t) == sizeof(int) && sizeof(kfac_inv_method_t) == sizeof(int) &&
                    sizeof(kfac_step_rule_t) == sizeof(int) && sizeof(kfac_wd_mode_t) == sizeof(int) &&
                    sizeof(kfac_fisher_t) == sizeof(int) && sizeof(kfac_identity_mode_t) == sizeof(int) &&
                    sizeof(backend_kind_t) == sizeof(int),
@@ -274,7 +274,7 @@ void runcfg_kfac_opts(const runcfg_t *c, kfac_opts_t *o) {
     o->identity_mode = c->identity;
 }
 
-void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s) {
+void runcfg_lr_sched(const runcfg_t *c, sgd_lr_sched_t *s) {
     memset(s, 0, sizeof *s);
     s->kind = c->lr_schedule;
     s->base = c->lr;

@@ -69,7 +69,7 @@ typedef struct runcfg {
     /* [optimizer] */
     runcfg_optimizer_t optimizer;
     double lr;
-    lr_schedule_t lr_schedule;
+    sgd_lr_schedule_t lr_schedule;
     double lr_gamma;
     uint64_t lr_every;
     uint64_t lr_warmup;
@@ -162,7 +162,7 @@ int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_
 const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what);
 
 /* The SGD learning-rate schedule from the configuration. */
-void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s);
+void runcfg_lr_sched(const runcfg_t *c, sgd_lr_sched_t *s);
 
 /* "mnist", "fashion-mnist" or "cifar10" for c->dataset. */
 const char *runcfg_dataset_name(const runcfg_t *c);

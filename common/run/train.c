@@ -9,12 +9,7 @@
 
 #include "common/kfac/kfac_stats.h"
 #include "common/base/rng.h"
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "common/base/clock.h"
 
 void train_opts_default(train_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -22,7 +17,7 @@ void train_opts_default(train_opts_t *o) {
     o->batch = 64;
     o->steps = 1000;
     o->seed = 1;
-    o->lr.kind = LR_CONSTANT;
+    o->lr.kind = SGD_LR_CONSTANT;
     o->lr.base = 0.05;
     o->momentum = 0.9;
     kfac_opts_default(&o->kfac);
@@ -72,7 +67,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
     }
     rng_t label_rng;
     rng_seed(&label_rng, o->seed ^ 0xfeedULL);
-    double t0 = s_now(), eval_time = 0.0;
+    double t0 = clock_now_s(), eval_time = 0.0;
     long t;
     for (t = 0; t < o->steps; t++) {
         int n = batcher_next(bat, x, y);
@@ -97,7 +92,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         res->examples += n;
         if (!isfinite(loss)) { snprintf(err, err_len, "loss is not finite at step %ld; lower the learning rate", t); rc = -ERANGE; goto done; }
         if (sgd) {
-            sgd_step(sgd, net->params, net->grads, lr_at(&o->lr, t));
+            sgd_step(sgd, net->params, net->grads, sgd_lr_at(&o->lr, t));
         } else {
             kfac_step_info_t info;
             if ((rc = kfac_opt_step(kfac, net->params, net->grads, t, &info))) {
@@ -107,10 +102,10 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         }
         int last = t + 1 == o->steps;
         if ((o->eval_every > 0 && (t + 1) % o->eval_every == 0) || last) {
-            double e0 = s_now(), tl, ta;
+            double e0 = clock_now_s(), tl, ta;
             s_eval(net, test, o->eval_n, &tl, &ta);
-            eval_time += s_now() - e0;
-            double el = s_now() - t0 - eval_time;
+            eval_time += clock_now_s() - e0;
+            double el = clock_now_s() - t0 - eval_time;
             if (o->progress) {
                 double ml = 0.0;
                 int m = t + 1 < 50 ? (int)(t + 1) : 50;
@@ -129,14 +124,14 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         }
     }
     res->steps = t;
-    res->seconds = s_now() - t0 - eval_time;
+    res->seconds = clock_now_s() - t0 - eval_time;
     {
         int m = t < 50 ? (int)t : 50;
         double ml = 0.0;
         for (int i = 0; i < m; i++) ml += loss_hist[i];
         res->final_train_loss = m ? ml / m : 0.0;
     }
-    double e0 = s_now();
+    double e0 = clock_now_s();
     net_evaluate(net, test->x, test->y, test->n, &res->test_loss, &res->test_acc);
     res->polyak_loss = res->test_loss;
     res->polyak_acc = res->test_acc;
@@ -146,7 +141,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         net_evaluate(net, test->x, test->y, test->n, &res->polyak_loss, &res->polyak_acc);
         memcpy(net->params, saved, net->n_params * sizeof(float));
     }
-    res->eval_seconds = eval_time + (s_now() - e0);
+    res->eval_seconds = eval_time + (clock_now_s() - e0);
 done:
     batcher_free(&bat);
     sgd_free(&sgd);

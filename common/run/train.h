@@ -28,7 +28,7 @@ typedef struct train_opts {
     int batch;
     long steps;              /* total steps (>= 1) */
     uint64_t seed;
-    lr_sched_t lr;           /* sgd: the schedule; kfac: lr for fixed/kl_clip rules */
+    sgd_lr_sched_t lr;           /* sgd: the schedule; kfac: lr for fixed/kl_clip rules */
     double momentum, weight_decay;
     kfac_opts_t kfac;
     kfac_fisher_t fisher;

@@ -34,6 +34,9 @@
 #include "common/run/runcfg.h"
 #include "proto/msg.h"
 #include "tests/lib/seed.h"
+#include "common/base/ratelimit.h"
+#include "common/base/clock.h"
+#include "common/base/version.h"
 
 /* conv (KFC) -> batch norm -> pool -> fc on a feature map (doubly) -> fc. */
 static const char *s_model =
@@ -189,13 +192,13 @@ START_TEST(test_client_config_local_keys_win) {
 END_TEST
 
 START_TEST(test_client_ratelimit_counts_suppressed) {
-    client_ratelimit_t r = {0, 0};
+    ratelimit_t r = {0, 0};
     uint64_t skipped = 99;
-    ck_assert_int_eq(client_ratelimit_ok(&r, 60 * 1000, &skipped), 1);
+    ck_assert_int_eq(ratelimit_ok(&r, clock_now_ns(), 60 * 1000, &skipped), 1);
     ck_assert_uint_eq(skipped, 0);
-    for (int i = 0; i < 4; i++) ck_assert_int_eq(client_ratelimit_ok(&r, 60 * 1000, &skipped), 0);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(ratelimit_ok(&r, clock_now_ns(), 60 * 1000, &skipped), 0);
     r.last_ns = uv_hrtime() - 61ULL * 1000000000ULL; /* a minute ago */
-    ck_assert_int_eq(client_ratelimit_ok(&r, 60 * 1000, &skipped), 1);
+    ck_assert_int_eq(ratelimit_ok(&r, clock_now_ns(), 60 * 1000, &skipped), 1);
     ck_assert_uint_eq(skipped, 4);
 }
 END_TEST
@@ -372,7 +375,7 @@ START_TEST(test_client_handshake_welcome_then_shutdown) {
     fake_ps_t f;
     s_run_handshake(MSG_SHUTDOWN, &cs, &f);
     ck_assert_msg(f.ok_hello, "no proper Hello (protocol, role) reached the PS at %s", f.endpoint);
-    ck_assert_str_eq(f.hello_build, CLIENT_BUILD_ID);
+    ck_assert_str_eq(f.hello_build, KFAC_BUILD_ID);
     ck_assert_uint_eq(f.hello_id, 7);
     ck_assert_int_eq(f.n_send_failed, 0);
     ck_assert_int_eq(cs.welcomed, 1);

@@ -105,10 +105,10 @@ START_TEST(test_zloop_bind_ephemeral_port) {
     ck_assert_str_ne(ep, ep2);
     ck_assert_int_eq(zloop_socket_bind(b, "tcp://127.0.0.1:0", tiny, sizeof tiny), -ENOSPC);
     ck_assert_int_lt(zloop_socket_bind(b, "nonsense", NULL, 0), 0);
-    zloop_socket_close(&a);
+    zloop_socket_free(&a);
     ck_assert_ptr_null(a);
-    zloop_socket_close(&a); /* NULL: no-op */
-    zloop_socket_close(&b);
+    zloop_socket_free(&a); /* NULL: no-op */
+    zloop_socket_free(&b);
     fx_close_watchdog(&f);
     fx_run(&f);
     ck_assert(!f.timed_out);
@@ -134,8 +134,8 @@ static void s_echo_close_all(fx_t *f) {
     echo_t *e = (echo_t *)f;
     if (e->router) zloop_socket_stats(e->router, &e->rs);
     if (e->dealer) zloop_socket_stats(e->dealer, &e->ds);
-    zloop_socket_close(&e->router);
-    zloop_socket_close(&e->dealer);
+    zloop_socket_free(&e->router);
+    zloop_socket_free(&e->dealer);
     if (!uv_is_closing((uv_handle_t *)&e->start)) uv_close((uv_handle_t *)&e->start, NULL);
     fx_close_watchdog(f);
 }
@@ -152,7 +152,7 @@ static void s_echo_router(zloop_socket_t *s, const zloop_peer_t *peer, const uin
     if (s_seq(d, n) != (uint32_t)e->n_router) e->out_of_order++;
     e->n_router++;
     if (e->close_router_at && e->n_router == e->close_router_at) {
-        zloop_socket_close(&e->router);
+        zloop_socket_free(&e->router);
         e->fx.close_all(&e->fx);
         return;
     }
@@ -273,8 +273,8 @@ typedef struct fan {
 
 static void s_fan_close_all(fx_t *f) {
     fan_t *a = (fan_t *)f;
-    zloop_socket_close(&a->router);
-    for (int i = 0; i < FAN_N; i++) zloop_socket_close(&a->dealer[i]);
+    zloop_socket_free(&a->router);
+    for (int i = 0; i < FAN_N; i++) zloop_socket_free(&a->dealer[i]);
     fx_close_watchdog(f);
 }
 
@@ -351,8 +351,8 @@ typedef struct lim {
 
 static void s_lim_close_all(fx_t *f) {
     lim_t *l = (lim_t *)f;
-    zloop_socket_close(&l->router);
-    zloop_socket_close(&l->dealer);
+    zloop_socket_free(&l->router);
+    zloop_socket_free(&l->dealer);
     if (!uv_is_closing((uv_handle_t *)&l->resend)) uv_close((uv_handle_t *)&l->resend, NULL);
     fx_close_watchdog(f);
 }
@@ -404,8 +404,8 @@ typedef struct frm {
 
 static void s_frm_close_all(fx_t *f) {
     frm_t *m = (frm_t *)f;
-    zloop_socket_close(&m->router);
-    zloop_socket_close(&m->dealer);
+    zloop_socket_free(&m->router);
+    zloop_socket_free(&m->dealer);
     fx_close_watchdog(f);
 }
 
@@ -458,7 +458,7 @@ typedef struct pool_t_ {
 
 static void s_pool_close_all(fx_t *f) {
     pool_fx_t *p = (pool_fx_t *)f;
-    zloop_pool_close(&p->pool);
+    zloop_pool_free(&p->pool);
     fx_close_watchdog(f);
 }
 
@@ -521,7 +521,7 @@ typedef struct cancel {
 
 static void s_cancel_close_all(fx_t *f) {
     cancel_t *c = (cancel_t *)f;
-    zloop_pool_close(&c->pool);
+    zloop_pool_free(&c->pool);
     if (!uv_is_closing((uv_handle_t *)&c->poll)) uv_close((uv_handle_t *)&c->poll, NULL);
     fx_close_watchdog(f);
 }
@@ -608,7 +608,7 @@ typedef struct producer {
 
 static void s_mbx_close_all(fx_t *f) {
     mbx_t *m = (mbx_t *)f;
-    zloop_mailbox_close(&m->mb);
+    zloop_mailbox_free(&m->mb);
     fx_close_watchdog(f);
 }
 
@@ -667,7 +667,7 @@ START_TEST(test_zloop_mailbox_close_delivers_queued) {
     zloop_mailbox_t *mb = zloop_mailbox_new(&loop, s_count, &n);
     for (int i = 0; i < 10; i++) ck_assert_int_eq(zloop_mailbox_post(mb, NULL), 0);
     ck_assert_int_eq(n, 0);
-    zloop_mailbox_close(&mb);
+    zloop_mailbox_free(&mb);
     ck_assert_ptr_null(mb);
     ck_assert_int_eq(n, 10);
     ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
@@ -688,9 +688,9 @@ typedef struct sig {
 
 static void s_sig_close_all(fx_t *f) {
     sig_t_ *s = (sig_t_ *)f;
-    zloop_socket_close(&s->router);
-    zloop_socket_close(&s->dealer);
-    zloop_signals_close(&s->signals);
+    zloop_socket_free(&s->router);
+    zloop_socket_free(&s->dealer);
+    zloop_signals_free(&s->signals);
     if (!uv_is_closing((uv_handle_t *)&s->raise_timer)) uv_close((uv_handle_t *)&s->raise_timer, NULL);
     fx_close_watchdog(f);
 }

@@ -170,11 +170,11 @@ START_TEST(test_sgd_momentum_accumulates_velocity) {
 END_TEST
 
 /* Closed forms of the schedules (sgd.h), written independently. */
-static double s_lr_ref(const lr_sched_t *s, long t) {
+static double s_lr_ref(const sgd_lr_sched_t *s, long t) {
     double lr;
     switch (s->kind) {
-    case LR_STEP: lr = s->every > 0 ? s->base * pow(s->gamma, floor((double)t / (double)s->every)) : s->base; break;
-    case LR_COSINE:
+    case SGD_LR_STEP: lr = s->every > 0 ? s->base * pow(s->gamma, floor((double)t / (double)s->every)) : s->base; break;
+    case SGD_LR_COSINE:
         if (s->total <= 0) { lr = s->base; break; }
         lr = s->floor + (s->base - s->floor) * 0.5 * (1.0 + cos(3.14159265358979323846 * fmin((double)t, (double)s->total) / s->total));
         break;
@@ -189,8 +189,8 @@ START_TEST(test_lr_at_schedules_match_formulas) {
     rng_t r;
     rng_seed(&r, seed);
     for (int draw = 0; draw < 50; draw++) {
-        lr_sched_t s = {0};
-        s.kind = (lr_schedule_t)rng_below(&r, 3);
+        sgd_lr_sched_t s = {0};
+        s.kind = (sgd_lr_schedule_t)rng_below(&r, 3);
         s.base = 0.01 + rng_uniform(&r);
         s.gamma = 0.1 + 0.8 * rng_uniform(&r);
         s.every = 1 + (long)rng_below(&r, 50);
@@ -198,7 +198,7 @@ START_TEST(test_lr_at_schedules_match_formulas) {
         s.floor = s.base * 0.1 * rng_uniform(&r);
         s.warmup = rng_below(&r, 2) ? (long)rng_below(&r, 40) : 0;
         for (long t = 0; t < 700; t += 1 + (long)rng_below(&r, 7)) {
-            double got = lr_at(&s, t), want = s_lr_ref(&s, t);
+            double got = sgd_lr_at(&s, t), want = s_lr_ref(&s, t);
             ck_assert_msg(fabs(got - want) <= 1e-12 * fabs(want) + 1e-15,
                           "kind %d t=%ld: %.17g vs %.17g (seed=%llu)", s.kind, t, got, want, (unsigned long long)seed);
         }
@@ -207,36 +207,36 @@ START_TEST(test_lr_at_schedules_match_formulas) {
 END_TEST
 
 START_TEST(test_lr_at_landmarks) {
-    lr_sched_t c = {.kind = LR_CONSTANT, .base = 0.3};
-    ck_assert(lr_at(&c, 0) == 0.3 && lr_at(&c, 100000) == 0.3);
+    sgd_lr_sched_t c = {.kind = SGD_LR_CONSTANT, .base = 0.3};
+    ck_assert(sgd_lr_at(&c, 0) == 0.3 && sgd_lr_at(&c, 100000) == 0.3);
     /* step: 0.1 for t in [0, 10), 0.05 for [10, 20), 0.025 from 20 */
-    lr_sched_t st = {.kind = LR_STEP, .base = 0.1, .gamma = 0.5, .every = 10};
-    ck_assert_double_eq_tol(lr_at(&st, 9), 0.1, 1e-15);
-    ck_assert_double_eq_tol(lr_at(&st, 10), 0.05, 1e-15);
-    ck_assert_double_eq_tol(lr_at(&st, 25), 0.025, 1e-15);
+    sgd_lr_sched_t st = {.kind = SGD_LR_STEP, .base = 0.1, .gamma = 0.5, .every = 10};
+    ck_assert_double_eq_tol(sgd_lr_at(&st, 9), 0.1, 1e-15);
+    ck_assert_double_eq_tol(sgd_lr_at(&st, 10), 0.05, 1e-15);
+    ck_assert_double_eq_tol(sgd_lr_at(&st, 25), 0.025, 1e-15);
     /* cosine: base at 0, midpoint halfway between base and floor, floor at and after total */
-    lr_sched_t co = {.kind = LR_COSINE, .base = 1.0, .total = 100, .floor = 0.2};
-    ck_assert_double_eq_tol(lr_at(&co, 0), 1.0, 1e-15);
-    ck_assert_double_eq_tol(lr_at(&co, 50), 0.6, 1e-12);
-    ck_assert_double_eq_tol(lr_at(&co, 100), 0.2, 1e-12);
-    ck_assert_double_eq_tol(lr_at(&co, 1000), 0.2, 1e-12);
+    sgd_lr_sched_t co = {.kind = SGD_LR_COSINE, .base = 1.0, .total = 100, .floor = 0.2};
+    ck_assert_double_eq_tol(sgd_lr_at(&co, 0), 1.0, 1e-15);
+    ck_assert_double_eq_tol(sgd_lr_at(&co, 50), 0.6, 1e-12);
+    ck_assert_double_eq_tol(sgd_lr_at(&co, 100), 0.2, 1e-12);
+    ck_assert_double_eq_tol(sgd_lr_at(&co, 1000), 0.2, 1e-12);
     /* warmup: linear from base/warmup at t = 0 to base at t = warmup - 1 */
-    lr_sched_t wu = {.kind = LR_CONSTANT, .base = 0.4, .warmup = 4};
-    ck_assert_double_eq_tol(lr_at(&wu, 0), 0.1, 1e-15);
-    ck_assert_double_eq_tol(lr_at(&wu, 3), 0.4, 1e-15);
-    ck_assert_double_eq_tol(lr_at(&wu, 4), 0.4, 1e-15);
+    sgd_lr_sched_t wu = {.kind = SGD_LR_CONSTANT, .base = 0.4, .warmup = 4};
+    ck_assert_double_eq_tol(sgd_lr_at(&wu, 0), 0.1, 1e-15);
+    ck_assert_double_eq_tol(sgd_lr_at(&wu, 3), 0.4, 1e-15);
+    ck_assert_double_eq_tol(sgd_lr_at(&wu, 4), 0.4, 1e-15);
 
-    lr_schedule_t k;
-    ck_assert_int_eq(lr_schedule_parse("constant", &k), 0);
-    ck_assert_int_eq(k, LR_CONSTANT);
-    ck_assert_int_eq(lr_schedule_parse("step", &k), 0);
-    ck_assert_int_eq(k, LR_STEP);
-    ck_assert_int_eq(lr_schedule_parse("cosine", &k), 0);
-    ck_assert_int_eq(k, LR_COSINE);
-    k = LR_STEP;
-    ck_assert_int_eq(lr_schedule_parse("linear", &k), -EINVAL);
-    ck_assert_int_eq(lr_schedule_parse("", &k), -EINVAL);
-    ck_assert_int_eq(k, LR_STEP);
+    sgd_lr_schedule_t k;
+    ck_assert_int_eq(sgd_lr_schedule_parse("constant", &k), 0);
+    ck_assert_int_eq(k, SGD_LR_CONSTANT);
+    ck_assert_int_eq(sgd_lr_schedule_parse("step", &k), 0);
+    ck_assert_int_eq(k, SGD_LR_STEP);
+    ck_assert_int_eq(sgd_lr_schedule_parse("cosine", &k), 0);
+    ck_assert_int_eq(k, SGD_LR_COSINE);
+    k = SGD_LR_STEP;
+    ck_assert_int_eq(sgd_lr_schedule_parse("linear", &k), -EINVAL);
+    ck_assert_int_eq(sgd_lr_schedule_parse("", &k), -EINVAL);
+    ck_assert_int_eq(k, SGD_LR_STEP);
 }
 END_TEST
 

@@ -102,7 +102,7 @@ START_TEST(test_kfac_train_beats_sgd) {
     for (size_t i = 0; i < sizeof lrs / sizeof lrs[0]; i++) {
         train_opts_t o = base;
         o.optimizer = TRAIN_OPT_SGD;
-        o.lr.kind = LR_CONSTANT;
+        o.lr.kind = SGD_LR_CONSTANT;
         o.lr.base = lrs[i];
         o.momentum = 0.9;
         o.weight_decay = 0.0;
