@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "common/net/client.h"
+#include "common/net/daemon.h"
 #include "common/kfac/kfac_inverse.h"
 #include "common/base/log.h"
 #include "common/net/zloop.h"
@@ -51,10 +52,8 @@ typedef struct s_job {
 } s_job_t;
 
 struct invertd_server {
-    uv_loop_t loop;
     const runcfg_t *cfg;         /* borrowed */
-    client_t *client;
-    zloop_pool_t *pool;
+    client_daemon_t d;            /* loop, job pool, connection */
     s_job_t *qhead, *qtail;      /* jobs waiting for the compute thread */
     int busy;
     s_job_t *held;               /* a result held back by delay_ms */
@@ -65,7 +64,6 @@ struct invertd_server {
     int first_logged;
     uint64_t n_jobs, n_failed, n_invalid, n_sent;
     double compute_ms_sum;
-    ratelimit_t rl_err;
     /* compute thread */
     kfac_inverse_t *cache[S_CACHE];
     int n_cache;
@@ -186,14 +184,14 @@ static void s_job_free(s_job_t *j) {
 
 static void s_job_request(invertd_server_t *s) {
     msg_t m;
-    client_msg_init(s->client, &m, MSG_JOB_REQUEST);
+    client_msg_init(s->d.client, &m, MSG_JOB_REQUEST);
     m.job_request.max_n = s->cfg->invertd_max_n > 0 ? (uint32_t)s->cfg->invertd_max_n : 0;
-    if (client_send(s->client, &m) == 0) s->n_outstanding++;
+    if (client_send(s->d.client, &m) == 0) s->n_outstanding++;
 }
 
 static void s_send_result(invertd_server_t *s, s_job_t *j) {
     const msg_job_t *jb = &j->job.job;
-    if (client_send_take(s->client, &j->buf, j->len) == 0) {
+    if (client_send_take(s->d.client, &j->buf, j->len) == 0) {
         s->n_outstanding++;
         s->n_sent++;
         log_debug("job %" PRIu64 " (layer %" PRIu32 " factor %" PRIu32 ", %s, n=%" PRIu32 ", version %" PRIu64
@@ -211,7 +209,7 @@ static void s_on_delay(uv_timer_t *t) {
     invertd_server_t *s = t->data;
     s_job_t *j = s->held;
     s->held = NULL;
-    if (j && !client_stopping(s->client)) s_send_result(s, j);
+    if (j && !client_stopping(s->d.client)) s_send_result(s, j);
     else s_job_free(j);
     s_next(s);
 }
@@ -220,7 +218,7 @@ static void s_done(void *job, int status, void *user) {
     invertd_server_t *s = user;
     s_job_t *j = job;
     s->busy = 0;
-    if (status < 0 || client_stopping(s->client)) {
+    if (status < 0 || client_stopping(s->d.client)) {
         s_job_free(j);
         return;
     }
@@ -236,10 +234,10 @@ static void s_done(void *job, int status, void *user) {
                  j->err);
         log_error("%s", text);
         msg_t e;
-        client_msg_init(s->client, &e, MSG_ERROR);
+        client_msg_init(s->d.client, &e, MSG_ERROR);
         e.error.code = MSG_ERR_INTERNAL;
         e.error.text = text;
-        (void)client_send(s->client, &e);
+        (void)client_send(s->d.client, &e);
         s_job_free(j);
         s_next(s);
         return;
@@ -256,18 +254,18 @@ static void s_done(void *job, int status, void *user) {
 }
 
 static void s_next(invertd_server_t *s) {
-    if (s->busy || client_stopping(s->client) || !client_welcomed(s->client)) return;
+    if (s->busy || client_stopping(s->d.client) || !client_welcomed(s->d.client)) return;
     if (s->qhead) {
         s_job_t *j = s->qhead;
         s->qhead = j->next;
         if (!s->qhead) s->qtail = NULL;
         j->next = NULL;
-        j->sender_id = client_id(s->client);
-        int rc = zloop_pool_submit(s->pool, j);
+        j->sender_id = client_id(s->d.client);
+        int rc = zloop_pool_submit(s->d.pool, j);
         if (rc < 0) {
             log_error("cannot queue work: %s", strerror(-rc));
             s_job_free(j);
-            client_stop(s->client, 1, "internal error", 1);
+            client_stop(s->d.client, 1, "internal error", 1);
             return;
         }
         s->busy = 1;
@@ -320,21 +318,13 @@ static void s_on_job(invertd_server_t *s, msg_t *m) {
         rc = -EINVAL;
     }
     if (rc < 0) {
-        s->n_invalid++;
-        uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_error("rejected a job from kfac-ps: %s (%" PRIu64 " rejected so far)", err, s->n_invalid);
-        msg_t e;
-        client_msg_init(s->client, &e, MSG_ERROR);
-        e.error.code = MSG_ERR_INVALID;
-        e.error.text = err;
-        (void)client_send(s->client, &e);
+        client_daemon_reject(&s->d, "a job", err, ++s->n_invalid);
         s_next(s);
         return;
     }
     s_job_t *j = calloc(1, sizeof *j);
     if (!j) {
-        client_stop(s->client, 1, "out of memory", 1);
+        client_stop(s->d.client, 1, "out of memory", 1);
         return;
     }
     j->job = *m;
@@ -356,21 +346,15 @@ static void s_on_job(invertd_server_t *s, msg_t *m) {
 static void s_on_message(client_t *c, msg_t *m, void *user) {
     (void)c;
     invertd_server_t *s = user;
-    uint64_t skipped = 0;
     switch (m->type) {
     case MSG_JOB:
         s_on_job(s, m);
         break;
-    case MSG_ERROR:
-        if (s->n_outstanding > 0) s->n_outstanding--;
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_warn("kfac-ps answered with error %s: %s", msg_error_code_name(m->error.code),
-                     m->error.text ? m->error.text : "");
-        s_next(s);
-        break;
     default:
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_warn("unexpected %s message from kfac-ps: ignored", msg_type_name(m->type));
+        if (client_daemon_other_message(&s->d, m) == CLIENT_DAEMON_ERROR) {
+            if (s->n_outstanding > 0) s->n_outstanding--;
+            s_next(s);
+        }
         break;
     }
 }
@@ -382,7 +366,7 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     (void)exit_code;
     (void)reason;
     invertd_server_t *s = user;
-    zloop_pool_free(&s->pool); /* waits for a running job */
+    zloop_pool_free(&s->d.pool); /* waits for a running job */
     s_drop_queue(s);
     if (s->held) {
         s_job_free(s->held);
@@ -410,43 +394,27 @@ invertd_server_t *invertd_server_new(const runcfg_t *cfg) {
     invertd_server_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->cfg = cfg;
-    int rc = uv_loop_init(&s->loop);
-    if (rc < 0) {
-        log_error("uv_loop_init: %s", uv_strerror(rc));
+    if (client_daemon_init(&s->d, MSG_ROLE_INVERTD, RUNCFG_ROLE_INVERTD, cfg, s_work, s_done, &s_handlers, s) < 0) {
         free(s);
         return NULL;
     }
-    uv_timer_init(&s->loop, &s->delay);
+    uv_timer_init(&s->d.loop, &s->delay);
     s->delay.data = s;
     s->delay_open = 1;
-    s->pool = zloop_pool_new(&s->loop, 1, s_work, s_done, s);
-    s->client = s->pool ? client_new(&s->loop, MSG_ROLE_INVERTD, RUNCFG_ROLE_INVERTD, cfg, &s_handlers, s) : NULL;
-    if (!s->client) {
-        zloop_pool_free(&s->pool);
-        s->delay_open = 0;
-        uv_close((uv_handle_t *)&s->delay, s_timer_closed);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&s->loop);
-        free(s);
-        return NULL;
-    }
     return s;
 }
 
-int invertd_server_run(invertd_server_t *s) {
-    if (client_start(s->client) < 0) client_stop(s->client, 1, "cannot start", 0);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    return client_exit_code(s->client);
-}
+int invertd_server_run(invertd_server_t *s) { return client_daemon_run(&s->d); }
 
 void invertd_server_free(invertd_server_t **sp) {
     if (!sp || !*sp) return;
     invertd_server_t *s = *sp;
     *sp = NULL;
-    if (s->client && !client_stopping(s->client)) client_stop(s->client, 0, "destroyed", 1);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    client_free(&s->client);
-    if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had open handles at exit");
+    if (s->delay_open) { /* never started (the client stopped before its on_stop ran) */
+        s->delay_open = 0;
+        uv_close((uv_handle_t *)&s->delay, s_timer_closed);
+    }
+    client_daemon_release(&s->d);
     s_drop_queue(s);
     s_job_free(s->held);
     for (int i = 0; i < s->n_cache; i++) kfac_inverse_free(&s->cache[i]);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/net/client.h"
+#include "common/net/daemon.h"
 #include "common/base/log.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
@@ -41,10 +42,8 @@ typedef struct s_job {
 } s_job_t;
 
 struct statsd_server {
-    uv_loop_t loop;
     const runcfg_t *cfg;          /* borrowed */
-    client_t *client;
-    zloop_pool_t *pool;
+    client_daemon_t d;            /* loop, job pool, connection */
     client_compute_t cc;          /* the compute thread's while busy */
     int have_cc;
     int idle_mode;                /* sgd or stats=sync: nothing to compute */
@@ -55,7 +54,6 @@ struct statsd_server {
     uint64_t n_pushed, n_invalid;
     uint64_t last_version;
     double compute_ms_sum;
-    ratelimit_t rl_err;
 };
 
 static void s_next(statsd_server_t *s);
@@ -116,7 +114,7 @@ static void s_done(void *job, int status, void *user) {
     statsd_server_t *s = user;
     s_job_t *j = job;
     s->busy = 0;
-    if (status < 0 || client_stopping(s->client)) {
+    if (status < 0 || client_stopping(s->d.client)) {
         s_job_free(j);
         return;
     }
@@ -124,7 +122,7 @@ static void s_done(void *job, int status, void *user) {
         if (j->rc < 0) {
             log_error("cannot set up the model and data: %s", j->err);
             s_job_free(j);
-            client_stop(s->client, 1, "setup failed", 1);
+            client_stop(s->d.client, 1, "setup failed", 1);
             return;
         }
         client_compute_move(&s->cc, &j->cc);
@@ -136,11 +134,11 @@ static void s_done(void *job, int status, void *user) {
         if (j->rc < 0) {
             log_error("statistics at version %" PRIu64 " failed: %s", j->params.params.version, j->err);
             s_job_free(j);
-            client_stop(s->client, 1, "compute failed", 1);
+            client_stop(s->d.client, 1, "compute failed", 1);
             return;
         }
         uint64_t v = j->params.params.version;
-        if (client_send_take(s->client, &j->buf, j->len) == 0) {
+        if (client_send_take(s->d.client, &j->buf, j->len) == 0) {
             s->n_outstanding++;
             s->n_pushed++;
             s->last_version = v;
@@ -157,22 +155,22 @@ static void s_done(void *job, int status, void *user) {
 }
 
 static void s_submit(statsd_server_t *s, s_job_t *j) {
-    int rc = zloop_pool_submit(s->pool, j);
+    int rc = zloop_pool_submit(s->d.pool, j);
     if (rc < 0) {
         log_error("cannot queue work: %s", strerror(-rc));
         s_job_free(j);
-        client_stop(s->client, 1, "internal error", 1);
+        client_stop(s->d.client, 1, "internal error", 1);
         return;
     }
     s->busy = 1;
 }
 
 static void s_next(statsd_server_t *s) {
-    if (s->busy || client_stopping(s->client)) return;
+    if (s->busy || client_stopping(s->d.client)) return;
     if (s->next_setup) {
         s_job_t *j = calloc(1, sizeof *j);
         if (!j) {
-            client_stop(s->client, 1, "out of memory", 1);
+            client_stop(s->d.client, 1, "out of memory", 1);
             return;
         }
         j->kind = S_JOB_SETUP;
@@ -182,26 +180,26 @@ static void s_next(statsd_server_t *s) {
         s_submit(s, j);
         return;
     }
-    if (s->idle_mode || !s->have_cc || !client_welcomed(s->client)) return;
+    if (s->idle_mode || !s->have_cc || !client_welcomed(s->d.client)) return;
     if (s->pending) {
         s_job_t *j = calloc(1, sizeof *j);
         if (!j) {
-            client_stop(s->client, 1, "out of memory", 1);
+            client_stop(s->d.client, 1, "out of memory", 1);
             return;
         }
         j->kind = S_JOB_STATS;
         j->params = *s->pending;
         free(s->pending);
         s->pending = NULL;
-        j->sender_id = client_id(s->client);
+        j->sender_id = client_id(s->d.client);
         s_submit(s, j);
         return;
     }
     if (s->n_outstanding == 0) {
         msg_t m;
-        client_msg_init(s->client, &m, MSG_GET_PARAMS);
+        client_msg_init(s->d.client, &m, MSG_GET_PARAMS);
         m.get_params.min_version = 0;
-        if (client_send(s->client, &m) == 0) s->n_outstanding++;
+        if (client_send(s->d.client, &m) == 0) s->n_outstanding++;
     }
 }
 
@@ -247,15 +245,7 @@ static void s_on_params(statsd_server_t *s, msg_t *m) {
     char err[512];
     if (s->n_outstanding > 0) s->n_outstanding--;
     if (msg_validate(m, s->have_cc ? &s->cc.shape.limits : NULL, err, sizeof err) < 0) {
-        s->n_invalid++;
-        uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_error("rejected params from kfac-ps: %s (%" PRIu64 " rejected so far)", err, s->n_invalid);
-        msg_t e;
-        client_msg_init(s->client, &e, MSG_ERROR);
-        e.error.code = MSG_ERR_INVALID;
-        e.error.text = err;
-        (void)client_send(s->client, &e);
+        client_daemon_reject(&s->d, "params", err, ++s->n_invalid);
         s_next(s);
         return;
     }
@@ -263,7 +253,7 @@ static void s_on_params(statsd_server_t *s, msg_t *m) {
     if (s->pending && s->pending->params.version > m->params.version) return;
     msg_t *keep = malloc(sizeof *keep);
     if (!keep) {
-        client_stop(s->client, 1, "out of memory", 1);
+        client_stop(s->d.client, 1, "out of memory", 1);
         return;
     }
     *keep = *m;
@@ -276,21 +266,15 @@ static void s_on_params(statsd_server_t *s, msg_t *m) {
 static void s_on_message(client_t *c, msg_t *m, void *user) {
     (void)c;
     statsd_server_t *s = user;
-    uint64_t skipped = 0;
     switch (m->type) {
     case MSG_PARAMS:
         s_on_params(s, m);
         break;
-    case MSG_ERROR:
-        if (s->n_outstanding > 0) s->n_outstanding--;
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_warn("kfac-ps answered with error %s: %s", msg_error_code_name(m->error.code),
-                     m->error.text ? m->error.text : "");
-        s_next(s);
-        break;
     default:
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_warn("unexpected %s message from kfac-ps: ignored", msg_type_name(m->type));
+        if (client_daemon_other_message(&s->d, m) == CLIENT_DAEMON_ERROR) {
+            if (s->n_outstanding > 0) s->n_outstanding--;
+            s_next(s);
+        }
         break;
     }
 }
@@ -301,7 +285,7 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     (void)reason;
     statsd_server_t *s = user;
     log_info("%" PRIu64 " statistics batches pushed, %" PRIu64 " invalid params", s->n_pushed, s->n_invalid);
-    zloop_pool_free(&s->pool);
+    zloop_pool_free(&s->d.pool);
 }
 
 static const client_handlers_t s_handlers = {
@@ -320,39 +304,20 @@ statsd_server_t *statsd_server_new(const runcfg_t *cfg) {
     statsd_server_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->cfg = cfg;
-    int rc = uv_loop_init(&s->loop);
-    if (rc < 0) {
-        log_error("uv_loop_init: %s", uv_strerror(rc));
-        free(s);
-        return NULL;
-    }
-    s->pool = zloop_pool_new(&s->loop, 1, s_work, s_done, s);
-    s->client = s->pool ? client_new(&s->loop, MSG_ROLE_STATSD, RUNCFG_ROLE_STATSD, cfg, &s_handlers, s) : NULL;
-    if (!s->client) {
-        zloop_pool_free(&s->pool);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&s->loop);
+    if (client_daemon_init(&s->d, MSG_ROLE_STATSD, RUNCFG_ROLE_STATSD, cfg, s_work, s_done, &s_handlers, s) < 0) {
         free(s);
         return NULL;
     }
     return s;
 }
 
-int statsd_server_run(statsd_server_t *s) {
-    if (client_start(s->client) < 0) client_stop(s->client, 1, "cannot start", 0);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    return client_exit_code(s->client);
-}
+int statsd_server_run(statsd_server_t *s) { return client_daemon_run(&s->d); }
 
 void statsd_server_free(statsd_server_t **sp) {
     if (!sp || !*sp) return;
     statsd_server_t *s = *sp;
     *sp = NULL;
-    if (s->client && !client_stopping(s->client)) client_stop(s->client, 0, "destroyed", 1);
-    zloop_pool_free(&s->pool);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    client_free(&s->client);
-    if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had open handles at exit");
+    client_daemon_release(&s->d);
     client_compute_release(&s->cc);
     if (s->next_setup) {
         client_setup_release(s->next_setup);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/net/client.h"
+#include "common/net/daemon.h"
 #include "common/base/log.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
@@ -46,10 +47,8 @@ typedef struct s_job {
 } s_job_t;
 
 struct worker_server {
-    uv_loop_t loop;
     const runcfg_t *cfg;          /* borrowed */
-    client_t *client;
-    zloop_pool_t *pool;
+    client_daemon_t d;            /* loop, job pool, connection */
     client_compute_t cc;          /* the compute thread's while busy */
     int have_cc;
     int busy;
@@ -60,7 +59,6 @@ struct worker_server {
     uint64_t last_pushed;
     uint64_t n_pushed, n_duplicates, n_invalid;
     double compute_ms_sum;
-    ratelimit_t rl_err;
 };
 
 static void s_next(worker_server_t *s);
@@ -119,7 +117,7 @@ static void s_done(void *job, int status, void *user) {
     worker_server_t *s = user;
     s_job_t *j = job;
     s->busy = 0;
-    if (status < 0 || client_stopping(s->client)) {
+    if (status < 0 || client_stopping(s->d.client)) {
         s_job_free(j);
         return;
     }
@@ -127,7 +125,7 @@ static void s_done(void *job, int status, void *user) {
         if (j->rc < 0) {
             log_error("cannot set up the model and data: %s", j->err);
             s_job_free(j);
-            client_stop(s->client, 1, "setup failed", 1);
+            client_stop(s->d.client, 1, "setup failed", 1);
             return;
         }
         client_compute_move(&s->cc, &j->cc);
@@ -141,11 +139,11 @@ static void s_done(void *job, int status, void *user) {
         if (j->rc < 0) {
             log_error("gradient of version %" PRIu64 " failed: %s", j->params.params.version, j->err);
             s_job_free(j);
-            client_stop(s->client, 1, "compute failed", 1);
+            client_stop(s->d.client, 1, "compute failed", 1);
             return;
         }
         uint64_t v = j->params.params.version;
-        int rc = client_send_take(s->client, &j->buf, j->len);
+        int rc = client_send_take(s->d.client, &j->buf, j->len);
         s->have_pushed = 1;
         s->last_pushed = v;
         if (rc == 0) {
@@ -164,11 +162,11 @@ static void s_done(void *job, int status, void *user) {
 }
 
 static void s_submit(worker_server_t *s, s_job_t *j) {
-    int rc = zloop_pool_submit(s->pool, j);
+    int rc = zloop_pool_submit(s->d.pool, j);
     if (rc < 0) {
         log_error("cannot queue work: %s", strerror(-rc));
         s_job_free(j);
-        client_stop(s->client, 1, "internal error", 1);
+        client_stop(s->d.client, 1, "internal error", 1);
         return;
     }
     s->busy = 1;
@@ -176,18 +174,18 @@ static void s_submit(worker_server_t *s, s_job_t *j) {
 
 static void s_get_params(worker_server_t *s) {
     msg_t m;
-    client_msg_init(s->client, &m, MSG_GET_PARAMS);
+    client_msg_init(s->d.client, &m, MSG_GET_PARAMS);
     m.get_params.min_version = 0;
-    if (client_send(s->client, &m) == 0) s->n_outstanding++;
+    if (client_send(s->d.client, &m) == 0) s->n_outstanding++;
 }
 
 /* Start whatever comes next when idle. */
 static void s_next(worker_server_t *s) {
-    if (s->busy || client_stopping(s->client)) return;
+    if (s->busy || client_stopping(s->d.client)) return;
     if (s->next_setup) {
         s_job_t *j = calloc(1, sizeof *j);
         if (!j) {
-            client_stop(s->client, 1, "out of memory", 1);
+            client_stop(s->d.client, 1, "out of memory", 1);
             return;
         }
         j->kind = S_JOB_SETUP;
@@ -197,7 +195,7 @@ static void s_next(worker_server_t *s) {
         s_submit(s, j);
         return;
     }
-    if (!s->have_cc || !client_welcomed(s->client)) return;
+    if (!s->have_cc || !client_welcomed(s->d.client)) return;
     if (s->pending) {
         msg_t *p = s->pending;
         s->pending = NULL;
@@ -205,13 +203,13 @@ static void s_next(worker_server_t *s) {
         if (!j) {
             msg_clear(p);
             free(p);
-            client_stop(s->client, 1, "out of memory", 1);
+            client_stop(s->d.client, 1, "out of memory", 1);
             return;
         }
         j->kind = S_JOB_GRAD;
         j->params = *p;
         free(p);
-        j->sender_id = client_id(s->client);
+        j->sender_id = client_id(s->d.client);
         s_submit(s, j);
         return;
     }
@@ -251,15 +249,7 @@ static void s_on_params(worker_server_t *s, msg_t *m) {
     if (s->n_outstanding > 0) s->n_outstanding--;
     /* The shape is only read by msg_validate; a running job does not change it. */
     if (msg_validate(m, lim, err, sizeof err) < 0) {
-        s->n_invalid++;
-        uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_error("rejected params from kfac-ps: %s (%" PRIu64 " rejected so far)", err, s->n_invalid);
-        msg_t e;
-        client_msg_init(s->client, &e, MSG_ERROR);
-        e.error.code = MSG_ERR_INVALID;
-        e.error.text = err;
-        (void)client_send(s->client, &e);
+        client_daemon_reject(&s->d, "params", err, ++s->n_invalid);
         s_next(s);
         return;
     }
@@ -275,7 +265,7 @@ static void s_on_params(worker_server_t *s, msg_t *m) {
     }
     msg_t *keep = malloc(sizeof *keep);
     if (!keep) {
-        client_stop(s->client, 1, "out of memory", 1);
+        client_stop(s->d.client, 1, "out of memory", 1);
         return;
     }
     *keep = *m;
@@ -291,21 +281,15 @@ static void s_on_params(worker_server_t *s, msg_t *m) {
 static void s_on_message(client_t *c, msg_t *m, void *user) {
     (void)c;
     worker_server_t *s = user;
-    uint64_t skipped = 0;
     switch (m->type) {
     case MSG_PARAMS:
         s_on_params(s, m);
         break;
-    case MSG_ERROR:
-        if (s->n_outstanding > 0) s->n_outstanding--;
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_warn("kfac-ps answered with error %s: %s", msg_error_code_name(m->error.code),
-                     m->error.text ? m->error.text : "");
-        s_next(s);
-        break;
     default:
-        if (ratelimit_ok(&s->rl_err, clock_now_ns(), 5000, &skipped))
-            log_warn("unexpected %s message from kfac-ps: ignored", msg_type_name(m->type));
+        if (client_daemon_other_message(&s->d, m) == CLIENT_DAEMON_ERROR) {
+            if (s->n_outstanding > 0) s->n_outstanding--;
+            s_next(s);
+        }
         break;
     }
 }
@@ -317,7 +301,7 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     worker_server_t *s = user;
     log_info("%" PRIu64 " gradients pushed, %" PRIu64 " duplicate params ignored, %" PRIu64 " invalid", s->n_pushed,
              s->n_duplicates, s->n_invalid);
-    zloop_pool_free(&s->pool); /* waits for a running job, cancels the rest */
+    zloop_pool_free(&s->d.pool); /* waits for a running job, cancels the rest */
 }
 
 static const client_handlers_t s_handlers = {
@@ -338,39 +322,20 @@ worker_server_t *worker_server_new(const runcfg_t *cfg) {
     worker_server_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->cfg = cfg;
-    int rc = uv_loop_init(&s->loop);
-    if (rc < 0) {
-        log_error("uv_loop_init: %s", uv_strerror(rc));
-        free(s);
-        return NULL;
-    }
-    s->pool = zloop_pool_new(&s->loop, 1, s_work, s_done, s);
-    s->client = s->pool ? client_new(&s->loop, MSG_ROLE_WORKER, RUNCFG_ROLE_WORKER, cfg, &s_handlers, s) : NULL;
-    if (!s->client) {
-        zloop_pool_free(&s->pool);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&s->loop);
+    if (client_daemon_init(&s->d, MSG_ROLE_WORKER, RUNCFG_ROLE_WORKER, cfg, s_work, s_done, &s_handlers, s) < 0) {
         free(s);
         return NULL;
     }
     return s;
 }
 
-int worker_server_run(worker_server_t *s) {
-    if (client_start(s->client) < 0) client_stop(s->client, 1, "cannot start", 0);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    return client_exit_code(s->client);
-}
+int worker_server_run(worker_server_t *s) { return client_daemon_run(&s->d); }
 
 void worker_server_free(worker_server_t **sp) {
     if (!sp || !*sp) return;
     worker_server_t *s = *sp;
     *sp = NULL;
-    if (s->client && !client_stopping(s->client)) client_stop(s->client, 0, "destroyed", 1);
-    zloop_pool_free(&s->pool);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    client_free(&s->client);
-    if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had open handles at exit");
+    client_daemon_release(&s->d);
     client_compute_release(&s->cc);
     if (s->next_setup) {
         client_setup_release(s->next_setup);

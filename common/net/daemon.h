@@ -1,0 +1,62 @@
+/* common/net/daemon.h — what every client daemon (kfac-worker, kfac-statsd,
+ * kfac-invertd) is made of besides its role: a libuv loop, a one-thread job
+ * pool for the heavy math (work on its thread, done on the loop), the
+ * connection to kfac-ps (client.h), and the handling of the messages every
+ * role treats alike (an Error from kfac-ps, a message of an unexpected type,
+ * answering an invalid message). A role embeds a client_daemon_t in its
+ * server and keeps only what it computes and sends.
+ *
+ *     s->d: client_daemon_init(&s->d, MSG_ROLE_WORKER, RUNCFG_ROLE_WORKER, cfg,
+ *                              s_work, s_done, &s_handlers, s);
+ *     client_daemon_run(&s->d);     // until Shutdown, a signal or a fatal error
+ *     client_daemon_release(&s->d);
+ *
+ * Threads: the loop thread, except the pool's work function. */
+#ifndef KFAC_NET_DAEMON_H
+#define KFAC_NET_DAEMON_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/base/ratelimit.h"
+#include "common/net/client.h"
+#include "common/net/zloop.h"
+#include "common/run/runcfg.h"
+#include "proto/msg.h"
+
+typedef struct client_daemon {
+    uv_loop_t loop;
+    client_t *client;    /* owned */
+    zloop_pool_t *pool;  /* owned; a role may free it early (zloop_pool_free NULLs it) */
+    ratelimit_t rl_err;  /* log lines about kfac-ps's answers: one per 5 s */
+} client_daemon_t;
+
+/* Initialise the loop, a pool of one thread running work(job, user) and then
+ * done(job, status, user) on the loop, and the client of role (cfg_role's
+ * option view of cfg, borrowed) with handlers h (static) and user. Returns 0,
+ * or -1 with the reason logged and everything released. */
+int client_daemon_init(client_daemon_t *d, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *cfg,
+                       zloop_work_fn work, zloop_done_fn done, const client_handlers_t *h, void *user);
+
+/* Connect and run the loop until the client stops. Returns the exit code:
+ * 0 clean, 1 fatal. */
+int client_daemon_run(client_daemon_t *d);
+
+/* Stop the client if it still runs, free the pool (waits for a running job,
+ * cancels the rest), let the loop close every handle, free the client and
+ * close the loop. The role frees its own state afterwards. */
+void client_daemon_release(client_daemon_t *d);
+
+/* The messages every role treats alike. Returns CLIENT_DAEMON_ERROR for an
+ * Error from kfac-ps (logged, rate-limited: the caller counts its request as
+ * answered and moves on), CLIENT_DAEMON_IGNORED for any other type (logged
+ * as unexpected, rate-limited). */
+enum { CLIENT_DAEMON_ERROR = 1, CLIENT_DAEMON_IGNORED = 2 };
+int client_daemon_other_message(client_daemon_t *d, const msg_t *m);
+
+/* A message from kfac-ps failed validation: log it (rate-limited; what is
+ * "params" or "a job", *n_invalid the running count) and answer
+ * Error(INVALID, err). */
+void client_daemon_reject(client_daemon_t *d, const char *what, const char *err, uint64_t n_invalid);
+
+#endif
