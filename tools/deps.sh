@@ -13,10 +13,19 @@
 #   gnuplot-nox                          plots of the experiment runner
 #   systemd                              systemd-analyze verifies deploy/systemd
 #   iproute2 procps psmisc               process and port handling in tests
+#   slurm-wlm munge                      tests/integration/80-slurm.sh runs
+#                                        deploy/slurm/kfac.sbatch under a real
+#                                        Slurm (slurmctld, slurmd, sbatch,
+#                                        srun) with its own munged; it starts
+#                                        them itself, so the packages' own
+#                                        services are never needed (where
+#                                        there is no systemd or policy-rc.d
+#                                        forbids it, the install just does not
+#                                        start them)
 set -eu
 pkgs="pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
 liblapacke-dev libuv1-dev check zlib1g-dev curl ca-certificates
-dataset-fashion-mnist gnuplot-nox systemd procps"
+dataset-fashion-mnist gnuplot-nox systemd procps slurm-wlm munge"
 missing=""
 for p in $pkgs; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -1,0 +1,231 @@
+#!/bin/sh
+# tests/integration/80-slurm.sh — deploy/slurm/kfac.sbatch under a real Slurm
+# started by the test itself on this one machine (not via systemd):
+#
+#   1. kfac-multiprog for a fake allocation (SLURM_JOB_NODELIST=node[03-05],
+#      SLURM_JOB_ID=4242, no Slurm daemons needed): task 0 is kfac-ps bound
+#      at port 20000 + 4242 % 10000, then 2 workers, 1 statsd and 2 invertd
+#      with ids 1..N, every client pointed at tcp://node03:24242; a bad
+#      override is refused before anything is written.
+#   2. A private Slurm cluster in the test's temp dir: munged on its own
+#      socket with a key generated there, slurmctld and slurmd (Debian's
+#      slurm-wlm, run in the foreground as children of this test) from a
+#      generated slurm.conf (one node = this host's short name, CPUs = nproc,
+#      free SlurmctldPort/SlurmdPort, proctrack/linuxproc, task/none,
+#      select/cons_tres, no accounting, auth/munge with AuthInfo=socket=...),
+#      found by every Slurm command through SLURM_CONF.
+#   3. sbatch -N 1 deploy/slurm/kfac.sbatch run.ini: the MNIST MLP, K-FAC,
+#      2 workers, 1 inverse daemon, [data] train_n = 2000, 30 steps. Passes
+#      when the job COMPLETED with exit code 0, steps.csv has the 30 steps,
+#      ps.log ends with kfac-ps's "done:" line and every daemon's status file
+#      says 0.
+# Every wait is bounded; on exit the job is cancelled and slurmd, slurmctld
+# and munged (by PID) are stopped. Exit 77 (skip) without Slurm or munge, or
+# when not root (slurmd must be root to start jobs).
+. tests/integration/harness.inc
+h_init 80-slurm
+BUILD_ABS=$(cd "$BUILD" && pwd)
+root=$(pwd)
+
+# ---- 1. the multi-prog file of a fake allocation ---------------------------------------
+cat >"$H_DIR/fake.ini" <<EOF
+[run]
+out_dir = $H_DIR/fake-out
+[model]
+file = models/mnist-mlp.model
+[cluster]
+workers = 2
+statsd = 1
+invertd = 2
+[ps]
+bind = tcp://127.0.0.1:0
+EOF
+mp=$H_DIR/fake.multiprog
+env -u KFAC_PORT -u KFAC_PS_HOST -u KFAC_PS_BIND SLURM_JOB_NODELIST='node[03-05]' SLURM_JOB_ID=4242 \
+  KFAC_BIN="$BUILD_ABS" sh deploy/slurm/kfac-multiprog "$H_DIR/fake.ini" --kfac.damping 0.02 \
+  --invertd.threads=2 >"$mp" 2>"$H_DIR/fake.log" || h_fail "kfac-multiprog failed on the fake allocation"
+grep -q '^# kfac: tasks=6$' "$mp" || h_fail "fake allocation: expected 6 tasks: $(cat "$mp")"
+ep=tcp://node03:24242
+awk -v ep="$ep" -v b="$BUILD_ABS" -v t="$root/deploy/slurm/kfac-task" -v cfg="$H_DIR/fake.ini" '
+  /^#/ { next }
+  { n++
+    want_name = $1 == 0 ? "ps" : $1 <= 2 ? "worker-" $1 : $1 == 3 ? "statsd-1" : "invertd-" ($1 - 3)
+    role = want_name; sub(/-.*/, "", role)
+    if ($1 != n - 1 || $2 != t || $3 != want_name || $5 != b "/kfac-" role || $7 != cfg) { print "bad line: " $0; bad = 1 }
+    if ($NF != "--cluster.ps=" ep) { print "no endpoint last: " $0; bad = 1 }
+    if (index($0, " --kfac.damping=0.02 ") == 0) { print "no shared override: " $0; bad = 1 }
+    if ((role == "invertd") != (index($0, " --invertd.threads=2 ") > 0)) { print "[invertd] override misrouted: " $0; bad = 1 }
+    if (role == "ps" && index($0, " --ps.bind=tcp://0.0.0.0:24242 ") == 0) { print "ps does not bind: " $0; bad = 1 }
+    if (role != "ps" && index($0, " --" role ".id=" substr(want_name, length(role) + 2) " ") == 0) { print "no id: " $0; bad = 1 }
+  }
+  END { exit bad || n != 6 }' "$mp" >"$H_DIR/fake-check.log" ||
+  h_fail "fake allocation: wrong multi-prog file: $(cat "$H_DIR/fake-check.log")"
+if SLURM_JOB_NODELIST=node1 KFAC_BIN="$BUILD_ABS" sh deploy/slurm/kfac-multiprog "$H_DIR/fake.ini" \
+  --invertd.thread 2 >"$H_DIR/bad.multiprog" 2>"$H_DIR/bad.log"; then
+  h_fail "kfac-multiprog accepted --invertd.thread"
+fi
+grep -q "did you mean '--invertd.threads'" "$H_DIR/bad.log" || h_fail "no suggestion for --invertd.thread: $(cat "$H_DIR/bad.log")"
+echo "80-slurm: multi-prog file of a fake 3-node allocation ok"
+
+# ---- 2. a private Slurm cluster ------------------------------------------------------------
+skip() { echo "80-slurm: SKIP (the multi-prog check passed): $*"; exit 77; }
+for c in slurmctld slurmd sbatch scontrol scancel sinfo srun munged mungekey; do
+  command -v "$c" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$c" >/dev/null 2>&1 ||
+    skip "$c is missing (Debian packages slurm-wlm and munge; tools/deps.sh installs them)"
+done
+PATH=$PATH:/usr/sbin:/sbin
+[ "$(id -u)" = 0 ] || skip "slurmd must run as root to start jobs"
+host=$(hostname -s)
+cport=$(h_port) || exit 1
+dport=$(h_port) || exit 1
+while [ "$dport" = "$cport" ]; do dport=$(h_port) || exit 1; done
+kport=$(h_port) || exit 1
+S=$H_DIR/slurm
+mkdir -p "$S/state" "$S/spool" "$S/munge" || h_fail "mkdir"
+# munged insists that every folder above its socket is searchable by all.
+chmod 711 "$H_DIR" "$S" "$S/munge"
+mungekey --create --keyfile="$S/munge.key" --bits=1024 >"$H_DIR/mungekey.log" 2>&1 || h_fail "mungekey failed"
+h_start munged munged --foreground --force --socket="$S/munge/munge.sock" --key-file="$S/munge.key" \
+  --pid-file="$S/munged.pid" --log-file="$S/munged.log" --seed-file="$S/munged.seed"
+munged_pid=$H_PID
+t=0
+until [ -S "$S/munge/munge.sock" ]; do
+  kill -0 "$munged_pid" 2>/dev/null || h_fail "munged exited"
+  [ $t -lt 50 ] || h_fail "munged has no socket after 10 s"
+  sleep 0.2
+  t=$((t + 1))
+done
+
+cat >"$S/slurm.conf" <<EOF
+ClusterName=kfactest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$cport
+SlurmdPort=$dport
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$S/munge/munge.sock
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/slurmctld.log
+SlurmdLogFile=$S/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SwitchType=switch/none
+ReturnToService=2
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=5
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=kfactest Nodes=$host Default=YES MaxTime=10 State=UP
+EOF
+SLURM_CONF=$S/slurm.conf
+export SLURM_CONF
+job=""
+cleanup_slurm() { # cancel our job while slurmd is still there to stop its processes
+  if [ -n "$job" ]; then
+    # The job's processes (slurmstepd's children) outlive slurmd: note their
+    # PIDs first, and kill what scancel leaves.
+    jpids=$(timeout 5 scontrol listpids "$job" 2>/dev/null | awk 'NR > 1 && $1 ~ /^[0-9]+$/ { print $1 }')
+    timeout 5 scancel "$job" >/dev/null 2>&1
+    t=0
+    while [ $t -lt 25 ] && timeout 5 squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep 0.2; t=$((t + 1)); done
+    for p in $jpids; do kill -KILL "$p" 2>/dev/null; done
+  fi
+  h_cleanup
+}
+trap 'cleanup_slurm' EXIT
+trap 'cleanup_slurm; exit 130' INT
+trap 'cleanup_slurm; exit 143' TERM
+trap 'cleanup_slurm; exit 129' HUP
+
+h_start slurmctld slurmctld -D -i -f "$S/slurm.conf"
+ctld_pid=$H_PID
+h_start slurmd slurmd -D -f "$S/slurm.conf"
+slurmd_pid=$H_PID
+t=0
+until [ "$(timeout 5 sinfo -h -n "$host" -o %t 2>/dev/null)" = idle ]; do
+  kill -0 "$ctld_pid" 2>/dev/null || h_fail "slurmctld exited (see $S/slurmctld.log)"
+  kill -0 "$slurmd_pid" 2>/dev/null || h_fail "slurmd exited: $(tail -n 5 "$S/slurmd.log" 2>/dev/null)"
+  [ $t -lt 100 ] || h_fail "node $host is not idle after 20 s: $(timeout 5 sinfo 2>&1)"
+  sleep 0.2
+  t=$((t + 1))
+done
+echo "80-slurm: slurmctld (port $cport), slurmd (port $dport) and munged up ($(($(date +%s) - H_T0))s)"
+
+# ---- 3. the run -------------------------------------------------------------------------------
+# The clients find kfac-ps by the node's name; kfac-ps binds the address that
+# name resolves to (a loopback one here), so nothing listens beyond this host.
+addr=$(getent hosts "$host" 2>/dev/null | awk '{ print $1; exit }')
+case $addr in
+  127.*) ps_bind=$addr; unset KFAC_PS_HOST ;;
+  *) ps_bind=127.0.0.1; KFAC_PS_HOST=127.0.0.1; export KFAC_PS_HOST ;;
+esac
+cat >"$H_DIR/run.ini" <<EOF
+[run]
+seed = 1
+steps = 30
+eval_every = 30
+eval_n = 1000
+out_dir = $H_DIR/out
+[model]
+file = models/mnist-mlp.model
+[data]
+batch = 64
+train_n = 2000
+[optimizer]
+kind = kfac
+[kfac]
+stats = sync
+[cluster]
+workers = 2
+statsd = 0
+invertd = 1
+[ps]
+progress_every = 10
+EOF
+job=$(KFAC_BIN=$BUILD_ABS KFAC_PORT=$kport KFAC_PS_BIND=$ps_bind \
+  timeout 20 sbatch --parsable -N 1 -D "$root" -o "$H_DIR/job.out" -t 5 \
+  deploy/slurm/kfac.sbatch "$H_DIR/run.ini" 2>"$H_DIR/sbatch.log") ||
+  h_fail "sbatch failed: $(cat "$H_DIR/sbatch.log")"
+job=${job%%;*}
+state=""
+t=0
+while [ $t -lt 300 ]; do # 60 s
+  info=$(timeout 5 scontrol show job -o "$job" 2>/dev/null)
+  state=$(printf '%s\n' "$info" | sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p')
+  case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | BOOT_FAIL | DEADLINE) break ;; esac
+  sleep 0.2
+  t=$((t + 1))
+done
+exit_code=$(printf '%s\n' "$info" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+[ "$state" = COMPLETED ] && [ "$exit_code" = 0:0 ] ||
+  h_fail "job $job: state '$state', exit code '$exit_code' (still running after 60 s if empty); job output: $(cat "$H_DIR/job.out" 2>/dev/null)"
+logs=$H_DIR/out/logs
+steps=$H_DIR/out/steps.csv
+[ -r "$steps" ] || h_fail "no steps.csv"
+rows=$(awk 'NR > 1' "$steps" | wc -l)
+[ "$rows" -eq 30 ] || h_fail "steps.csv has $rows steps, expected 30"
+# kfac-ps's last lines: the "done:" summary, then the Shutdown it sent.
+tail -n 2 "$logs/ps.log" | grep -q '^done: 30 steps' && tail -n 1 "$logs/ps.log" | grep -q 'exiting with code 0' ||
+  h_fail "ps.log does not end with 'done: 30 steps' and 'exiting with code 0': $(tail -n 3 "$logs/ps.log")"
+for n in ps worker-1 worker-2 invertd-1; do
+  [ "$(cat "$logs/$n.status" 2>/dev/null)" = 0 ] || h_fail "$n: exit status '$(cat "$logs/$n.status" 2>/dev/null)'"
+done
+grep -q "4 of 4 daemons exited cleanly" "$H_DIR/job.out" || h_fail "no clean summary in the job output: $(cat "$H_DIR/job.out")"
+grep -q "^0 .*/kfac-ps .*--ps.bind=tcp://$ps_bind:$kport " "$logs/tasks.multiprog" || h_fail "task 0 is not kfac-ps on port $kport"
+inv=$(h_csv_last "$steps" inverses_installed)
+h_pass "Slurm job $job: kfac-ps, 2 workers, 1 inverse daemon on $host, 30 steps, $inv inverses installed, every daemon exited 0"
