@@ -59,6 +59,7 @@ typedef struct runcfg {
     double lr_floor;
     double momentum;
     double weight_decay;
+    double polyak_decay;     /* Polyak average of the iterates, sgd and kfac; read it with runcfg_polyak_decay() */
     /* [kfac] */
     int method;              /* kfac_inv_method_t */
     double damping;
@@ -68,7 +69,7 @@ typedef struct runcfg {
     uint64_t kl_decay_every;
     double kl_clip;
     int wd_mode;             /* kfac_wd_mode_t */
-    double polyak_decay;
+    double kfac_polyak_decay; /* [kfac] polyak_decay, the old name of [optimizer] polyak_decay: -1 unset, else it wins */
     int fisher;              /* kfac_fisher_t */
     int stats_mode;          /* 0 async (statsd), 1 sync (workers send stats) */
     int stats_every;         /* sync / in-process: statistics every N steps */
@@ -143,6 +144,11 @@ int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_
  * borrowed; "" when unset or for kfac-train) and the name of the setting
  * ("[invertd] cpus"), for affinity_apply(). */
 const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what);
+
+/* The decay of the Polyak average of the iterates, for sgd and kfac alike:
+ * [kfac] polyak_decay (the old name) when it was set (>= 0), else
+ * [optimizer] polyak_decay. In [0, 1). */
+double runcfg_polyak_decay(const runcfg_t *c);
 
 /* The SGD learning-rate schedule from the configuration. */
 void runcfg_lr_sched(const runcfg_t *c, lr_sched_t *s);
