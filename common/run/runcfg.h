@@ -59,7 +59,7 @@ typedef struct runcfg {
     double lr_floor;
     double momentum;
     double weight_decay;
-    double polyak_decay;     /* Polyak average of the iterates, sgd and kfac; read it with runcfg_polyak_decay() */
+    double polyak_decay;     /* Polyak average of the iterates, sgd and kfac (-1: not set); read runcfg_polyak_decay() */
     /* [kfac] */
     int method;              /* kfac_inv_method_t */
     double damping;
@@ -69,7 +69,7 @@ typedef struct runcfg {
     uint64_t kl_decay_every;
     double kl_clip;
     int wd_mode;             /* kfac_wd_mode_t */
-    double kfac_polyak_decay; /* [kfac] polyak_decay, the old name of [optimizer] polyak_decay: -1 unset, else it wins */
+    double kfac_polyak_decay; /* [kfac] polyak_decay, the old name of [optimizer] polyak_decay (-1: not set) */
     int fisher;              /* kfac_fisher_t */
     int stats_mode;          /* 0 async (statsd), 1 sync (workers send stats) */
     int stats_every;         /* sync / in-process: statistics every N steps */
@@ -145,9 +145,11 @@ int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_
  * ("[invertd] cpus"), for affinity_apply(). */
 const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what);
 
+#define RUNCFG_POLYAK_DECAY_DEFAULT 0.99
+
 /* The decay of the Polyak average of the iterates, for sgd and kfac alike:
- * [kfac] polyak_decay (the old name) when it was set (>= 0), else
- * [optimizer] polyak_decay. In [0, 1). */
+ * [optimizer] polyak_decay when set (>= 0), else [kfac] polyak_decay (its
+ * old name) when set, else RUNCFG_POLYAK_DECAY_DEFAULT. In [0, 1). */
 double runcfg_polyak_decay(const runcfg_t *c);
 
 /* The SGD learning-rate schedule from the configuration. */
