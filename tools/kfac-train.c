@@ -5,7 +5,8 @@
  *   build/kfac-train --config deploy/examples/mnist-cnn-kfac.ini --steps 500
  *   build/kfac-train --model models/mnist-mlp.model --kind sgd --lr 0.05
  *
- * Prints the model summary, a progress line per evaluation and a final
+ * Prints the model summary, a progress line per evaluation (current
+ * parameters and their Polyak average, for SGD and K-FAC alike) and a final
  * summary; writes nothing else. Exit: 0 done, 1 failure, 2 usage error.
  */
 #include <errno.h>
@@ -53,13 +54,14 @@ int main(int argc, char **argv) {
     net_init_params(net, c.seed);
     train_opts_t o;
     train_opts_default(&o);
-    o.optimizer = c.optimizer == 0 ? TRAIN_OPT_KFAC : TRAIN_OPT_SGD;
+    o.optimizer = c.optimizer == RUNCFG_OPTIMIZER_KFAC ? TRAIN_OPT_KFAC : TRAIN_OPT_SGD;
     o.batch = c.batch;
     o.steps = (long)c.steps;
     o.seed = c.seed;
     runcfg_lr_sched(&c, &o.lr);
     o.momentum = c.momentum;
     o.weight_decay = c.weight_decay;
+    o.polyak_decay = runcfg_polyak_decay(&c); /* the same key and average for both optimizers */
     runcfg_kfac_opts(&c, &o.kfac);
     o.fisher = (kfac_fisher_t)c.fisher;
     o.stats_every = c.stats_every;
@@ -69,8 +71,9 @@ int main(int argc, char **argv) {
     o.target_acc = c.target_acc;
     o.augment = c.augment;
     o.progress = stdout;
-    printf("training %s on %s (%d examples) with %s, batch %d, %ld steps\n", c.model, runcfg_dataset_name(&c), train->n,
-           o.optimizer == TRAIN_OPT_KFAC ? "K-FAC" : "SGD", o.batch, o.steps);
+    printf("training %s on %s (%d examples) with %s, batch %d, %ld steps, Polyak decay %g, init %s (biases %s)\n", c.model,
+           runcfg_dataset_name(&c), train->n, o.optimizer == TRAIN_OPT_KFAC ? "K-FAC" : "SGD", o.batch, o.steps,
+           o.polyak_decay, nn_init_name(net->init), nn_bias_init_name(net->bias_init));
     train_result_t r;
     if ((rc = train_run(net, train, test, &o, &r, err, sizeof err))) {
         log_error("%s", err);
@@ -79,7 +82,9 @@ int main(int argc, char **argv) {
     printf("done: %ld steps in %.1fs (%.0f img/s), train loss %.4f, test acc %.2f%% (polyak %.2f%%)",
            r.steps, r.seconds, r.examples / (r.seconds > 0 ? r.seconds : 1e-9), r.final_train_loss,
            100.0 * r.test_acc, 100.0 * r.polyak_acc);
-    if (r.steps_to_target >= 0) printf(", target reached at step %ld after %.1fs", r.steps_to_target, r.seconds_to_target);
+    if (r.steps_to_target >= 0)
+        printf(", target reached at step %ld after %.1fs (%s)", r.steps_to_target, r.seconds_to_target,
+               r.target_by_polyak ? "polyak" : "current");
     printf("\n");
     status = 0;
 done:

@@ -637,7 +637,7 @@ int client_setup_init(client_setup_t *s, const msg_welcome_t *w, const runcfg_t 
     s->doubly_min_in = cfg->doubly_min_in;
     s->batch = cfg->batch;
     s->augment = cfg->augment;
-    s->with_stats = cfg->optimizer == 0;
+    s->with_stats = cfg->optimizer == RUNCFG_OPTIMIZER_KFAC;
     s->fisher = cfg->fisher;
     s->batch_seed = cfg->seed;
     s->label_seed = cfg->seed;

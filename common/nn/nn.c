@@ -4,6 +4,7 @@
  */
 #include "common/nn/nn.h"
 
+#include <assert.h>
 #include <cblas.h>
 #include <errno.h>
 #include <float.h>
@@ -371,8 +372,10 @@ float net_loss(net_t *net, const int *labels, const float *soft, int *n_correct)
         int arg = 0;
         for (int k = 1; k < K; k++) if (pi[k] > pi[arg]) arg = k;
         if (labels) {
-            int y = labels[i];
-            if (y < 0 || y >= K) y = 0; /* callers validate labels; never index out of range */
+            const int y = labels[i];
+            /* Data files are validated when read (data.c); a label out of
+             * range here is a programmer error. */
+            assert(y >= 0 && y < K);
             loss -= log((double)pi[y] + 1e-30);
             hits += arg == labels[i];
         } else {

@@ -59,6 +59,29 @@ typedef enum {
     KFAC_MODE_NONE,        /* not preconditioned (plain gradient) */
 } kfac_mode_t;
 
+/* How fc and conv weights are drawn (model option init=, on the input line
+ * for the whole model or on a layer; models/README.md). fan_in = in (fc) or
+ * in_c*k*k (conv); fan_out = out (fc) or out*k*k (conv). */
+typedef enum {
+    NN_INIT_DEFAULT = 0,    /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the usual framework default */
+    NN_INIT_HE_UNIFORM,     /* U(-sqrt(6/fan_in), sqrt(6/fan_in)) */
+    NN_INIT_HE_NORMAL,      /* N(0, 2/fan_in) */
+    NN_INIT_XAVIER_UNIFORM, /* U(-sqrt(6/(fan_in+fan_out)), +) */
+    NN_INIT_XAVIER_NORMAL,  /* N(0, 2/(fan_in+fan_out)) */
+    NN_INIT_COUNT
+} nn_init_t;
+
+/* How fc and conv biases are drawn (model option bias_init=). */
+typedef enum {
+    NN_BIAS_INIT_DEFAULT = 0, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)), whatever init= says */
+    NN_BIAS_INIT_ZERO,        /* 0, and no random draw */
+    NN_BIAS_INIT_COUNT
+} nn_bias_init_t;
+
+/* "default", "he_uniform", ... ("?" out of range); for messages and docs. */
+const char *nn_init_name(nn_init_t init);
+const char *nn_bias_init_name(nn_bias_init_t bias_init);
+
 #define NN_NAME_MAX 32
 
 typedef struct layer {
@@ -80,6 +103,8 @@ typedef struct layer {
     float eps, momentum;    /* batchnorm: variance epsilon, running-stat momentum */
     kfac_mode_t kfac;       /* weighted layers: approximation used */
     int has_bias;           /* fc/conv: 1 unless bias=0 */
+    nn_init_t init;         /* fc/conv: weight scheme (the layer's init=, else the model's) */
+    nn_bias_init_t bias_init; /* fc/conv: bias scheme (the layer's bias_init=, else the model's) */
 
     /* parameters: views into net->params and net->grads */
     float *weight;  /* fc: (out, in); conv: (out, in_c*k*k); bn: gamma (c) */
@@ -127,6 +152,8 @@ typedef struct net {
     net_view_t *views;
     uint64_t dropout_seed;  /* advanced every training forward pass */
     double fc_doubly_min_in; /* fc with kfac=default above this input width and a feature-map input becomes doubly */
+    nn_init_t init;          /* the model's init= (input line); layers may override */
+    nn_bias_init_t bias_init; /* the model's bias_init= (input line); layers may override */
     char *source;           /* the model text the net was built from (owned) */
 } net_t;
 
@@ -146,8 +173,13 @@ void net_free(net_t **net_p);
  * (a FILE *; void * keeps stdio out of this header). */
 void net_print_summary(const net_t *net, void *f);
 
-/* Initialize parameters (He/Glorot-uniform for weights, 0 for biases, 1 for
- * bn gamma) and state from the seed. Deterministic. */
+/* Initialize parameters and state from the seed. Deterministic. One stream
+ * drawn in layer order; for each fc/conv layer its weights (row-major, by
+ * its init scheme) and then its biases (bias_init default: U(-1/sqrt(fan_in),
+ * +); zero: no draws). Batchnorm: gamma 1, beta 0, running mean 0, running
+ * variance 1 (no draws). init=he_uniform with bias_init=zero draws exactly
+ * what this function drew before init= existed (He-uniform weights, zero
+ * biases), bit for bit. */
 void net_init_params(net_t *net, uint64_t seed);
 
 /* Forward pass on n <= batch_cap examples x (n, in_size), borrowed until the

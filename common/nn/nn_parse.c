@@ -3,7 +3,8 @@
  * the summary table. The format is documented in models/README.md.
  *
  * One layer per line: `kind key=value key=value ...`; `#` starts a comment.
- * The first non-empty line is `input CxHxW`; the last is `softmax_xent`.
+ * The first non-empty line is `input CxHxW [init=...] [bias_init=...]` (the
+ * model-wide options); the last is `softmax_xent`.
  */
 #include "common/nn/nn.h"
 
@@ -28,9 +29,25 @@ static const char *s_kind_names[LAYER_KIND_COUNT] = {
 
 /* Options each kind accepts (space separated); "name" and "in" are common. */
 static const char *s_kind_opts[LAYER_KIND_COUNT] = {
-    "out bias kfac", "out k stride pad bias kfac", "", "", "k stride pad",
+    "out bias kfac init bias_init", "out k stride pad bias kfac init bias_init", "", "", "k stride pad",
     "k stride pad global", "", "p", "eps momentum kfac", "from", "",
 };
+
+static const char *s_init_names[NN_INIT_COUNT] = {
+    "default", "he_uniform", "he_normal", "xavier_uniform", "xavier_normal",
+};
+#define S_INIT_EXPECTED "default, he_uniform, he_normal, xavier_uniform or xavier_normal"
+
+static const char *s_bias_init_names[NN_BIAS_INIT_COUNT] = {"default", "zero"};
+#define S_BIAS_INIT_EXPECTED "default or zero"
+
+const char *nn_init_name(nn_init_t init) {
+    return (unsigned)init < NN_INIT_COUNT ? s_init_names[init] : "?";
+}
+
+const char *nn_bias_init_name(nn_bias_init_t bias_init) {
+    return (unsigned)bias_init < NN_BIAS_INIT_COUNT ? s_bias_init_names[bias_init] : "?";
+}
 
 const char *layer_kind_name(layer_kind_t kind) {
     return (unsigned)kind < LAYER_KIND_COUNT ? s_kind_names[kind] : "?";
@@ -85,6 +102,19 @@ static int s_parse_float(parse_ctx_t *p, const char *kind, const char *key, cons
     return 0;
 }
 
+/* init=VALUE and bias_init=VALUE, on the input line (kind "input") or a layer. */
+static int s_parse_init(parse_ctx_t *p, const char *kind, const char *v, nn_init_t *out) {
+    for (int i = 0; i < NN_INIT_COUNT; i++)
+        if (strcmp(v, s_init_names[i]) == 0) { *out = (nn_init_t)i; return 0; }
+    return s_fail(p, "%s: init=%s is not valid (expected " S_INIT_EXPECTED ")", kind, v);
+}
+
+static int s_parse_bias_init(parse_ctx_t *p, const char *kind, const char *v, nn_bias_init_t *out) {
+    for (int i = 0; i < NN_BIAS_INIT_COUNT; i++)
+        if (strcmp(v, s_bias_init_names[i]) == 0) { *out = (nn_bias_init_t)i; return 0; }
+    return s_fail(p, "%s: bias_init=%s is not valid (expected " S_BIAS_INIT_EXPECTED ")", kind, v);
+}
+
 /* Is `key` in the space-separated list `opts`? */
 static int s_opt_allowed(const char *opts, const char *key) {
     size_t n = strlen(key);
@@ -132,6 +162,8 @@ static int s_parse_layer(parse_ctx_t *p, net_t *net, layer_t *l, char **tok, int
     l->eps = 1e-5f;
     l->momentum = 0.1f;
     l->kfac = KFAC_MODE_DEFAULT;
+    l->init = net->init;
+    l->bias_init = net->bias_init;
     snprintf(l->name, sizeof l->name, "%s%d", tok[0], net->n_layers + 1);
     int have_out = 0, have_k = 0;
     const char *kn = tok[0];
@@ -175,6 +207,10 @@ static int s_parse_layer(parse_ctx_t *p, net_t *net, layer_t *l, char **tok, int
             if (s_parse_float(p, kn, key, val, 1e-12, 1.0, &l->eps)) return -EINVAL;
         } else if (strcmp(key, "momentum") == 0) {
             if (s_parse_float(p, kn, key, val, 0.0, 1.0, &l->momentum)) return -EINVAL;
+        } else if (strcmp(key, "init") == 0) {
+            if (s_parse_init(p, kn, val, &l->init)) return -EINVAL;
+        } else if (strcmp(key, "bias_init") == 0) {
+            if (s_parse_bias_init(p, kn, val, &l->bias_init)) return -EINVAL;
         } else if (strcmp(key, "kfac") == 0) {
             if (kind == LAYER_FC && strcmp(val, "standard") == 0) l->kfac = KFAC_MODE_STANDARD;
             else if (kind == LAYER_FC && strcmp(val, "doubly") == 0) l->kfac = KFAC_MODE_DOUBLY;
@@ -394,7 +430,7 @@ net_t *net_parse(const char *text, const char *origin, int batch_cap, char *err,
             if (strcmp(tok[0], "input") != 0) { rc = s_fail(&p, "expected 'input CxHxW' as the first layer, got '%s'", tok[0]); goto done; }
             int c = 0, h = 0, w = 0;
             char tail;
-            if (n_tok != 2 || sscanf(tok[1], "%dx%dx%d%c", &c, &h, &w, &tail) != 3 || c < 1 || h < 1 || w < 1 ||
+            if (n_tok < 2 || sscanf(tok[1], "%dx%dx%d%c", &c, &h, &w, &tail) != 3 || c < 1 || h < 1 || w < 1 ||
                 c > 4096 || h > 4096 || w > 4096) {
                 rc = s_fail(&p, "input: expected a shape like 'input 1x28x28' (channels x height x width), got '%s'",
                             n_tok > 1 ? tok[1] : "");
@@ -404,6 +440,16 @@ net_t *net_parse(const char *text, const char *origin, int batch_cap, char *err,
                 rc = s_fail(&p, "input: %s has %lld values per example, more than %lld", tok[1],
                             (long long)c * h * w, S_MAX_VALUES);
                 goto done;
+            }
+            /* Model-wide options: the defaults of every layer. */
+            for (int t = 2; t < n_tok; t++) {
+                char *eq = strchr(tok[t], '=');
+                if (!eq) { rc = s_fail(&p, "input: expected key=value after the shape, got '%s' (options: init bias_init)", tok[t]); goto done; }
+                *eq = 0;
+                if (strcmp(tok[t], "init") == 0) rc = s_parse_init(&p, "input", eq + 1, &net->init);
+                else if (strcmp(tok[t], "bias_init") == 0) rc = s_parse_bias_init(&p, "input", eq + 1, &net->bias_init);
+                else rc = s_fail(&p, "input: unknown option '%s' (expected: init bias_init)", tok[t]);
+                if (rc) goto done;
             }
             net->in_c = c; net->in_h = h; net->in_w = w;
             net->in_size = c * h * w;
@@ -517,17 +563,39 @@ void net_print_summary(const net_t *net, void *fp) {
     fprintf(f, "total parameters: %zu (%.2f MiB float32)\n", net->n_params, net->n_params * 4.0 / 1048576.0);
 }
 
+/* Fill n values from r with the uniform or normal scheme of the given
+ * bound or standard deviation. The uniform expression is the one the
+ * original He-uniform init used, so init=he_uniform draws the same floats. */
+static void s_fill_uniform(rng_t *r, float *v, size_t n, double bound) {
+    for (size_t j = 0; j < n; j++) v[j] = (float)((2.0 * rng_uniform(r) - 1.0) * bound);
+}
+
+static void s_fill_normal(rng_t *r, float *v, size_t n, double sd) {
+    for (size_t j = 0; j < n; j++) v[j] = (float)(rng_normal(r) * sd);
+}
+
 void net_init_params(net_t *net, uint64_t seed) {
     rng_t r;
     rng_seed(&r, seed);
     for (int i = 0; i < net->n_layers; i++) {
         layer_t *l = &net->layers[i];
         if (l->kind == LAYER_FC || l->kind == LAYER_CONV) {
-            /* He-uniform: U(-b, b) with b = sqrt(6 / fan_in), suited to ReLU nets. */
+            /* fc: fan_in = in, fan_out = out; conv: fan_in = in_c*k*k, fan_out = out*k*k. */
             double fan_in = (double)l->n_w / l->out;
-            double b = sqrt(6.0 / fan_in);
-            for (size_t j = 0; j < l->n_w; j++) l->weight[j] = (float)((2.0 * rng_uniform(&r) - 1.0) * b);
-            for (size_t j = 0; j < l->n_b; j++) l->bias[j] = 0.0f;
+            double fan_out = l->kind == LAYER_CONV ? (double)l->out * l->k * l->k : (double)l->out;
+            switch (l->init) {
+            case NN_INIT_HE_UNIFORM: s_fill_uniform(&r, l->weight, l->n_w, sqrt(6.0 / fan_in)); break;
+            case NN_INIT_HE_NORMAL: s_fill_normal(&r, l->weight, l->n_w, sqrt(2.0 / fan_in)); break;
+            case NN_INIT_XAVIER_UNIFORM: s_fill_uniform(&r, l->weight, l->n_w, sqrt(6.0 / (fan_in + fan_out))); break;
+            case NN_INIT_XAVIER_NORMAL: s_fill_normal(&r, l->weight, l->n_w, sqrt(2.0 / (fan_in + fan_out))); break;
+            case NN_INIT_DEFAULT:
+            default: s_fill_uniform(&r, l->weight, l->n_w, 1.0 / sqrt(fan_in)); break;
+            }
+            if (l->bias_init == NN_BIAS_INIT_ZERO) {
+                for (size_t j = 0; j < l->n_b; j++) l->bias[j] = 0.0f;
+            } else {
+                s_fill_uniform(&r, l->bias, l->n_b, 1.0 / sqrt(fan_in));
+            }
         } else if (l->kind == LAYER_BATCHNORM) {
             for (int c = 0; c < l->c; c++) { l->weight[c] = 1.0f; l->bias[c] = 0.0f; l->run_mean[c] = 0.0f; l->run_var[c] = 1.0f; }
         }

@@ -60,6 +60,9 @@ static const config_option_t s_table[] = {
     O("optimizer", "lr_floor", OPT_DOUBLE, lr_floor, "0", 0, 100, "cosine schedule: final learning rate"),
     O("optimizer", "momentum", OPT_DOUBLE, momentum, "0.9", 0, 0.999, "heavy-ball momentum"),
     O("optimizer", "weight_decay", OPT_DOUBLE, weight_decay, "0", 0, 1, "L2 weight decay on fc/conv weights"),
+    O("optimizer", "polyak_decay", OPT_DOUBLE, polyak_decay, "-1", -1, 0.99999,
+      "sgd and kfac: decay d of the Polyak average of the iterates, avg <- d avg + (1-d) w after every step, evaluated "
+      "beside them (target_acc stops the run when either reaches it); -1: [kfac] polyak_decay if set, else 0.99"),
     E("kfac", "method", method, "cholesky", s_methods, "inverses: cholesky (factored Tikhonov) or eigen (Pauloski eigen damping)"),
     O("kfac", "damping", OPT_DOUBLE, damping, "0.01", 1e-12, 1e6, "damping lambda"),
     O("kfac", "stat_decay", OPT_DOUBLE, stat_decay, "0.95", 0, 0.9999, "running average F <- d F + (1-d) F_new"),
@@ -70,7 +73,8 @@ static const config_option_t s_table[] = {
     O("kfac", "kl_decay_every", OPT_UINT64, kl_decay_every, "0", 0, 1e9, "kl rule: steps per k (0: no decay)"),
     O("kfac", "kl_clip", OPT_DOUBLE, kl_clip, "0.001", 1e-12, 1e6, "kl_clip rule: the bound"),
     E("kfac", "weight_decay_mode", wd_mode, "gradient", s_wd_modes, "weight decay: gradient, folded into damping, or decoupled"),
-    O("kfac", "polyak_decay", OPT_DOUBLE, polyak_decay, "0.99", 0, 0.99999, "Polyak average of the iterates, evaluated beside them"),
+    O("kfac", "polyak_decay", OPT_DOUBLE, kfac_polyak_decay, "-1", -1, 0.99999,
+      "old name of [optimizer] polyak_decay, used when that one is not set (-1: not set)"),
     E("kfac", "fisher", fisher, "true", s_fishers, "true Fisher (sampled labels) or empirical (data labels)"),
     E("kfac", "stats", stats_mode, "async", s_stats_modes, "async: statistics from kfac-statsd; sync: workers send them with gradients"),
     O("kfac", "stats_every", OPT_INT, stats_every, "1", 1, 1000000, "sync stats and in-process: statistics every N steps"),
@@ -166,6 +170,11 @@ int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
         return -EINVAL;
     }
     if (c->momentum >= 1.0) { snprintf(err, err_len, "[optimizer] momentum must be < 1"); return -EINVAL; }
+    if ((c->polyak_decay < 0.0 && c->polyak_decay != -1.0) || (c->kfac_polyak_decay < 0.0 && c->kfac_polyak_decay != -1.0)) {
+        snprintf(err, err_len, "polyak_decay: expected -1 (not set) or a decay in [0, 0.99999], got %g",
+                 c->polyak_decay < 0.0 && c->polyak_decay != -1.0 ? c->polyak_decay : c->kfac_polyak_decay);
+        return -EINVAL;
+    }
     kfac_schedule_t sched;
     int rc = runcfg_kfac_schedule(c, &sched, err, err_len);
     if (rc < 0) return rc;
@@ -270,8 +279,13 @@ void runcfg_kfac_opts(const runcfg_t *c, kfac_opts_t *o) {
     o->momentum = c->momentum;
     o->weight_decay = c->weight_decay;
     o->wd_mode = c->wd_mode;
-    o->polyak_decay = c->polyak_decay;
+    o->polyak_decay = runcfg_polyak_decay(c);
     o->identity_mode = c->identity;
+}
+
+double runcfg_polyak_decay(const runcfg_t *c) {
+    if (c->polyak_decay >= 0.0) return c->polyak_decay;
+    return c->kfac_polyak_decay >= 0.0 ? c->kfac_polyak_decay : RUNCFG_POLYAK_DECAY_DEFAULT;
 }
 
 void runcfg_lr_sched(const runcfg_t *c, sgd_lr_sched_t *s) {

@@ -76,6 +76,7 @@ typedef struct runcfg {
     double lr_floor;
     double momentum;
     double weight_decay;
+    double polyak_decay;     /* Polyak average of the iterates, sgd and kfac (-1: not set); read runcfg_polyak_decay() */
     /* [kfac] */
     kfac_inv_method_t method;
     double damping;
@@ -85,7 +86,7 @@ typedef struct runcfg {
     uint64_t kl_decay_every;
     double kl_clip;
     kfac_wd_mode_t wd_mode;
-    double polyak_decay;
+    double kfac_polyak_decay; /* [kfac] polyak_decay, the old name of [optimizer] polyak_decay (-1: not set) */
     kfac_fisher_t fisher;
     runcfg_stats_mode_t stats_mode;
     int stats_every;         /* sync / in-process: statistics every N steps */
@@ -160,6 +161,13 @@ int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_
  * borrowed; "" when unset or for kfac-train) and the name of the setting
  * ("[invertd] cpus"), for affinity_apply(). */
 const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what);
+
+#define RUNCFG_POLYAK_DECAY_DEFAULT 0.99
+
+/* The decay of the Polyak average of the iterates, for sgd and kfac alike:
+ * [optimizer] polyak_decay when set (>= 0), else [kfac] polyak_decay (its
+ * old name) when set, else RUNCFG_POLYAK_DECAY_DEFAULT. In [0, 1). */
+double runcfg_polyak_decay(const runcfg_t *c);
 
 /* The SGD learning-rate schedule from the configuration. */
 void runcfg_lr_sched(const runcfg_t *c, sgd_lr_sched_t *s);

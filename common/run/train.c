@@ -5,11 +5,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "common/kfac/kfac_stats.h"
-#include "common/base/rng.h"
 #include "common/base/clock.h"
+#include "common/base/rng.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/kfac/kfac_step.h"
 
 void train_opts_default(train_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -20,6 +20,7 @@ void train_opts_default(train_opts_t *o) {
     o->lr.kind = SGD_LR_CONSTANT;
     o->lr.base = 0.05;
     o->momentum = 0.9;
+    o->polyak_decay = 0.99;
     kfac_opts_default(&o->kfac);
     o->fisher = KFAC_FISHER_TRUE;
     o->stats_every = 1;
@@ -27,10 +28,22 @@ void train_opts_default(train_opts_t *o) {
     o->eval_every = 0;
 }
 
-/* Evaluate params on the first eval_n test examples. */
-static void s_eval(net_t *net, const dataset_t *test, int eval_n, double *loss, double *acc) {
-    int n = eval_n > 0 && eval_n < test->n ? eval_n : test->n;
+/* Evaluate the current parameters and their Polyak average (polyak, with
+ * count steps in it; none yet: the current figures) on the first n test
+ * examples (n <= 0: all). saved (n_params) is scratch for the current
+ * parameters, which are restored. */
+static void s_eval(net_t *net, const dataset_t *test, int n, const float *polyak, long count, float *saved,
+                   double *loss, double *acc, double *p_loss, double *p_acc) {
+    if (n <= 0 || n > test->n) n = test->n;
     net_evaluate(net, test->x, test->y, n, loss, acc);
+    *p_loss = *loss;
+    *p_acc = *acc;
+    if (polyak && count > 0) {
+        memcpy(saved, net->params, net->n_params * sizeof(float));
+        memcpy(net->params, polyak, net->n_params * sizeof(float));
+        net_evaluate(net, test->x, test->y, n, p_loss, p_acc);
+        memcpy(net->params, saved, net->n_params * sizeof(float));
+    }
 }
 
 int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const train_opts_t *o,
@@ -46,8 +59,14 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
                  train->c, train->h, train->w, net->in_c, net->in_h, net->in_w);
         return -EINVAL;
     }
+    if (o->optimizer == TRAIN_OPT_SGD && !(o->polyak_decay >= 0.0 && o->polyak_decay < 1.0)) {
+        snprintf(err, err_len, "polyak_decay %g out of range [0, 1)", o->polyak_decay);
+        return -EINVAL;
+    }
     int rc = 0;
     sgd_t *sgd = NULL;
+    float *sgd_polyak = NULL; /* (n_params) SGD's Polyak average; K-FAC keeps its own */
+    long sgd_polyak_count = 0;
     kfac_opt_t *kfac = NULL;
     kfac_stats_t *batch_stats = NULL;
     batcher_t *bat = NULL;
@@ -60,7 +79,11 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
                          .aug_crop_pad = o->augment ? 4 : 0, .aug_flip = o->augment, .drop_last = 1};
     if (!(bat = batcher_new(train, &bo, err, err_len))) { rc = -EINVAL; goto done; }
     if (o->optimizer == TRAIN_OPT_SGD) {
-        if (!(sgd = sgd_new(net, o->momentum, o->weight_decay))) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
+        if (!(sgd = sgd_new(net, o->momentum, o->weight_decay)) || !(sgd_polyak = malloc(net->n_params * sizeof(float) + 1))) {
+            snprintf(err, err_len, "out of memory");
+            rc = -ENOMEM;
+            goto done;
+        }
     } else {
         if (!(kfac = kfac_opt_new(net, &o->kfac, err, err_len))) { rc = -EINVAL; goto done; }
         if (!(batch_stats = kfac_stats_new(net))) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
@@ -93,6 +116,11 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         if (!isfinite(loss)) { snprintf(err, err_len, "loss is not finite at step %ld; lower the learning rate", t); rc = -ERANGE; goto done; }
         if (sgd) {
             sgd_step(sgd, net->params, net->grads, sgd_lr_at(&o->lr, t));
+            /* The same average K-FAC keeps (kfac_opt_step calls it too). */
+            if ((rc = kfac_step_polyak(sgd_polyak, net->params, net->n_params, o->polyak_decay, &sgd_polyak_count))) {
+                snprintf(err, err_len, "Polyak average failed at step %ld (%d)", t, rc);
+                goto done;
+            }
         } else {
             kfac_step_info_t info;
             if ((rc = kfac_opt_step(kfac, net->params, net->grads, t, &info))) {
@@ -102,22 +130,26 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         }
         int last = t + 1 == o->steps;
         if ((o->eval_every > 0 && (t + 1) % o->eval_every == 0) || last) {
-            double e0 = clock_now_s(), tl, ta;
-            s_eval(net, test, o->eval_n, &tl, &ta);
+            double e0 = clock_now_s(), tl, ta, pl, pa;
+            s_eval(net, test, o->eval_n, kfac ? kfac->polyak : sgd_polyak, kfac ? kfac->polyak_count : sgd_polyak_count,
+                   saved, &tl, &ta, &pl, &pa);
             eval_time += clock_now_s() - e0;
             double el = clock_now_s() - t0 - eval_time;
             if (o->progress) {
                 double ml = 0.0;
                 int m = t + 1 < 50 ? (int)(t + 1) : 50;
                 for (int i = 0; i < m; i++) ml += loss_hist[i];
-                fprintf(o->progress, "step %6ld/%ld  epoch %5.2f  train loss %.4f  test loss %.4f  test acc %6.2f%%  %6.1f img/s  %.1fs\n",
+                /* tools/kfac-sweep reads these fields by position: add new ones at the end. */
+                fprintf(o->progress, "step %6ld/%ld  epoch %5.2f  train loss %.4f  test loss %.4f  test acc %6.2f%%  %6.1f img/s  %.1fs"
+                        "  polyak loss %.4f acc %6.2f%%\n",
                         t + 1, o->steps, (double)res->examples / train->n, ml / m, tl, 100.0 * ta,
-                        res->examples / (el > 0 ? el : 1e-9), el);
+                        res->examples / (el > 0 ? el : 1e-9), el, pl, 100.0 * pa);
                 fflush(o->progress);
             }
-            if (o->target_acc > 0 && ta >= o->target_acc && res->steps_to_target < 0) {
+            if (o->target_acc > 0 && (ta >= o->target_acc || pa >= o->target_acc) && res->steps_to_target < 0) {
                 res->steps_to_target = t + 1;
                 res->seconds_to_target = el;
+                res->target_by_polyak = ta < o->target_acc;
                 t++;
                 break;
             }
@@ -132,21 +164,14 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         res->final_train_loss = m ? ml / m : 0.0;
     }
     double e0 = clock_now_s();
-    net_evaluate(net, test->x, test->y, test->n, &res->test_loss, &res->test_acc);
-    res->polyak_loss = res->test_loss;
-    res->polyak_acc = res->test_acc;
-    if (kfac && kfac->polyak_count > 0) {
-        memcpy(saved, net->params, net->n_params * sizeof(float));
-        memcpy(net->params, kfac->polyak, net->n_params * sizeof(float));
-        net_evaluate(net, test->x, test->y, test->n, &res->polyak_loss, &res->polyak_acc);
-        memcpy(net->params, saved, net->n_params * sizeof(float));
-    }
+    s_eval(net, test, 0, kfac ? kfac->polyak : sgd_polyak, kfac ? kfac->polyak_count : sgd_polyak_count, saved,
+           &res->test_loss, &res->test_acc, &res->polyak_loss, &res->polyak_acc);
     res->eval_seconds = eval_time + (clock_now_s() - e0);
 done:
     batcher_free(&bat);
     sgd_free(&sgd);
     kfac_opt_free(&kfac);
     kfac_stats_free(&batch_stats);
-    free(x); free(y); free(ys); free(saved); free(loss_hist);
+    free(x); free(y); free(ys); free(saved); free(loss_hist); free(sgd_polyak);
     return rc;
 }

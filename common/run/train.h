@@ -3,6 +3,12 @@
  * `make demo` fell back on before the daemons existed). Used by
  * tools/kfac-train, the K-FAC-vs-SGD test and the benchmarks.
  *
+ * Both optimizers keep an exponentially decayed Polyak average of the
+ * iterates (kfac_step_polyak: avg <- d avg + (1 - d) w after every step),
+ * K-FAC inside its optimizer (kfac.polyak_decay), SGD here (polyak_decay).
+ * Every evaluation measures the current parameters and the average, and
+ * target_acc stops the run when either reaches it (the PS's rule).
+ *
  * Schedule for optimizer "kfac": statistics on the training batch every
  * stats_every steps (true Fisher: labels sampled from the model with a second
  * backward pass; empirical: the data labels), all inverses every
@@ -30,6 +36,7 @@ typedef struct train_opts {
     uint64_t seed;
     sgd_lr_sched_t lr;           /* sgd: the schedule; kfac: lr for fixed/kl_clip rules */
     double momentum, weight_decay;
+    double polyak_decay;     /* sgd: Polyak average decay in [0, 1) (kfac: kfac.polyak_decay) */
     kfac_opts_t kfac;
     kfac_fisher_t fisher;
     int stats_every, inverse_every;
@@ -46,9 +53,10 @@ typedef struct train_result {
     double eval_seconds;     /* wall time spent evaluating */
     double final_train_loss; /* mean loss over the last 50 steps */
     double test_loss, test_acc;         /* current parameters */
-    double polyak_loss, polyak_acc;     /* Polyak average (kfac only; else = current) */
-    long steps_to_target;    /* first evaluation step at >= target_acc (-1: never) */
+    double polyak_loss, polyak_acc;     /* Polyak average (= current before the first step) */
+    long steps_to_target;    /* first evaluation step where current or Polyak is >= target_acc (-1: never) */
     double seconds_to_target;
+    int target_by_polyak;    /* 1: only the Polyak average had reached the target there */
     long examples;           /* training examples processed */
 } train_result_t;
 

@@ -111,6 +111,45 @@ START_TEST(test_parse_input_line_missing_or_bad) {
 }
 END_TEST
 
+START_TEST(test_parse_init_options) {
+    /* bad schemes, on the input line (model-wide) and on a layer, name the allowed ones */
+    const char *schemes = "default, he_uniform, he_normal, xavier_uniform or xavier_normal";
+    s_expect_error("input 1x4x4 init=kaiming\nfc out=2\nsoftmax_xent\n", "t.model:1: ", "input", "init=kaiming",
+                   schemes, NULL);
+    s_expect_error("# c\ninput 1x4x4\nfc out=2 init=He_uniform\nsoftmax_xent\n", "t.model:3: ", "fc", "init=He_uniform",
+                   schemes, NULL);
+    s_expect_error("input 1x4x4\nconv out=2 k=3 init=\nflatten\nfc out=2\nsoftmax_xent\n", "t.model:2: ", "conv",
+                   "init=", schemes, NULL);
+    s_expect_error("input 1x4x4 bias_init=one\nfc out=2\nsoftmax_xent\n", "t.model:1: ", "bias_init=one",
+                   "default or zero", NULL);
+    s_expect_error("input 1x4x4\nfc out=2\nfc out=2 bias_init=zeros\nsoftmax_xent\n", "t.model:3: ", "bias_init=zeros",
+                   "default or zero", NULL);
+    /* other layers keep their own init: init= is not one of their options */
+    s_expect_error("input 1x4x4\nbatchnorm init=default\nfc out=2\nsoftmax_xent\n", "t.model:2: ", "unknown option",
+                   "'init'", NULL);
+    s_expect_error("input 1x4x4 lr=3\nfc out=2\nsoftmax_xent\n", "t.model:1: ", "input", "unknown option", "'lr'",
+                   "init bias_init", NULL);
+    s_expect_error("input 1x4x4 init\nfc out=2\nsoftmax_xent\n", "t.model:1: ", "input", "key=value", NULL);
+    /* good values: the model's, and a layer's over it */
+    net_t *net = s_parse_ok("input 1x4x4 init=he_normal bias_init=zero  # c\n"
+                            "conv out=2 k=3 init=xavier_uniform\nflatten\nfc out=2 bias_init=default\nsoftmax_xent\n");
+    ck_assert_int_eq(net->init, NN_INIT_HE_NORMAL);
+    ck_assert_int_eq(net->bias_init, NN_BIAS_INIT_ZERO);
+    ck_assert_int_eq(net->layers[0].init, NN_INIT_XAVIER_UNIFORM);
+    ck_assert_int_eq(net->layers[0].bias_init, NN_BIAS_INIT_ZERO);
+    ck_assert_int_eq(net->layers[2].init, NN_INIT_HE_NORMAL);
+    ck_assert_int_eq(net->layers[2].bias_init, NN_BIAS_INIT_DEFAULT);
+    net_free(&net);
+    net = s_parse_ok("input 1x4x4\nfc out=2\nsoftmax_xent\n");
+    ck_assert_int_eq(net->init, NN_INIT_DEFAULT);
+    ck_assert_int_eq(net->layers[0].init, NN_INIT_DEFAULT);
+    ck_assert_int_eq(net->layers[0].bias_init, NN_BIAS_INIT_DEFAULT);
+    ck_assert_str_eq(nn_init_name(NN_INIT_XAVIER_NORMAL), "xavier_normal");
+    ck_assert_str_eq(nn_bias_init_name(NN_BIAS_INIT_ZERO), "zero");
+    net_free(&net);
+}
+END_TEST
+
 START_TEST(test_parse_empty_model) {
     s_expect_error("", "t.model: ", "empty model", NULL);
     s_expect_error("# nothing but a comment\n\n   \n", "t.model: ", "empty model", NULL);
@@ -493,6 +532,15 @@ START_TEST(test_readme_examples_parse) {
     ck_assert_uint_eq(net->n_params, s_conv_n(16, 32, 3, 0) + s_conv_n(32, 32, 3, 0) + s_conv_n(16, 32, 1, 0) +
                                          3 * s_bn_n(32) + s_fc_n(32, 10, 1));
     net_free(&net);
+    /* the init example, completed into a model: the layer's init= wins */
+    char *init = s_readme_block("## Initialization");
+    snprintf(text, sizeof text, "%sflatten\nfc out=10\nsoftmax_xent\n", init);
+    free(init);
+    net = s_parse_ok(text);
+    ck_assert_int_eq(net->layers[0].init, NN_INIT_DEFAULT);
+    ck_assert_int_eq(net->layers[0].bias_init, NN_BIAS_INIT_ZERO);
+    ck_assert_int_eq(net->layers[2].init, NN_INIT_HE_UNIFORM);
+    net_free(&net);
 }
 END_TEST
 
@@ -505,6 +553,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_parse_bad_values);
     tcase_add_test(tc, test_parse_missing_required_values);
     tcase_add_test(tc, test_parse_input_line_missing_or_bad);
+    tcase_add_test(tc, test_parse_init_options);
     tcase_add_test(tc, test_parse_empty_model);
     tcase_add_test(tc, test_parse_softmax_xent_last_and_present);
     tcase_add_test(tc, test_parse_kernel_larger_than_input);
