@@ -50,7 +50,7 @@ void ps_round_drop_params_cache(ps_server_t *s) {
 
 /* Does a worker sent Params now compute statistics with its next gradient? */
 static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
-    return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == 1 &&
+    return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == RUNCFG_STATS_SYNC &&
            kfac_schedule_due(s->t, s->fac_interval);
 }
 

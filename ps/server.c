@@ -366,7 +366,7 @@ int ps_config_check(const runcfg_t *c, char *err, size_t err_len) {
     if (sched.n_interval_milestones > 0)
         kfac_schedule_at(&sched, sched.interval_milestones[sched.n_interval_milestones - 1], &every, NULL, NULL);
     if (every < c->stats_every) every = c->stats_every;
-    if (c->optimizer == 0 && c->stats_mode == 1 && k >= 0 && k < every - 1) {
+    if (c->optimizer == RUNCFG_OPTIMIZER_KFAC && c->stats_mode == RUNCFG_STATS_SYNC && k >= 0 && k < every - 1) {
         snprintf(err, err_len,
                  "[kfac] max_inverse_staleness = %d cannot hold with stats = sync and statistics every %d steps "
                  "(stats_every, scaled by the interval milestones; statistics exist only every %d versions): use "
@@ -386,7 +386,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     }
     s->net->fc_doubly_min_in = c->doubly_min_in;
     net_init_params(s->net, c->seed);
-    if (c->optimizer == 0) {
+    if (c->optimizer == RUNCFG_OPTIMIZER_KFAC) {
         kfac_opts_t ko;
         runcfg_kfac_opts(c, &ko);
         if (!(s->kfac = kfac_opt_new(s->net, &ko, err, err_len))) return -EINVAL;
@@ -413,7 +413,9 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
-    s->policy = (ps_sched_policy_t)c->refresh;
+    s->policy = c->refresh == RUNCFG_REFRESH_EVERY      ? PS_SCHED_EVERY
+                : c->refresh == RUNCFG_REFRESH_ADAPTIVE ? PS_SCHED_ADAPTIVE
+                                                        : PS_SCHED_CONTINUOUS;
     if (runcfg_kfac_schedule(c, &s->schedule, err, err_len) < 0) return -EINVAL;
     ps_round_schedule(s);
     if (s->kfac) {
@@ -535,8 +537,8 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->net->n_params, s->n_blocks, s->shape.max_n, cfg->method ? "eigen" : "cholesky",
-                 ps_sched_policy_name(s->policy), bound, cfg->stats_mode ? "sync (from the workers)" : "async (kfac-statsd)");
+                 cfg->model, s->net->n_params, s->n_blocks, s->shape.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
+                 ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
         log_info("model %s: %zu parameters; sgd", cfg->model, s->net->n_params);
     }

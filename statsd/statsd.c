@@ -207,10 +207,10 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
     statsd_server_t *s = user;
     s->n_outstanding = 0;
     s_drop_pending(s);
-    if (cfg->optimizer != 0 || cfg->stats_mode != 0) {
+    if (cfg->optimizer != RUNCFG_OPTIMIZER_KFAC || cfg->stats_mode != RUNCFG_STATS_ASYNC) {
         if (!s->idle_mode)
             log_info("nothing to do: the run uses %s; waiting for the end of the run",
-                     cfg->optimizer != 0 ? "sgd (no statistics)" : "kfac stats=sync (workers send the statistics)");
+                     cfg->optimizer == RUNCFG_OPTIMIZER_SGD ? "sgd (no statistics)" : "kfac stats=sync (workers send the statistics)");
         s->idle_mode = 1;
         return 0;
     }
