@@ -75,10 +75,12 @@ static int s_check(ps_metrics_t *m, FILE *f, const char *name) {
 
 int ps_metrics_step(ps_metrics_t *m, const ps_step_row_t *r) {
     if (!m || !m->steps) return -EIO;
-    fprintf(m->steps, "%llu,%.3f,%.6g,%.6g,%.6g,%.3f,%ld,%.1f,%.3f,%llu,%llu,%d\n", (unsigned long long)r->step,
+    fprintf(m->steps, "%llu,%.3f,%.6g,%.6g,%.6g,%.3f,%ld,%.1f,%.3f,%llu,%llu,%d,%.3f,%.3f,%.3f,%.3f,%d\n",
+            (unsigned long long)r->step,
             r->wall_s, r->train_loss, r->train_acc, r->step_size, r->inv_age_mean, r->inv_age_max,
             r->inv_age_ms_mean, r->stats_age_mean, (unsigned long long)r->inverses_installed,
-            (unsigned long long)r->stats_folded, r->workers);
+            (unsigned long long)r->stats_folded, r->workers, r->wait_ms, r->curv_ms, r->update_ms, r->publish_ms,
+            r->eval_busy);
     return s_check(m, m->steps, "steps.csv");
 }
 

@@ -5,7 +5,21 @@
  *   steps.csv  one row per applied step:
  *     step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,
  *     inv_age_ms_mean,stats_age_mean,inverses_installed,stats_folded,
- *     workers_present
+ *     workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy
+ *   The last five split the step's period (publish of version t to the
+ *   end of the publish of t + 1) on the PS's loop thread:
+ *     wait_ms     from the end of the previous publish (the start, for the
+ *                 first step) until the update begins: waiting for the
+ *                 round's gradients (and for inverses, under a staleness
+ *                 bound); includes curv_ms
+ *     curv_ms     the part of wait_ms the loop spent folding statistics
+ *                 and installing inverses (curvature work on the loop)
+ *     update_ms   averaging the gradients and the update math
+ *     publish_ms  encoding and sending Params of the new version to the
+ *                 workers waiting for it, queueing an evaluation, the
+ *                 progress line (the row is written right after)
+ *     eval_busy   1 when an evaluation was queued or running on the
+ *                 evaluation thread at the round's start or at its update
  *   eval.csv   one row per evaluation:
  *     step,wall_s,test_loss,test_acc,polyak_loss,polyak_acc
  *   endpoint   the endpoint the PS actually bound, one line (so a script
@@ -24,7 +38,7 @@
 
 #define PS_STEPS_CSV_HEADER                                                                               \
     "step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,inv_age_ms_mean,stats_age_mean," \
-    "inverses_installed,stats_folded,workers_present"
+    "inverses_installed,stats_folded,workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy"
 #define PS_EVAL_CSV_HEADER "step,wall_s,test_loss,test_acc,polyak_loss,polyak_acc"
 
 typedef struct ps_step_row {
@@ -40,6 +54,11 @@ typedef struct ps_step_row {
     uint64_t inverses_installed;/* total so far */
     uint64_t stats_folded;      /* statistics batches folded so far */
     int workers;                /* gradients averaged in this step */
+    double wait_ms;             /* previous publish -> update start (includes curv_ms) */
+    double curv_ms;             /* loop time folding statistics and installing inverses meanwhile */
+    double update_ms;           /* averaging and update math */
+    double publish_ms;          /* Params to the waiting clients, evaluation queueing, progress */
+    int eval_busy;              /* an evaluation was queued or running during the round */
 } ps_step_row_t;
 
 typedef struct ps_metrics ps_metrics_t;

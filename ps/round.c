@@ -272,7 +272,9 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_send_params(s, p);
         return;
     }
+    double t_fold = clock_now_ms();
     int rc = kfac_opt_fold(s->kfac, s->scratch, (long)sp->params_version);
+    s->round_curv_ms += clock_now_ms() - t_fold;
     if (rc < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
                       rc == -EDOM ? "not finite" : "layout mismatch");
@@ -363,9 +365,11 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
     } else {
+        double t_inst = clock_now_ms();
         kfac_inverse_t *inv = ps_wire_result_inverse(r, s->kfac->blocks[b].n, s->job_F, err, sizeof err);
         int rc = inv ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
         kfac_inverse_free(&inv);
+        s->round_curv_ms += clock_now_ms() - t_inst;
         if (rc < 0) {
             ps_sched_failed(sb, version);
             ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",
@@ -644,7 +648,8 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     return 0;
 }
 
-/* Record: the step's row of steps.csv and the progress sums. */
+/* Record: the step's row of steps.csv (written after the publish, whose
+ * time it holds) and the progress sums. */
 static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->step = (uint64_t)s->t + 1;
     row->wall_s = ps_io_wall_s(s);
@@ -653,7 +658,6 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->inverses_installed = s->n_installed;
     row->stats_folded = s->n_folds;
     row->workers = s->n_grads;
-    ps_metrics_step(s->metrics, row);
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
     s->prog_loss += row->train_loss;
@@ -698,13 +702,25 @@ static void s_apply_step(ps_server_t *s) {
     ps_step_row_t row;
     memset(&row, 0, sizeof row);
     row.inv_age_max = -1;
+    /* The step's period, split for steps.csv (ps/metrics.h). */
+    double t_update = clock_now_ms();
+    row.wait_ms = s->round_open_ms > 0.0 ? t_update - s->round_open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
+    row.curv_ms = s->round_curv_ms;
+    row.eval_busy = s->round_eval_busy || ps_eval_pending(s->eval) > 0;
     s_step_average(s);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
         return;
     }
+    double t_publish = clock_now_ms();
+    row.update_ms = t_publish - t_update;
     s_step_record(s, &row);
     s_step_publish(s);
+    s->round_open_ms = clock_now_ms();
+    s->round_curv_ms = 0.0;
+    s->round_eval_busy = ps_eval_pending(s->eval) > 0;
+    row.publish_ms = s->round_open_ms - t_publish;
+    ps_metrics_step(s->metrics, &row);
 }
 
 void ps_round_try_step(ps_server_t *s) {
@@ -727,7 +743,9 @@ void ps_round_try_step(ps_server_t *s) {
             int n_order = ps_member_order(&s->peers, order, PS_MAX_PEERS);
             for (int i = 0; i < n_order; i++) s_commit_stats(s, order[i]);
             if (s->round_stats_have) {
+                double t_fold = clock_now_ms();
                 int rc = kfac_opt_fold(s->kfac, s->round_stats, s->t);
+                s->round_curv_ms += clock_now_ms() - t_fold;
                 if (rc == 0) {
                     s->n_folds++;
                     s_sync_factor_versions(s);

@@ -106,6 +106,9 @@ struct ps_server {
     uint64_t last_step_ns;         /* when the last step was applied (or the start) */
     int consecutive_failures;
     double step_ms_sum, step_ms_max; /* time the update held the loop thread */
+    double round_open_ms;          /* steps.csv timing: when the round of t opened (clock_now_ms) */
+    double round_curv_ms;          /* ... loop time on folds and installs since */
+    int round_eval_busy;           /* ... an evaluation was pending when it opened */
     int warned_slow_step;
 
     /* encoded Params of version pver[i], want_stats = i */
