@@ -6,10 +6,12 @@
  *   build/bench/bench_nn [MODEL]        (default models/mnist-cnn.model)
  *
  * Part 1: net_forward (train mode) + net_backward on random inputs and
- * labels, batch 64 and 128, with 1 and 2 OpenBLAS threads
- * (openblas_set_num_threads); the thread counts alternate iteration by
- * iteration so both see the same machine load. Figures: best and median
- * images/s over the iterations (at least 5, or about 1 s per setting).
+ * labels, batch 64 and 128, in three thread settings: OpenBLAS 1 thread and
+ * the net 1 (blas 1, net 1); OpenBLAS 2 threads (blas 2, net 1); the net's
+ * own 2 threads over the batch with single-threaded OpenBLAS (blas 1,
+ * net 2; net_set_threads). The settings alternate iteration by iteration so
+ * all see the same machine load. Figures: best and median images/s over the
+ * iterations (at least 5, or about 1 s per setting).
  *
  * Part 2: every conv layer of the model, alone: a network
  *     input CxHxW, [relu], conv (same options), avgpool global, softmax_xent
@@ -117,11 +119,27 @@ static net_t *s_parse(const char *text, int batch) {
 
 /* ---- part 1: whole network ------------------------------------------------ */
 
+/* Thread settings of part 1: OpenBLAS threads and the net's own threads. */
+typedef struct {
+    int blas, net;
+} s_threads_t;
+
+static const s_threads_t s_settings[] = {{1, 1}, {2, 1}, {1, 2}};
+#define BN_N_SETTINGS ((int)(sizeof s_settings / sizeof s_settings[0]))
+
+static void s_apply(net_t *net, s_threads_t t) {
+    openblas_set_num_threads(t.blas);
+    if (net_set_threads(net, t.net) < 0) {
+        fprintf(stderr, "bench_nn: cannot start %d threads\n", t.net);
+        exit(1);
+    }
+}
+
 static void s_part1(const char *model_path) {
-    const int batches[2] = {64, 128}, threads[2] = {1, 2};
+    const int batches[2] = {64, 128};
     char err[512];
     printf("\n== forward+backward of %s, images/s (best and median over the iterations)\n", model_path);
-    printf("%6s %8s %12s %12s %10s %6s\n", "batch", "threads", "best img/s", "median img/s", "best ms", "iters");
+    printf("%6s %6s %6s %12s %12s %10s %6s\n", "batch", "blas", "net", "best img/s", "median img/s", "best ms", "iters");
     for (int bi = 0; bi < 2; bi++) {
         int n = batches[bi];
         net_t *net = net_load(model_path, n, err, sizeof err);
@@ -135,18 +153,18 @@ static void s_part1(const char *model_path) {
         float *x = s_alloc((size_t)n * net->in_size * sizeof(float));
         int *y = s_alloc((size_t)n * sizeof(int));
         s_fill_batch(&r, net, n, x, y);
-        double *t[2];
-        for (int k = 0; k < 2; k++) t[k] = s_alloc(BN_MAX_REPS * sizeof(double));
-        for (int k = 0; k < 2; k++) { /* warm-up: buffers, OpenBLAS threads */
-            openblas_set_num_threads(threads[k]);
+        double *t[BN_N_SETTINGS];
+        for (int k = 0; k < BN_N_SETTINGS; k++) t[k] = s_alloc(BN_MAX_REPS * sizeof(double));
+        for (int k = 0; k < BN_N_SETTINGS; k++) { /* warm-up: buffers, threads */
+            s_apply(net, s_settings[k]);
             net_forward(net, x, n, 1);
             net_backward(net, y, NULL, NULL);
         }
         int reps = 0;
         double start = clock_now_s();
-        while (reps < BN_MAX_REPS && (reps < BN_MIN_REPS || clock_now_s() - start < 2 * BN_MIN_SECONDS)) {
-            for (int k = 0; k < 2; k++) {
-                openblas_set_num_threads(threads[k]);
+        while (reps < BN_MAX_REPS && (reps < BN_MIN_REPS || clock_now_s() - start < 3 * BN_MIN_SECONDS)) {
+            for (int k = 0; k < BN_N_SETTINGS; k++) {
+                s_apply(net, s_settings[k]);
                 double t0 = clock_now_s();
                 net_forward(net, x, n, 1);
                 net_backward(net, y, NULL, NULL);
@@ -154,16 +172,17 @@ static void s_part1(const char *model_path) {
             }
             reps++;
         }
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < BN_N_SETTINGS; k++) {
             qsort(t[k], (size_t)reps, sizeof(double), s_cmp_double);
-            printf("%6d %8d %12.0f %12.0f %10.2f %6d\n", n, threads[k], n / t[k][0], n / t[k][reps / 2],
-                   1e3 * t[k][0], reps);
+            printf("%6d %6d %6d %12.0f %12.0f %10.2f %6d\n", n, s_settings[k].blas, s_settings[k].net, n / t[k][0],
+                   n / t[k][reps / 2], 1e3 * t[k][0], reps);
             free(t[k]);
         }
         free(x);
         free(y);
         net_free(&net);
     }
+    openblas_set_num_threads(1);
 }
 
 /* ---- part 2: each conv layer alone vs sgemm --------------------------------- */

@@ -1,6 +1,15 @@
 /* common/nn/nn.c — forward and backward passes of every layer kind (see nn.h
  * for the layouts). float32, row-major, NCHW. Dense work goes through
  * OpenBLAS sgemm; each call states its math and layout.
+ *
+ * Threads (net_set_threads): each layer's pass is split over the batch by
+ * nn_par_run, part p taking the examples of nn_par_range(n, p, ...). Parts
+ * write disjoint example slices of y, dy and the input gradient; fc weight
+ * gradients are split by output rows; conv weight gradients are summed per
+ * part and then added in part order, so a given thread count repeats bit
+ * for bit. Dropout in training (one random stream) and batch norm (per
+ * channel sums) run on the calling thread. With one thread the same code
+ * runs as one part.
  */
 #include "common/nn/nn.h"
 
@@ -9,9 +18,11 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/base/rng.h"
+#include "common/nn/nn_par.h"
 
 const float *net_layer_input(const net_t *net, const layer_t *l) {
     return l->in < 0 ? net->x : net->layers[l->in].y;
@@ -23,11 +34,23 @@ static float *s_input_grad(net_t *net, const layer_t *l) {
 
 /* ---- convolution -------------------------------------------------------- */
 
+/* Examples per block of the convolution loops: about NN_BLOCK_FLOATS
+ * patch values (1 MiB), so that a block's patches are still in the L2
+ * cache when sgemm reads them right after im2col wrote them. */
+#define NN_BLOCK_FLOATS (256 * 1024)
+
+static int s_conv_block(const layer_t *l) {
+    size_t per = (size_t)l->in_c * l->k * l->k * l->h * l->w;
+    size_t b = per ? NN_BLOCK_FLOATS / per : 1;
+    return b < 1 ? 1 : (int)b;
+}
+
 /* cols (C*k*k, n*oh*ow): row (c, ky, kx), column (i, oy, ox) holds
- * x[i][c][oy*s - pad + ky][ox*s - pad + kx], zero outside the image. Rows
- * are built a whole output row at a time: with stride 1 each output row is
- * one contiguous copy of an input row segment between two zero fills. */
-static void s_im2col(const layer_t *l, const float *x, int n) {
+ * x[i][c][oy*s - pad + ky][ox*s - pad + kx], zero outside the image; here
+ * for the examples i0 <= i < i1 of a batch of n. Rows are built a whole
+ * output row at a time: with stride 1 each output row is one contiguous
+ * copy of an input row segment between two zero fills. */
+static void s_im2col(const layer_t *l, const float *x, int n, int i0, int i1) {
     const int C = l->in_c, H = l->in_h, W = l->in_w, k = l->k, s = l->stride, pad = l->pad;
     const int OH = l->h, OW = l->w, P = OH * OW;
     const size_t R = (size_t)n * P;
@@ -39,7 +62,7 @@ static void s_im2col(const layer_t *l, const float *x, int n) {
                 int lo = 0, hi = OW;
                 while (lo < OW && lo * s - pad + kx < 0) lo++;
                 while (hi > lo && (hi - 1) * s - pad + kx >= W) hi--;
-                for (int i = 0; i < n; i++) {
+                for (int i = i0; i < i1; i++) {
                     const float *xc = x + ((size_t)i * C + c) * H * W;
                     float *d = row + (size_t)i * P;
                     for (int oy = 0; oy < OH; oy++, d += OW) {
@@ -57,8 +80,9 @@ static void s_im2col(const layer_t *l, const float *x, int n) {
             }
 }
 
-/* dx += col2im(dcols): the adjoint of s_im2col. */
-static void s_col2im_add(const layer_t *l, float *dx, int n) {
+/* dx += col2im(dcols) for the examples i0 <= i < i1: the adjoint of
+ * s_im2col. */
+static void s_col2im_add(const layer_t *l, float *dx, int n, int i0, int i1) {
     const int C = l->in_c, H = l->in_h, W = l->in_w, k = l->k, s = l->stride, pad = l->pad;
     const int OH = l->h, OW = l->w, P = OH * OW;
     const size_t R = (size_t)n * P;
@@ -69,7 +93,7 @@ static void s_col2im_add(const layer_t *l, float *dx, int n) {
                 int lo = 0, hi = OW;
                 while (lo < OW && lo * s - pad + kx < 0) lo++;
                 while (hi > lo && (hi - 1) * s - pad + kx >= W) hi--;
-                for (int i = 0; i < n; i++) {
+                for (int i = i0; i < i1; i++) {
                     float *dxc = dx + ((size_t)i * C + c) * H * W;
                     const float *d = row + (size_t)i * P;
                     for (int oy = 0; oy < OH; oy++, d += OW) {
@@ -84,75 +108,114 @@ static void s_col2im_add(const layer_t *l, float *dx, int n) {
             }
 }
 
-static void s_conv_forward(layer_t *l, const float *x, int n) {
+/* Examples i0 <= i < i1 of n, block by block: patches, then
+ * tmp (O, R) columns of the block = W (O, K) * cols (K, R) columns, then
+ * y (n, O, P) = tmp + bias for those examples. */
+static void s_conv_forward(layer_t *l, const float *x, int n, int i0, int i1) {
     const int P = l->h * l->w, K = l->in_c * l->k * l->k, O = l->out;
-    const int R = n * P;
-    s_im2col(l, x, n);
-    /* tmp (O, R) = W (O, K) * cols (K, R). */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, O, R, K, 1.0f, l->weight, K, l->cols, R, 0.0f, l->tmp, R);
-    for (int i = 0; i < n; i++)
-        for (int o = 0; o < O; o++) {
-            const float bo = l->bias ? l->bias[o] : 0.0f;
-            float *yo = l->y + ((size_t)i * O + o) * P;
-            const float *t = l->tmp + (size_t)o * R + (size_t)i * P;
-            for (int p = 0; p < P; p++) yo[p] = t[p] + bo;
-        }
+    const int R = n * P, B = s_conv_block(l);
+    for (int b0 = i0; b0 < i1; b0 += B) {
+        const int b1 = b0 + B < i1 ? b0 + B : i1;
+        const size_t c0 = (size_t)b0 * P;
+        s_im2col(l, x, n, b0, b1);
+        /* tmp[:, c0:c0+m] (O, m) = W (O, K) * cols[:, c0:c0+m] (K, m); m = (b1-b0)*P, row stride R. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, O, (b1 - b0) * P, K, 1.0f, l->weight, K,
+                    l->cols + c0, R, 0.0f, l->tmp + c0, R);
+        for (int i = b0; i < b1; i++)
+            for (int o = 0; o < O; o++) {
+                const float bo = l->bias ? l->bias[o] : 0.0f;
+                float *yo = l->y + ((size_t)i * O + o) * P;
+                const float *t = l->tmp + (size_t)o * R + (size_t)i * P;
+                for (int p = 0; p < P; p++) yo[p] = t[p] + bo;
+            }
+    }
 }
 
-static void s_conv_backward(net_t *net, layer_t *l, int n) {
+/* Examples i0 <= i < i1 of n, block by block: tmp (O, R) columns <- dy;
+ * dW_part (O, K) += tmp columns * cols columns^T; db_part (O) += row sums of
+ * tmp; dcols columns = W^T (K, O) * tmp columns; dx += col2im. dW_part and
+ * db_part (may be NULL without a bias) are this part's own sums, overwritten
+ * (zero when the range is empty); the caller adds the parts. */
+static void s_conv_backward(net_t *net, layer_t *l, int n, int i0, int i1, float *dw_part, float *db_part) {
     const int P = l->h * l->w, K = l->in_c * l->k * l->k, O = l->out;
-    const int R = n * P;
-    /* tmp (O, R) <- dy (n, O, P): block copies. */
-    for (int i = 0; i < n; i++)
-        for (int o = 0; o < O; o++)
-            memcpy(l->tmp + (size_t)o * R + (size_t)i * P, l->dy + ((size_t)i * O + o) * P, (size_t)P * sizeof(float));
-    /* dW (O, K) = tmp (O, R) * cols^T (R, K). */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, O, K, R, 1.0f, l->tmp, R, l->cols, R, 0.0f, l->dweight, K);
-    if (l->dbias)
-        for (int o = 0; o < O; o++) {
-            const float *t = l->tmp + (size_t)o * R;
-            float acc = 0.0f;
-            for (int r = 0; r < R; r++) acc += t[r];
-            l->dbias[o] = acc;
-        }
+    const int R = n * P, B = s_conv_block(l);
     float *dx = s_input_grad(net, l);
-    if (!dx) return;
-    /* dcols (K, R) = W^T (K, O) * tmp (O, R). */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, R, O, 1.0f, l->weight, K, l->tmp, R, 0.0f, l->dcols, R);
-    s_col2im_add(l, dx, n);
+    int first = 1;
+    for (int b0 = i0; b0 < i1; b0 += B) {
+        const int b1 = b0 + B < i1 ? b0 + B : i1, m = (b1 - b0) * P;
+        const size_t c0 = (size_t)b0 * P;
+        /* tmp (O, R) <- dy (n, O, P): block copies. */
+        for (int i = b0; i < b1; i++)
+            for (int o = 0; o < O; o++)
+                memcpy(l->tmp + (size_t)o * R + (size_t)i * P, l->dy + ((size_t)i * O + o) * P, (size_t)P * sizeof(float));
+        /* dW_part (O, K) (+)= tmp[:, c0:c0+m] (O, m) * cols[:, c0:c0+m]^T (m, K); row stride R. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, O, K, m, 1.0f, l->tmp + c0, R, l->cols + c0, R,
+                    first ? 0.0f : 1.0f, dw_part, K);
+        if (db_part)
+            for (int o = 0; o < O; o++) {
+                const float *t = l->tmp + (size_t)o * R + c0;
+                float acc = 0.0f;
+                for (int r = 0; r < m; r++) acc += t[r];
+                db_part[o] = first ? acc : db_part[o] + acc;
+            }
+        first = 0;
+        if (!dx) continue;
+        /* dcols[:, c0:c0+m] (K, m) = W^T (K, O) * tmp[:, c0:c0+m] (O, m). */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, m, O, 1.0f, l->weight, K, l->tmp + c0, R, 0.0f,
+                    l->dcols + c0, R);
+        s_col2im_add(l, dx, n, b0, b1);
+    }
+    if (first) {
+        memset(dw_part, 0, (size_t)O * K * sizeof(float));
+        if (db_part) memset(db_part, 0, (size_t)O * sizeof(float));
+    }
 }
 
 /* ---- fully connected ---------------------------------------------------- */
 
-static void s_fc_forward(layer_t *l, const float *x, int n) {
+/* Rows i0 <= i < i1: y (m, O) = x (m, in) * W^T + b; W is (O, in). */
+static void s_fc_forward(layer_t *l, const float *x, int i0, int i1) {
     const int in = l->in_c * l->in_h * l->in_w, O = l->out;
-    /* y (n, O) = x (n, in) * W^T; W is (O, in). */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, O, in, 1.0f, x, in, l->weight, in, 0.0f, l->y, O);
+    if (i1 <= i0) return;
+    /* y[i0:i1] (m, O) = x[i0:i1] (m, in) * W^T (in, O). */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, O, in, 1.0f, x + (size_t)i0 * in, in, l->weight,
+                in, 0.0f, l->y + (size_t)i0 * O, O);
     if (l->bias)
-        for (int i = 0; i < n; i++)
+        for (int i = i0; i < i1; i++)
             for (int o = 0; o < O; o++) l->y[(size_t)i * O + o] += l->bias[o];
 }
 
-static void s_fc_backward(net_t *net, layer_t *l, const float *x, int n) {
+/* Part `part` of n_parts: the weight-gradient rows o0 <= o < o1 over the
+ * whole batch (no sums across parts) and the input-gradient rows
+ * i0 <= i < i1. */
+static void s_fc_backward(net_t *net, layer_t *l, const float *x, int n, int part, int n_parts) {
     const int in = l->in_c * l->in_h * l->in_w, O = l->out;
-    /* dW (O, in) = dy^T (O, n) * x (n, in). */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, in, n, 1.0f, l->dy, O, x, in, 0.0f, l->dweight, in);
-    if (l->dbias) {
-        memset(l->dbias, 0, (size_t)O * sizeof(float));
-        for (int i = 0; i < n; i++)
-            for (int o = 0; o < O; o++) l->dbias[o] += l->dy[(size_t)i * O + o];
+    int o0, o1, i0, i1;
+    nn_par_range(O, part, n_parts, &o0, &o1);
+    nn_par_range(n, part, n_parts, &i0, &i1);
+    if (o1 > o0) {
+        /* dW[o0:o1] (m, in) = dy[:, o0:o1]^T (m, n) * x (n, in); dy row stride O. */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, in, n, 1.0f, l->dy + o0, O, x, in, 0.0f,
+                    l->dweight + (size_t)o0 * in, in);
+        if (l->dbias) {
+            memset(l->dbias + o0, 0, (size_t)(o1 - o0) * sizeof(float));
+            for (int i = 0; i < n; i++)
+                for (int o = o0; o < o1; o++) l->dbias[o] += l->dy[(size_t)i * O + o];
+        }
     }
     float *dx = s_input_grad(net, l);
-    /* dx (n, in) += dy (n, O) * W (O, in). */
-    if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, O, 1.0f, l->dy, O, l->weight, in, 1.0f, dx, in);
+    /* dx[i0:i1] (m, in) += dy[i0:i1] (m, O) * W (O, in). */
+    if (dx && i1 > i0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, in, O, 1.0f, l->dy + (size_t)i0 * O, O,
+                    l->weight, in, 1.0f, dx + (size_t)i0 * in, in);
 }
 
 /* ---- pooling ------------------------------------------------------------ */
 
-static void s_maxpool_forward(layer_t *l, const float *x, int n) {
+static void s_maxpool_forward(layer_t *l, const float *x, int i0, int i1) {
     const int C = l->c, H = l->in_h, W = l->in_w, OH = l->h, OW = l->w;
     const int k = l->k, s = l->stride, pad = l->pad;
-    for (int i = 0; i < n; i++)
+    for (int i = i0; i < i1; i++)
         for (int c = 0; c < C; c++) {
             const float *xc = x + ((size_t)i * C + c) * H * W;
             size_t ob = ((size_t)i * C + c) * OH * OW;
@@ -176,9 +239,9 @@ static void s_maxpool_forward(layer_t *l, const float *x, int n) {
         }
 }
 
-static void s_maxpool_backward(layer_t *l, float *dx, int n) {
+static void s_maxpool_backward(layer_t *l, float *dx, int i0, int i1) {
     const int C = l->c, HW = l->in_h * l->in_w, OHW = l->h * l->w;
-    for (int i = 0; i < n; i++)
+    for (int i = i0; i < i1; i++)
         for (int c = 0; c < C; c++) {
             float *dxc = dx + ((size_t)i * C + c) * HW;
             size_t ob = ((size_t)i * C + c) * OHW;
@@ -187,14 +250,14 @@ static void s_maxpool_backward(layer_t *l, float *dx, int n) {
         }
 }
 
-/* Average pooling divides by the full window k*k (padding counts as zeros);
+/* Examples i0 <= i < i1. Average pooling divides by the full window k*k (padding counts as zeros);
  * global pooling divides by H*W. */
-static void s_avgpool(layer_t *l, const float *x, float *dx, int n, int backward) {
+static void s_avgpool(layer_t *l, const float *x, float *dx, int i0, int i1, int backward) {
     const int C = l->c, H = l->in_h, W = l->in_w, OH = l->h, OW = l->w;
     const int kh = l->global ? H : l->k, kw = l->global ? W : l->k;
     const int s = l->global ? 1 : l->stride, pad = l->global ? 0 : l->pad;
     const float inv = 1.0f / (float)(kh * kw);
-    for (int i = 0; i < n; i++)
+    for (int i = i0; i < i1; i++)
         for (int c = 0; c < C; c++) {
             size_t ib = ((size_t)i * C + c) * H * W, ob = ((size_t)i * C + c) * OH * OW;
             for (int oy = 0; oy < OH; oy++)
@@ -302,6 +365,49 @@ static void s_softmax(layer_t *l, const float *z, int n) {
 
 /* ---- network ------------------------------------------------------------ */
 
+/* One layer's pass, run by nn_par_run: part `part` of n_parts takes the
+ * examples of nn_par_range(n, ...). */
+typedef struct s_pass {
+    net_t *net;
+    layer_t *l;
+    int n;
+} s_pass_t;
+
+/* Forward for the examples of one part (every kind but dropout in training
+ * and batch norm, which net_forward runs whole). */
+static void s_forward_part(void *arg, int part, int n_parts) {
+    s_pass_t *job = arg;
+    net_t *net = job->net;
+    layer_t *l = job->l;
+    int i0, i1;
+    nn_par_range(job->n, part, n_parts, &i0, &i1);
+    const float *in = net_layer_input(net, l);
+    const size_t j0 = (size_t)i0 * l->size, j1 = (size_t)i1 * l->size;
+    switch (l->kind) {
+    case LAYER_FC: s_fc_forward(l, in, i0, i1); break;
+    case LAYER_CONV: s_conv_forward(l, in, job->n, i0, i1); break;
+    case LAYER_RELU:
+        for (size_t j = j0; j < j1; j++) l->y[j] = in[j] > 0.0f ? in[j] : 0.0f;
+        break;
+    case LAYER_TANH:
+        for (size_t j = j0; j < j1; j++) l->y[j] = tanhf(in[j]);
+        break;
+    case LAYER_MAXPOOL: s_maxpool_forward(l, in, i0, i1); break;
+    case LAYER_AVGPOOL: s_avgpool(l, in, NULL, i0, i1, 0); break;
+    case LAYER_FLATTEN: memcpy(l->y + j0, in + j0, (j1 - j0) * sizeof(float)); break;
+    case LAYER_DROPOUT: /* not training: the identity */
+        for (size_t j = j0; j < j1; j++) l->mask[j] = 1.0f;
+        memcpy(l->y + j0, in + j0, (j1 - j0) * sizeof(float));
+        break;
+    case LAYER_ADD: {
+        const float *in2 = l->in2 < 0 ? net->x : net->layers[l->in2].y;
+        for (size_t j = j0; j < j1; j++) l->y[j] = in[j] + in2[j];
+        break;
+    }
+    default: break;
+    }
+}
+
 int net_forward(net_t *net, const float *x, int n, int train) {
     if (n < 1 || n > net->batch_cap || !x) return -EINVAL;
     net->x = x;
@@ -313,36 +419,24 @@ int net_forward(net_t *net, const float *x, int n, int train) {
         layer_t *l = &net->layers[li];
         const float *in = net_layer_input(net, l);
         const size_t sz = (size_t)n * l->size;
+        s_pass_t job = {net, l, n};
         switch (l->kind) {
-        case LAYER_FC: s_fc_forward(l, in, n); break;
-        case LAYER_CONV: s_conv_forward(l, in, n); break;
-        case LAYER_RELU:
-            for (size_t j = 0; j < sz; j++) l->y[j] = in[j] > 0.0f ? in[j] : 0.0f;
+        case LAYER_FC: case LAYER_CONV: case LAYER_RELU: case LAYER_TANH: case LAYER_MAXPOOL:
+        case LAYER_AVGPOOL: case LAYER_FLATTEN: case LAYER_ADD:
+            nn_par_run(net->par, s_forward_part, &job);
             break;
-        case LAYER_TANH:
-            for (size_t j = 0; j < sz; j++) l->y[j] = tanhf(in[j]);
-            break;
-        case LAYER_MAXPOOL: s_maxpool_forward(l, in, n); break;
-        case LAYER_AVGPOOL: s_avgpool(l, in, NULL, n, 0); break;
-        case LAYER_FLATTEN: memcpy(l->y, in, sz * sizeof(float)); break;
         case LAYER_DROPOUT:
-            if (train && l->p > 0.0f) {
+            if (train && l->p > 0.0f) { /* one random stream, in order: serial */
                 const float keep = 1.0f - l->p, scale = 1.0f / keep;
                 for (size_t j = 0; j < sz; j++) {
                     l->mask[j] = rng_uniform(&r) < keep ? scale : 0.0f;
                     l->y[j] = in[j] * l->mask[j];
                 }
             } else {
-                for (size_t j = 0; j < sz; j++) l->mask[j] = 1.0f;
-                memcpy(l->y, in, sz * sizeof(float));
+                nn_par_run(net->par, s_forward_part, &job);
             }
             break;
         case LAYER_BATCHNORM: s_bn_forward(net, l, in, n); break;
-        case LAYER_ADD: {
-            const float *in2 = l->in2 < 0 ? net->x : net->layers[l->in2].y;
-            for (size_t j = 0; j < sz; j++) l->y[j] = in[j] + in2[j];
-            break;
-        }
         case LAYER_SOFTMAX_XENT: break; /* logits are its input */
         default: return -EINVAL;
         }
@@ -387,14 +481,70 @@ float net_loss(net_t *net, const int *labels, const float *soft, int *n_correct)
     return (float)(loss / n);
 }
 
+/* Zero every layer's dy for the examples of one part. */
+static void s_zero_dy_part(void *arg, int part, int n_parts) {
+    s_pass_t *job = arg;
+    int i0, i1;
+    nn_par_range(job->n, part, n_parts, &i0, &i1);
+    for (int li = 0; li < job->net->n_layers - 1; li++) {
+        layer_t *l = &job->net->layers[li];
+        memset(l->dy + (size_t)i0 * l->size, 0, (size_t)(i1 - i0) * l->size * sizeof(float));
+    }
+}
+
+/* Backward for one part (every kind but batch norm): the input gradient of
+ * its examples; fc: its rows of the weight gradient; conv: its examples'
+ * share of the weight gradient, into the layer's own arrays (part 0) or
+ * the net's scratch (the others), added up by net_backward. */
+static void s_backward_part(void *arg, int part, int n_parts) {
+    s_pass_t *job = arg;
+    net_t *net = job->net;
+    layer_t *l = job->l;
+    const int n = job->n;
+    int i0, i1;
+    nn_par_range(n, part, n_parts, &i0, &i1);
+    const float *in = net_layer_input(net, l);
+    float *dx = s_input_grad(net, l);
+    const size_t j0 = (size_t)i0 * l->size, j1 = (size_t)i1 * l->size;
+    switch (l->kind) {
+    case LAYER_FC: s_fc_backward(net, l, in, n, part, n_parts); break;
+    case LAYER_CONV: {
+        float *dw = l->dweight, *db = l->dbias;
+        if (part > 0) {
+            dw = net->par_scratch + (size_t)(part - 1) * net->par_scratch_stride;
+            db = l->dbias ? dw + l->n_w : NULL;
+        }
+        s_conv_backward(net, l, n, i0, i1, dw, db);
+        break;
+    }
+    case LAYER_RELU:
+        if (dx) for (size_t j = j0; j < j1; j++) dx[j] += in[j] > 0.0f ? l->dy[j] : 0.0f;
+        break;
+    case LAYER_TANH:
+        if (dx) for (size_t j = j0; j < j1; j++) dx[j] += l->dy[j] * (1.0f - l->y[j] * l->y[j]);
+        break;
+    case LAYER_MAXPOOL: if (dx) s_maxpool_backward(l, dx, i0, i1); break;
+    case LAYER_AVGPOOL: if (dx) s_avgpool(l, NULL, dx, i0, i1, 1); break;
+    case LAYER_FLATTEN: if (dx) for (size_t j = j0; j < j1; j++) dx[j] += l->dy[j]; break;
+    case LAYER_DROPOUT: if (dx) for (size_t j = j0; j < j1; j++) dx[j] += l->dy[j] * l->mask[j]; break;
+    case LAYER_ADD: {
+        float *dx2 = l->in2 < 0 ? NULL : net->layers[l->in2].dy;
+        if (dx) for (size_t j = j0; j < j1; j++) dx[j] += l->dy[j];
+        if (dx2) for (size_t j = j0; j < j1; j++) dx2[j] += l->dy[j];
+        break;
+    }
+    default: break;
+    }
+}
+
 float net_backward(net_t *net, const int *labels, const float *soft, int *n_correct) {
     const int n = net->batch_n;
     float loss = net_loss(net, labels, soft, n_correct);
     layer_t *ll = &net->layers[net->n_layers - 1];
     const int K = ll->c;
     memset(net->grads, 0, net->n_params * sizeof(float));
-    for (int li = 0; li < net->n_layers - 1; li++)
-        memset(net->layers[li].dy, 0, (size_t)n * net->layers[li].size * sizeof(float));
+    s_pass_t zero = {net, NULL, n};
+    nn_par_run(net->par, s_zero_dy_part, &zero);
     /* d(mean loss)/d logits = (p - t) / n, written into the logits' producer. */
     float *dz = s_input_grad(net, ll);
     if (dz) {
@@ -405,36 +555,52 @@ float net_backward(net_t *net, const int *labels, const float *soft, int *n_corr
                 dz[(size_t)i * K + k] = (ll->probs[(size_t)i * K + k] - t) * inv_n;
             }
     }
+    const int n_parts = nn_par_threads(net->par);
     for (int li = net->n_layers - 2; li >= 0; li--) {
         layer_t *l = &net->layers[li];
-        const float *in = net_layer_input(net, l);
-        float *dx = s_input_grad(net, l);
-        const size_t sz = (size_t)n * l->size;
-        switch (l->kind) {
-        case LAYER_FC: s_fc_backward(net, l, in, n); break;
-        case LAYER_CONV: s_conv_backward(net, l, n); break;
-        case LAYER_RELU:
-            if (dx) for (size_t j = 0; j < sz; j++) dx[j] += in[j] > 0.0f ? l->dy[j] : 0.0f;
-            break;
-        case LAYER_TANH:
-            if (dx) for (size_t j = 0; j < sz; j++) dx[j] += l->dy[j] * (1.0f - l->y[j] * l->y[j]);
-            break;
-        case LAYER_MAXPOOL: if (dx) s_maxpool_backward(l, dx, n); break;
-        case LAYER_AVGPOOL: if (dx) s_avgpool(l, NULL, dx, n, 1); break;
-        case LAYER_FLATTEN: if (dx) for (size_t j = 0; j < sz; j++) dx[j] += l->dy[j]; break;
-        case LAYER_DROPOUT: if (dx) for (size_t j = 0; j < sz; j++) dx[j] += l->dy[j] * l->mask[j]; break;
-        case LAYER_BATCHNORM: s_bn_backward(net, l, n); break;
-        case LAYER_ADD: {
-            float *dx2 = l->in2 < 0 ? NULL : net->layers[l->in2].dy;
-            if (dx) for (size_t j = 0; j < sz; j++) dx[j] += l->dy[j];
-            if (dx2) for (size_t j = 0; j < sz; j++) dx2[j] += l->dy[j];
-            break;
+        s_pass_t job = {net, l, n};
+        if (l->kind == LAYER_BATCHNORM) {
+            s_bn_backward(net, l, n);
+            continue;
         }
-        default: break;
-        }
+        nn_par_run(net->par, s_backward_part, &job);
+        if (l->kind == LAYER_CONV)
+            for (int p = 1; p < n_parts; p++) {
+                /* dW += part p's share; the bias follows the weights in the scratch. */
+                const float *dw = net->par_scratch + (size_t)(p - 1) * net->par_scratch_stride;
+                for (size_t j = 0; j < l->n_w; j++) l->dweight[j] += dw[j];
+                if (l->dbias)
+                    for (size_t j = 0; j < l->n_b; j++) l->dbias[j] += dw[l->n_w + j];
+            }
     }
     return loss;
 }
+
+int net_set_threads(net_t *net, int n_threads) {
+    if (!net || n_threads < 1) return -EINVAL;
+    if (n_threads == nn_par_threads(net->par)) return 0;
+    nn_par_free(&net->par);
+    free(net->par_scratch);
+    net->par_scratch = NULL;
+    net->par_scratch_stride = 0;
+    if (n_threads == 1) return 0;
+    size_t stride = 0;
+    for (int li = 0; li < net->n_layers; li++) {
+        const layer_t *l = &net->layers[li];
+        if (l->kind == LAYER_CONV && l->n_w + l->n_b > stride) stride = l->n_w + l->n_b;
+    }
+    if (stride && !(net->par_scratch = malloc(stride * (size_t)(n_threads - 1) * sizeof(float)))) return -ENOMEM;
+    net->par_scratch_stride = stride;
+    if (!(net->par = nn_par_new(n_threads))) {
+        free(net->par_scratch);
+        net->par_scratch = NULL;
+        net->par_scratch_stride = 0;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int net_threads(const net_t *net) { return net ? nn_par_threads(net->par) : 1; }
 
 void net_evaluate(net_t *net, const float *x, const int *labels, int n, double *loss, double *acc) {
     double sl = 0.0;

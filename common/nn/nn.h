@@ -25,7 +25,8 @@
  *     zeroes every dy first.
  *
  * Ownership: the net owns every buffer; layer pointers are views into it and
- * stay valid until net_free(). Not thread-safe: one thread per net.
+ * stay valid until net_free(). Not thread-safe: one thread per net (which
+ * may hand each pass to the net's own threads, net_set_threads).
  */
 #ifndef KFAC_NN_H
 #define KFAC_NN_H
@@ -155,6 +156,9 @@ typedef struct net {
     nn_init_t init;          /* the model's init= (input line); layers may override */
     nn_bias_init_t bias_init; /* the model's bias_init= (input line); layers may override */
     char *source;           /* the model text the net was built from (owned) */
+    struct nn_par *par;     /* net_set_threads: the pool (owned), NULL for one thread */
+    float *par_scratch;     /* (threads - 1, par_scratch_stride) conv weight-gradient shares */
+    size_t par_scratch_stride; /* largest conv n_w + n_b */
 } net_t;
 
 /* Parse a model description (see models/README.md) and build a network
@@ -172,6 +176,18 @@ void net_free(net_t **net_p);
 /* Print the summary table (layer, kind, output shape, parameters) to f
  * (a FILE *; void * keeps stdio out of this header). */
 void net_print_summary(const net_t *net, void *f);
+
+/* Run forward and backward passes on n_threads threads (>= 1; the caller's
+ * thread is one of them): each layer is split over the examples of the
+ * batch (nn.c). The threads call sgemm themselves, so the program should
+ * give OpenBLAS one thread (blas_set_threads(1)) while the net has several.
+ * Results depend on the thread count only through the order in which conv
+ * weight gradients are summed. Returns 0, -EINVAL or -ENOMEM (the net then
+ * runs on one thread). Not while a pass runs. */
+int net_set_threads(net_t *net, int n_threads);
+
+/* Threads of the net's passes (1 unless net_set_threads said otherwise). */
+int net_threads(const net_t *net);
 
 /* Initialize parameters and state from the seed. Deterministic. One stream
  * drawn in layer order; for each fc/conv layer its weights (row-major, by

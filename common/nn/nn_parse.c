@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/base/rng.h"
+#include "common/nn/nn_par.h"
 
 /* Most values per example in any layer's output, the input or a conv patch
  * row (1 GiB of float32): keeps every per-example size well inside int. */
@@ -538,6 +539,8 @@ void net_free(net_t **net_p) {
     free(net->layers);
     free(net->params); free(net->grads); free(net->state);
     free(net->views); free(net->source);
+    nn_par_free(&net->par);
+    free(net->par_scratch);
     free(net);
     *net_p = NULL;
 }

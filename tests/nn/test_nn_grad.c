@@ -43,6 +43,9 @@
  * is skipped and counted (a conv weight moves every position, so up to 65%
  * may be skipped there; measured: median 5%, max 47%).
  *
+ * Every check runs twice: with one thread, and (test case "threads") with
+ * each pass split over 3 threads by net_set_threads.
+ *
  * Dropout is checked with a fixed mask: net->dropout_seed is saved before the
  * training forward pass and restored before every finite-difference
  * evaluation, so each evaluation draws the same mask; its backward is also
@@ -81,10 +84,17 @@ static void s_cat(char *buf, size_t cap, const char *fmt, ...) {
     ck_assert_msg(w >= 0 && (size_t)w < cap - len, "model text buffer too small");
 }
 
+/* Threads of every net built here: 1, or 3 in the "threads" test case
+ * (its fixture), where batches of 1-4 examples also leave parts empty. */
+static int s_threads = 1;
+
+static void s_use_3_threads(void) { s_threads = 3; }
+
 static net_t *s_build(const char *text, int batch) {
     char err[512];
     net_t *net = net_parse(text, "gradcheck", batch, err, sizeof err);
     ck_assert_msg(net != NULL, "net_parse failed: %s\n%s", err, text);
+    ck_assert_int_eq(net_set_threads(net, s_threads), 0);
     return net;
 }
 
@@ -793,5 +803,19 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_softmax_xent_grad_matches_fd);
     tcase_add_test(tc, test_backward_dy_is_grad_of_mean_loss);
     suite_add_tcase(s, tc);
+    /* The same checks with each pass split over 3 threads (net_set_threads). */
+    TCase *tt = tcase_create("threads");
+    tcase_set_timeout(tt, 60);
+    tcase_add_checked_fixture(tt, s_use_3_threads, NULL);
+    tcase_add_test(tt, test_fc_grad_matches_fd);
+    tcase_add_test(tt, test_conv_grad_matches_fd);
+    tcase_add_test(tt, test_relu_grad_matches_fd);
+    tcase_add_test(tt, test_maxpool_grad_matches_fd);
+    tcase_add_test(tt, test_avgpool_grad_matches_fd);
+    tcase_add_test(tt, test_dropout_grad_matches_fd_with_fixed_mask);
+    tcase_add_test(tt, test_batchnorm_train_grad_matches_fd);
+    tcase_add_test(tt, test_residual_add_grad_matches_fd);
+    tcase_add_test(tt, test_backward_dy_is_grad_of_mean_loss);
+    suite_add_tcase(s, tt);
     return s;
 }
