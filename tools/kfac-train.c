@@ -35,7 +35,9 @@ int main(int argc, char **argv) {
     log_level_t lvl = LOG_LEVEL_INFO;
     log_level_parse(c.log_level, &lvl);
     log_init(lvl, "kfac-train");
-    blas_set_threads(2);
+    /* Both cores: the net's own threads split each pass over the batch,
+     * with single-threaded OpenBLAS (common/nn/nn.h, net_set_threads). */
+    blas_set_threads(1);
     int status = 1;
     dataset_t *train = NULL, *test = NULL;
     net_t *net = NULL;
@@ -50,6 +52,8 @@ int main(int argc, char **argv) {
         goto done;
     }
     net->fc_doubly_min_in = c.doubly_min_in;
+    if (net_set_threads(net, 2) < 0) log_warn("cannot start the network's second thread: running on one");
+    log_info("network passes on %d threads", net_threads(net));
     net_print_summary(net, stdout);
     net_init_params(net, c.seed);
     train_opts_t o;

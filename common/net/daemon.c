@@ -5,8 +5,27 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "common/base/prio.h"
 
 #define S_LOG_EVERY_MS 5000
+
+/* Pool thread: the role's work, after lowering this thread's priority once. */
+static void s_work(void *job, void *user) {
+    client_daemon_t *d = user;
+    if (d->idle && !d->idle_done) {
+        char what[160];
+        d->idle_done = 1;
+        if (prio_idle_self(what, sizeof what) == 0) log_info("compute thread priority: %s", what);
+        else log_warn("compute thread priority: %s", what);
+    }
+    d->work(job, d->user);
+}
+
+/* Loop thread. */
+static void s_done(void *job, int status, void *user) {
+    client_daemon_t *d = user;
+    d->done(job, status, d->user);
+}
 
 int client_daemon_init(client_daemon_t *d, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *cfg,
                        zloop_work_fn work, zloop_done_fn done, const client_handlers_t *h, void *user) {
@@ -15,7 +34,17 @@ int client_daemon_init(client_daemon_t *d, msg_role_t role, runcfg_role_t cfg_ro
         log_error("uv_loop_init: %s", uv_strerror(rc));
         return -1;
     }
-    d->pool = zloop_pool_new(&d->loop, 1, work, done, user);
+    d->work = work;
+    d->done = done;
+    d->user = user;
+    d->idle_done = 0;
+    d->idle = (cfg_role == RUNCFG_ROLE_STATSD && cfg->statsd_priority == RUNCFG_PRIORITY_IDLE) ||
+              (cfg_role == RUNCFG_ROLE_INVERTD && cfg->invertd_priority == RUNCFG_PRIORITY_IDLE);
+    if (cfg_role == RUNCFG_ROLE_STATSD || cfg_role == RUNCFG_ROLE_INVERTD)
+        log_info("[%s] priority = %s: the compute thread %s", cfg_role == RUNCFG_ROLE_STATSD ? "statsd" : "invertd",
+                 d->idle ? "idle" : "normal",
+                 d->idle ? "runs only on CPU time the gradient path leaves (SCHED_IDLE)" : "keeps the process's priority");
+    d->pool = zloop_pool_new(&d->loop, 1, s_work, s_done, d);
     d->client = d->pool ? client_new(&d->loop, role, cfg_role, cfg, h, user) : NULL;
     if (!d->client) {
         zloop_pool_free(&d->pool);

@@ -29,12 +29,21 @@ typedef struct client_daemon {
     client_t *client;    /* owned */
     zloop_pool_t *pool;  /* owned; a role may free it early (zloop_pool_free NULLs it) */
     ratelimit_t rl_err;  /* log lines about kfac-ps's answers: one per 5 s */
+    zloop_work_fn work;  /* the role's work and done functions and their user */
+    zloop_done_fn done;
+    void *user;
+    int idle;            /* [statsd]/[invertd] priority = idle: the pool thread lowers itself on its first job */
+    int idle_done;       /* pool thread only */
 } client_daemon_t;
 
 /* Initialise the loop, a pool of one thread running work(job, user) and then
  * done(job, status, user) on the loop, and the client of role (cfg_role's
  * option view of cfg, borrowed) with handlers h (static) and user. Returns 0,
- * or -1 with the reason logged and everything released. */
+ * or -1 with the reason logged and everything released. kfac-statsd and
+ * kfac-invertd with [statsd]/[invertd] priority = idle (the default): the
+ * pool thread, where the role computes, drops to SCHED_IDLE (nice 19 where
+ * refused) before its first job and logs which; the loop thread (messages,
+ * heartbeats) keeps its priority. */
 int client_daemon_init(client_daemon_t *d, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *cfg,
                        zloop_work_fn work, zloop_done_fn done, const client_handlers_t *h, void *user);
 

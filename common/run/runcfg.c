@@ -26,6 +26,7 @@ static const char *const s_rules[] = {"kl", "kl_clip", "fixed", NULL};
 static const char *const s_wd_modes[] = {"gradient", "damping", "decoupled", NULL};
 static const char *const s_fishers[] = {"true", "empirical", NULL};
 static const char *const s_stats_modes[] = {"async", "sync", NULL};
+static const char *const s_priorities[] = {"idle", "normal", NULL};
 static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
 static const char *const s_identity[] = {"sgd", "damped", NULL};
 static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
@@ -116,6 +117,11 @@ static const config_option_t s_table[] = {
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
+    /* CPU priority of the curvature daemons' compute threads (common/base/prio.h). */
+    E("statsd", "priority", statsd_priority, "idle", s_priorities,
+      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves) or normal"),
+    E("invertd", "priority", invertd_priority, "idle", s_priorities,
+      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves) or normal"),
 };
 
 static const char *const s_shared[] = {"run", "model", "data", "optimizer", "kfac", "cluster", NULL};

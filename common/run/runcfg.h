@@ -38,6 +38,10 @@ typedef enum {
     RUNCFG_STATS_SYNC,      /* the workers send statistics with their gradients */
 } runcfg_stats_mode_t;
 typedef enum {
+    RUNCFG_PRIORITY_IDLE = 0, /* SCHED_IDLE, or nice 19 where refused */
+    RUNCFG_PRIORITY_NORMAL,   /* as started */
+} runcfg_priority_t;
+typedef enum {
     RUNCFG_REFRESH_CONTINUOUS = 0, /* every block as soon as an inverse daemon is free */
     RUNCFG_REFRESH_EVERY,          /* all blocks every inverse_every steps */
     RUNCFG_REFRESH_ADAPTIVE,       /* SP-NGD Algorithm 2 per block */
@@ -123,12 +127,14 @@ typedef struct runcfg {
     int statsd_batch;        /* 0: the data batch */
     char *statsd_cpus;       /* CPU list ("": no pinning) */
     backend_kind_t statsd_device;
+    runcfg_priority_t statsd_priority; /* of the compute thread */
     /* [invertd] */
     int invertd_id;
     int invertd_threads;
     uint64_t invertd_delay_ms;  /* injected delay per job (staleness studies) */
     int invertd_max_n;
     char *invertd_cpus;      /* CPU list ("": no pinning) */
+    runcfg_priority_t invertd_priority; /* of the compute thread */
 } runcfg_t;
 
 /* The option spec a role uses (static, built on first call; not thread-safe

@@ -8,8 +8,10 @@
 #     and statistics arrived (inverses_installed and stats_folded > 0),
 #   - the final test accuracy on 2000 test examples (current parameters or
 #     their Polyak average) is at least ACC.
-# The launcher runs with --nice 0: the test is about K-FAC with a steady
-# supply of statistics and inverses, not about the scheduling of a busy host.
+# The launcher runs with --nice 0 and the curvature daemons compute at normal
+# priority ([statsd]/[invertd] priority): the test is about K-FAC with a
+# steady supply of statistics and inverses, not about the scheduling of a
+# busy host.
 . tests/integration/harness.inc
 h_init 20-kfac-cluster
 ACC=0.92   # the MLP reaches ~0.94-0.95 here; plain SGD at this budget ~0.90
@@ -34,6 +36,10 @@ statsd = 1
 invertd = 2
 [ps]
 progress_every = 50
+[statsd]
+priority = normal
+[invertd]
+priority = normal
 EOF2
 h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet
 h_wait "$H_PID" 150

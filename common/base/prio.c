@@ -1,0 +1,37 @@
+/* common/base/prio.c — see prio.h. */
+#include "common/base/prio.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static pid_t s_tid(void) { return (pid_t)syscall(SYS_gettid); }
+
+int prio_idle_self(char *what, size_t what_len) {
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    /* The tid, not 0 or the pid: Linux applies both calls to one thread. */
+    if (sched_setscheduler(s_tid(), SCHED_IDLE, &sp) == 0) {
+        snprintf(what, what_len, "SCHED_IDLE");
+        return 0;
+    }
+    int e = errno;
+    if (setpriority(PRIO_PROCESS, (id_t)s_tid(), 19) == 0) {
+        snprintf(what, what_len, "nice 19 (SCHED_IDLE refused: %s)", strerror(e));
+        return 0;
+    }
+    int e2 = errno;
+    snprintf(what, what_len, "unchanged (SCHED_IDLE refused: %s; nice 19 refused: %s)", strerror(e), strerror(e2));
+    return -e2;
+}
+
+int prio_self_is_idle(void) {
+    if (sched_getscheduler(s_tid()) == SCHED_IDLE) return 1;
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)s_tid());
+    return errno == 0 && nice >= 19;
+}

@@ -1,0 +1,25 @@
+/* common/base/prio.h — CPU priority of the calling thread, so that the
+ * curvature work (kfac-statsd, kfac-invertd) runs only on CPU time the
+ * gradient path leaves over.
+ *
+ * Linux only. SCHED_IDLE (sched(7)): the thread runs only when no normal
+ * thread wants the CPU (weight 3 against 1024 for nice 0, far below nice
+ * 19's 15). Where the kernel or a container refuses it, nice 19 is the
+ * fallback. Both apply to the calling thread alone (Linux priorities are
+ * per thread); threads it creates afterwards inherit them.
+ */
+#ifndef KFAC_BASE_PRIO_H
+#define KFAC_BASE_PRIO_H
+
+#include <stddef.h>
+
+/* Lower the calling thread to SCHED_IDLE, or to nice 19 when SCHED_IDLE is
+ * refused. Returns 0 with what was done in `what` ("SCHED_IDLE", or
+ * "nice 19 (SCHED_IDLE refused: ...)"), or -errno when neither worked
+ * (what then says why). */
+int prio_idle_self(char *what, size_t what_len);
+
+/* 1 when the calling thread runs under SCHED_IDLE or at nice >= 19. */
+int prio_self_is_idle(void);
+
+#endif

@@ -1,0 +1,52 @@
+/* tests/base/test_prio.c — common/base/prio.h: prio_idle_self lowers the
+ * calling thread only (SCHED_IDLE, or nice 19 where refused), and threads it
+ * creates afterwards inherit the lower priority. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/base/prio.h"
+
+typedef struct {
+    int rc, idle_after, child_idle;
+    char what[160];
+} s_result_t;
+
+static void *s_child(void *arg) {
+    *(int *)arg = prio_self_is_idle();
+    return NULL;
+}
+
+static void *s_lower(void *arg) {
+    s_result_t *r = arg;
+    r->rc = prio_idle_self(r->what, sizeof r->what);
+    r->idle_after = prio_self_is_idle();
+    pthread_t t;
+    if (pthread_create(&t, NULL, s_child, &r->child_idle) == 0) pthread_join(t, NULL);
+    else r->child_idle = -1;
+    return NULL;
+}
+
+START_TEST(test_prio_idle_self_lowers_the_calling_thread_only) {
+    ck_assert_int_eq(prio_self_is_idle(), 0); /* a test starts at normal priority */
+    s_result_t r;
+    memset(&r, 0, sizeof r);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, s_lower, &r), 0);
+    pthread_join(t, NULL);
+    ck_assert_msg(r.rc == 0, "prio_idle_self: %s", r.what);
+    ck_assert_msg(strcmp(r.what, "SCHED_IDLE") == 0 || strncmp(r.what, "nice 19", 7) == 0, "what: %s", r.what);
+    ck_assert_int_eq(r.idle_after, 1);
+    ck_assert_int_eq(r.child_idle, 1);           /* inherited */
+    ck_assert_int_eq(prio_self_is_idle(), 0);    /* the main thread is untouched */
+}
+END_TEST
+
+Suite *make_suite(void) {
+    Suite *s = suite_create("prio");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_prio_idle_self_lowers_the_calling_thread_only);
+    suite_add_tcase(s, tc);
+    return s;
+}
