@@ -17,7 +17,10 @@
 #   --out      folder of the runs (default runs/bench-cluster); each run in
 #              OUT/LABEL-REPEAT, its daemons' logs in OUT/LABEL-REPEAT/logs
 #   --arm      a label and the launcher options of one arm; repeatable.
-#              Default: 'sgd|--optimizer.kind sgd' and 'kfac|'.
+#              Default: 'sgd|--optimizer.kind sgd' and 'kfac|'. Options
+#              may start with bin=DIR: that arm's daemons come from DIR
+#              (KFAC_BIN), e.g. an older build for a before/after table
+#              (binaries without the step-period columns show "-" there).
 #   after --   options given to every run (e.g. --model.file models/mnist-cnn-wide.model)
 #
 # Every run: no periodic evaluation ([run] eval_every = steps + 1, so only
@@ -76,9 +79,11 @@ run_one() {
   shift 2
   dir=$out/$label-$rep
   rm -rf "$dir"
+  bin=
+  case ${1:-} in bin=*) bin=${1#bin=}; shift ;; esac
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  timeout 900 deploy/kfac-launch "$config" --quiet --run.out_dir "$dir" --run.steps "$steps" \
+  KFAC_BIN=${bin:-${KFAC_BIN:-}} timeout 900 deploy/kfac-launch "$config" --quiet --run.out_dir "$dir" --run.steps "$steps" \
     --run.eval_every "$((steps + 1))" --run.target_acc 0 "$@" >"$out/$label-$rep.launch.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] || [ ! -r "$dir/steps.csv" ]; then
@@ -86,18 +91,20 @@ run_one() {
     return
   fi
   awk -F, -v label="$label" -v rep="$rep" -v skip="$skip" -v secs="$(($(date +%s) - t0))" '
-    NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+    NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; split("wait_ms curv_ms update_ms publish_ms eval_busy", bk, " ")
+              has = 1; for (k in bk) if (!(bk[k] in h)) has = 0; next }
     $h["step"] <= skip { next }
     {
       n++; if (n == 1) w0 = $h["wall_s"]; w1 = $h["wall_s"]
-      wait += $h["wait_ms"]; curv += $h["curv_ms"]; upd += $h["update_ms"]; pub += $h["publish_ms"]
-      ev += $h["eval_busy"]; ia += $h["inv_age_mean"]; sa += $h["stats_age_mean"]
+      if (has) { wait += $h["wait_ms"]; curv += $h["curv_ms"]; upd += $h["update_ms"]; pub += $h["publish_ms"]; ev += $h["eval_busy"] }
+      ia += $h["inv_age_mean"]; sa += $h["stats_age_mean"]
     }
     END {
       if (n < 2 || w1 <= w0) { print label, rep, "too few rows" > "/dev/stderr"; exit }
       sps = (n - 1) / (w1 - w0)
-      printf "%s %s %.3f %.2f %.2f %.2f %.2f %.2f %.1f %.2f %.2f %d\n", label, rep, sps, 1000 / sps,
-             wait / n, curv / n, upd / n, pub / n, 100 * ev / n, ia / n, sa / n, secs
+      if (has) b = sprintf("%.2f %.2f %.2f %.2f %.1f", wait / n, curv / n, upd / n, pub / n, 100 * ev / n)
+      else b = "- - - - -"
+      printf "%s %s %.3f %.2f %s %.2f %.2f %d\n", label, rep, sps, 1000 / sps, b, ia / n, sa / n, secs
     }' "$dir/steps.csv" >>"$out/summary"
 }
 
@@ -117,15 +124,17 @@ echo
 printf '| arm | run | steps/s | ms/step | wait | curv | update | publish | eval%% | inv_age | stats_age | vs first |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 awk -v order="$(printf '%s' "$arms" | cut -d'|' -f1 | tr '\n' ' ')" '
-  { k = $1; n[k]++; for (i = 3; i <= 11; i++) s[k, i] += $i
-    printf "| %s | %s | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.2f | %.2f | |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }
+  function f(v, fmt) { return v == "-" ? "-" : sprintf(fmt, v) }
+  { k = $1; n[k]++; for (i = 3; i <= 11; i++) { s[k, i] += $i; if ($i == "-") dash[k, i] = 1 }
+    printf "| %s | %s | %.2f | %.1f | %s | %s | %s | %s | %s | %.2f | %.2f | |\n", $1, $2, $3, $4, f($5, "%.1f"),
+           f($6, "%.1f"), f($7, "%.1f"), f($8, "%.1f"), f($9, "%.0f"), $10, $11 }
   END {
     m = split(order, o, " ")
     for (j = 1; j <= m; j++) {
       k = o[j]; if (!n[k]) continue
       sps = s[k, 3] / n[k]; if (!first) first = sps
-      printf "| **%s** | mean of %d | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.2f | %.2f | %.2fx |\n", k, n[k],
-             sps, s[k, 4] / n[k], s[k, 5] / n[k], s[k, 6] / n[k], s[k, 7] / n[k], s[k, 8] / n[k], s[k, 9] / n[k],
-             s[k, 10] / n[k], s[k, 11] / n[k], sps / first
+      for (i = 5; i <= 9; i++) m[i] = dash[k, i] ? "-" : sprintf(i == 9 ? "%.0f" : "%.1f", s[k, i] / n[k])
+      printf "| **%s** | mean of %d | %.2f | %.1f | %s | %s | %s | %s | %s | %.2f | %.2f | %.2fx |\n", k, n[k],
+             sps, s[k, 4] / n[k], m[5], m[6], m[7], m[8], m[9], s[k, 10] / n[k], s[k, 11] / n[k], sps / first
     }
   }' "$out/summary"

@@ -12,10 +12,14 @@
 #include "common/nn/nn.h"
 #include "common/net/zloop.h"
 #include "common/base/clock.h"
+#include "common/base/prio.h"
 
 struct ps_eval {
     zloop_pool_t *pool;
     net_t *net;          /* evaluation thread only, after construction */
+    int idle;            /* [ps] eval_priority = idle */
+    int threads;         /* [ps] eval_threads */
+    int started;         /* evaluation thread: priority and threads set */
     dataset_t *test;     /* read only */
     int n;               /* examples used */
     ps_eval_done_fn done;
@@ -42,6 +46,15 @@ static void s_work(void *job, void *user) {
     s_job_t *j = job;
     ps_eval_t *e = user;
     net_t *net = e->net;
+    if (!e->started) {
+        /* Once, on this thread: its priority first, so that the net's
+         * threads (started by it) inherit it. */
+        e->started = 1;
+        char what[160] = "normal (as started)";
+        if (e->idle && prio_idle_self(what, sizeof what) < 0) log_warn("evaluation thread priority: %s", what);
+        if (net_set_threads(net, e->threads) < 0) log_warn("evaluation: cannot start %d threads; using one", e->threads);
+        log_info("evaluation: %d thread(s) at priority %s, batch %d", net_threads(net), what, PS_EVAL_BATCH);
+    }
     double t0 = clock_now_ms();
     if (net->n_state && j->state) memcpy(net->state, j->state, net->n_state * sizeof(float));
     memcpy(net->params, j->params, net->n_params * sizeof(float));
@@ -75,6 +88,8 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
     }
     e->done = done;
     e->user = user;
+    e->idle = cfg->ps_eval_priority == RUNCFG_PRIORITY_IDLE;
+    e->threads = cfg->ps_eval_threads > 0 ? cfg->ps_eval_threads : 1;
     char perr[512] = "";
     if (!(e->net = net_parse(model_text, cfg->model, PS_EVAL_BATCH, perr, sizeof perr))) {
         snprintf(err, err_len, "evaluation: %s", perr);

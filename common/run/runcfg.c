@@ -117,7 +117,12 @@ static const config_option_t s_table[] = {
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
-    /* CPU priority of the curvature daemons' compute threads (common/base/prio.h). */
+    /* CPU priority of the curvature daemons' compute threads and of the PS's
+     * evaluation (common/base/prio.h), and the evaluation's threads. */
+    E("ps", "eval_priority", ps_eval_priority, "idle", s_priorities,
+      "evaluation thread: idle (SCHED_IDLE, nice 19 where refused: never delays a step) or normal"),
+    O("ps", "eval_threads", OPT_INT, ps_eval_threads, "2", 1, 64,
+      "threads of each evaluation (the net's own threads over the batch)"),
     E("statsd", "priority", statsd_priority, "idle", s_priorities,
       "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves) or normal"),
     E("invertd", "priority", invertd_priority, "idle", s_priorities,

@@ -116,6 +116,8 @@ typedef struct runcfg {
     uint64_t progress_every;  /* steps between progress lines */
     int ps_threads;          /* OpenBLAS threads of the PS */
     char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
+    runcfg_priority_t ps_eval_priority; /* of the evaluation thread(s) */
+    int ps_eval_threads;     /* threads of each evaluation */
     /* [worker] */
     int worker_id;
     int worker_threads;
