@@ -21,6 +21,7 @@
 #              may start with bin=DIR: that arm's daemons come from DIR
 #              (KFAC_BIN), e.g. an older build for a before/after table
 #              (binaries without the step-period columns show "-" there).
+#   --table    no runs: print the table of OUT/summary again (same --arm list)
 #   after --   options given to every run (e.g. --model.file models/mnist-cnn-wide.model)
 #
 # Every run: no periodic evaluation ([run] eval_every = steps + 1, so only
@@ -46,6 +47,7 @@ repeats=2
 skip=20
 out=runs/bench-cluster
 arms=""
+table_only=0
 nl='
 '
 while [ $# -gt 0 ]; do
@@ -56,6 +58,7 @@ while [ $# -gt 0 ]; do
     --skip) skip=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --arm) arms="$arms$2$nl"; shift 2 ;;
+    --table) table_only=1; shift ;;
     --) shift; break ;;
     -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_cluster.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -108,6 +111,9 @@ run_one() {
     }' "$dir/steps.csv" >>"$out/summary"
 }
 
+if [ "$table_only" = 1 ]; then
+  [ -r "$out/summary" ] || { echo "bench_cluster.sh: no $out/summary" >&2; exit 2; }
+else
 : >"$out/summary"
 r=1
 while [ $r -le "$repeats" ]; do
@@ -120,6 +126,7 @@ while [ $r -le "$repeats" ]; do
   r=$((r + 1))
 done
 echo "load average after: $(cat /proc/loadavg)"
+fi
 echo
 printf '| arm | run | steps/s | ms/step | wait | curv | update | publish | eval%% | inv_age | stats_age | vs first |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
@@ -133,8 +140,8 @@ awk -v order="$(printf '%s' "$arms" | cut -d'|' -f1 | tr '\n' ' ')" '
     for (j = 1; j <= m; j++) {
       k = o[j]; if (!n[k]) continue
       sps = s[k, 3] / n[k]; if (!first) first = sps
-      for (i = 5; i <= 9; i++) m[i] = dash[k, i] ? "-" : sprintf(i == 9 ? "%.0f" : "%.1f", s[k, i] / n[k])
+      for (i = 5; i <= 9; i++) cm[i] = dash[k, i] ? "-" : sprintf(i == 9 ? "%.0f" : "%.1f", s[k, i] / n[k])
       printf "| **%s** | mean of %d | %.2f | %.1f | %s | %s | %s | %s | %s | %.2f | %.2f | %.2fx |\n", k, n[k],
-             sps, s[k, 4] / n[k], m[5], m[6], m[7], m[8], m[9], s[k, 10] / n[k], s[k, 11] / n[k], sps / first
+             sps, s[k, 4] / n[k], cm[5], cm[6], cm[7], cm[8], cm[9], s[k, 10] / n[k], s[k, 11] / n[k], sps / first
     }
   }' "$out/summary"
