@@ -17,7 +17,7 @@
 struct ps_eval {
     zloop_pool_t *pool;
     net_t *net;          /* evaluation thread only, after construction */
-    int idle;            /* [ps] eval_priority = idle */
+    runcfg_priority_t prio; /* [ps] eval_priority */
     int threads;         /* [ps] eval_threads */
     int started;         /* evaluation thread: priority and threads set */
     dataset_t *test;     /* read only */
@@ -51,7 +51,10 @@ static void s_work(void *job, void *user) {
          * threads (started by it) inherit it. */
         e->started = 1;
         char what[160] = "normal (as started)";
-        if (e->idle && prio_idle_self(what, sizeof what) < 0) log_warn("evaluation thread priority: %s", what);
+        int rc = e->prio == RUNCFG_PRIORITY_IDLE  ? prio_idle_self(what, sizeof what)
+                 : e->prio == RUNCFG_PRIORITY_LOW ? prio_nice_self(10, what, sizeof what)
+                                                  : 0;
+        if (rc < 0) log_warn("evaluation thread priority: %s", what);
         if (net_set_threads(net, e->threads) < 0) log_warn("evaluation: cannot start %d threads; using one", e->threads);
         log_info("evaluation: %d thread(s) at priority %s, batch %d", net_threads(net), what, PS_EVAL_BATCH);
     }
@@ -88,7 +91,7 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
     }
     e->done = done;
     e->user = user;
-    e->idle = cfg->ps_eval_priority == RUNCFG_PRIORITY_IDLE;
+    e->prio = cfg->ps_eval_priority;
     e->threads = cfg->ps_eval_threads > 0 ? cfg->ps_eval_threads : 1;
     char perr[512] = "";
     if (!(e->net = net_parse(model_text, cfg->model, PS_EVAL_BATCH, perr, sizeof perr))) {

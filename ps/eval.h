@@ -12,12 +12,13 @@
  *
  * Threads: ps_eval_* are called on the loop thread; the network and the test
  * set are used only by the evaluation thread after ps_eval_new returns.
- * Before its first evaluation that thread drops to SCHED_IDLE ([ps]
- * eval_priority = idle, the default; nice 19 where refused) and starts the
- * network's [ps] eval_threads threads (net_set_threads), which inherit the
- * priority: an evaluation uses only the CPU time the step path leaves, so
- * it never delays a step, and takes both cores when the workers wait. The
- * first evaluation logs what it got.
+ * Before its first evaluation that thread lowers its priority ([ps]
+ * eval_priority: low, the default, is nice 10, a bounded share of about a
+ * tenth of a nice-0 thread's; idle is SCHED_IDLE, only CPU time nothing
+ * else wants, which can starve on a host busy with other work) and starts
+ * the network's [ps] eval_threads threads (net_set_threads), which inherit
+ * it: an evaluation barely slows a step and takes both cores when the
+ * workers wait. The first evaluation logs what it got.
  */
 #ifndef KFAC_PS_EVAL_H
 #define KFAC_PS_EVAL_H

@@ -35,3 +35,23 @@ int prio_self_is_idle(void) {
     int nice = getpriority(PRIO_PROCESS, (id_t)s_tid());
     return errno == 0 && nice >= 19;
 }
+
+int prio_nice_self(int nice, char *what, size_t what_len) {
+    if (nice < 1 || nice > 19) {
+        snprintf(what, what_len, "unchanged (nice %d out of 1..19)", nice);
+        return -EINVAL;
+    }
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, (id_t)s_tid());
+    if (errno == 0 && now >= nice) {
+        snprintf(what, what_len, "nice %d (already)", now);
+        return 0;
+    }
+    if (setpriority(PRIO_PROCESS, (id_t)s_tid(), nice) != 0) {
+        int e = errno;
+        snprintf(what, what_len, "unchanged (nice %d refused: %s)", nice, strerror(e));
+        return -e;
+    }
+    snprintf(what, what_len, "nice %d", nice);
+    return 0;
+}

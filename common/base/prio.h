@@ -19,6 +19,12 @@
  * (what then says why). */
 int prio_idle_self(char *what, size_t what_len);
 
+/* Raise the calling thread's nice value to `nice` (1..19; never lowers it):
+ * a bounded share of the CPU against nice-0 threads (weight 110 of 1024 at
+ * nice 10) that still progresses on a host busy with other work, where
+ * SCHED_IDLE may get nothing. Returns 0 with "nice N" in what, or -errno. */
+int prio_nice_self(int nice, char *what, size_t what_len);
+
 /* 1 when the calling thread runs under SCHED_IDLE or at nice >= 19. */
 int prio_self_is_idle(void);
 

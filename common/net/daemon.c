@@ -12,10 +12,11 @@
 /* Pool thread: the role's work, after lowering this thread's priority once. */
 static void s_work(void *job, void *user) {
     client_daemon_t *d = user;
-    if (d->idle && !d->idle_done) {
+    if (d->prio != RUNCFG_PRIORITY_NORMAL && !d->prio_done) {
         char what[160];
-        d->idle_done = 1;
-        if (prio_idle_self(what, sizeof what) == 0) log_info("compute thread priority: %s", what);
+        d->prio_done = 1;
+        int rc = d->prio == RUNCFG_PRIORITY_LOW ? prio_nice_self(10, what, sizeof what) : prio_idle_self(what, sizeof what);
+        if (rc == 0) log_info("compute thread priority: %s", what);
         else log_warn("compute thread priority: %s", what);
     }
     d->work(job, d->user);
@@ -37,13 +38,17 @@ int client_daemon_init(client_daemon_t *d, msg_role_t role, runcfg_role_t cfg_ro
     d->work = work;
     d->done = done;
     d->user = user;
-    d->idle_done = 0;
-    d->idle = (cfg_role == RUNCFG_ROLE_STATSD && cfg->statsd_priority == RUNCFG_PRIORITY_IDLE) ||
-              (cfg_role == RUNCFG_ROLE_INVERTD && cfg->invertd_priority == RUNCFG_PRIORITY_IDLE);
+    d->prio_done = 0;
+    runcfg_priority_t pr = cfg_role == RUNCFG_ROLE_STATSD    ? cfg->statsd_priority
+                           : cfg_role == RUNCFG_ROLE_INVERTD ? cfg->invertd_priority
+                                                             : RUNCFG_PRIORITY_NORMAL;
+    d->prio = pr;
     if (cfg_role == RUNCFG_ROLE_STATSD || cfg_role == RUNCFG_ROLE_INVERTD)
         log_info("[%s] priority = %s: the compute thread %s", cfg_role == RUNCFG_ROLE_STATSD ? "statsd" : "invertd",
-                 d->idle ? "idle" : "normal",
-                 d->idle ? "runs only on CPU time the gradient path leaves (SCHED_IDLE)" : "keeps the process's priority");
+                 pr == RUNCFG_PRIORITY_IDLE ? "idle" : pr == RUNCFG_PRIORITY_LOW ? "low" : "normal",
+                 pr == RUNCFG_PRIORITY_IDLE  ? "runs only on CPU time the gradient path leaves (SCHED_IDLE)"
+                 : pr == RUNCFG_PRIORITY_LOW ? "runs at nice 10"
+                                             : "keeps the process's priority");
     d->pool = zloop_pool_new(&d->loop, 1, s_work, s_done, d);
     d->client = d->pool ? client_new(&d->loop, role, cfg_role, cfg, h, user) : NULL;
     if (!d->client) {

@@ -32,8 +32,8 @@ typedef struct client_daemon {
     zloop_work_fn work;  /* the role's work and done functions and their user */
     zloop_done_fn done;
     void *user;
-    int idle;            /* [statsd]/[invertd] priority = idle: the pool thread lowers itself on its first job */
-    int idle_done;       /* pool thread only */
+    runcfg_priority_t prio; /* [statsd]/[invertd] priority: the pool thread lowers itself on its first job */
+    int prio_done;       /* pool thread only */
 } client_daemon_t;
 
 /* Initialise the loop, a pool of one thread running work(job, user) and then

@@ -26,7 +26,7 @@ static const char *const s_rules[] = {"kl", "kl_clip", "fixed", NULL};
 static const char *const s_wd_modes[] = {"gradient", "damping", "decoupled", NULL};
 static const char *const s_fishers[] = {"true", "empirical", NULL};
 static const char *const s_stats_modes[] = {"async", "sync", NULL};
-static const char *const s_priorities[] = {"idle", "normal", NULL};
+static const char *const s_priorities[] = {"idle", "normal", "low", NULL};
 static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
 static const char *const s_identity[] = {"sgd", "damped", NULL};
 static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
@@ -119,14 +119,15 @@ static const config_option_t s_table[] = {
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
     /* CPU priority of the curvature daemons' compute threads and of the PS's
      * evaluation (common/base/prio.h), and the evaluation's threads. */
-    E("ps", "eval_priority", ps_eval_priority, "idle", s_priorities,
-      "evaluation thread: idle (SCHED_IDLE, nice 19 where refused: never delays a step) or normal"),
+    E("ps", "eval_priority", ps_eval_priority, "low", s_priorities,
+      "evaluation threads: low (nice 10: a bounded share, about a tenth of a nice-0 thread's), idle (SCHED_IDLE: "
+      "only CPU time nothing else wants; may starve on a busy host) or normal"),
     O("ps", "eval_threads", OPT_INT, ps_eval_threads, "2", 1, 64,
       "threads of each evaluation (the net's own threads over the batch)"),
     E("statsd", "priority", statsd_priority, "idle", s_priorities,
-      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves) or normal"),
+      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves), low (nice 10) or normal"),
     E("invertd", "priority", invertd_priority, "idle", s_priorities,
-      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves) or normal"),
+      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves), low (nice 10) or normal"),
 };
 
 static const char *const s_shared[] = {"run", "model", "data", "optimizer", "kfac", "cluster", NULL};

@@ -40,6 +40,7 @@ typedef enum {
 typedef enum {
     RUNCFG_PRIORITY_IDLE = 0, /* SCHED_IDLE, or nice 19 where refused */
     RUNCFG_PRIORITY_NORMAL,   /* as started */
+    RUNCFG_PRIORITY_LOW,      /* nice 10: a bounded share that progresses on a busy host */
 } runcfg_priority_t;
 typedef enum {
     RUNCFG_REFRESH_CONTINUOUS = 0, /* every block as soon as an inverse daemon is free */

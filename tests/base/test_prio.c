@@ -1,8 +1,13 @@
 /* tests/base/test_prio.c — common/base/prio.h: prio_idle_self lowers the
  * calling thread only (SCHED_IDLE, or nice 19 where refused), and threads it
- * creates afterwards inherit the lower priority. */
+ * creates afterwards inherit the lower priority; prio_nice_self sets the
+ * calling thread's nice value only and rejects values outside 1..19. */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,10 +48,39 @@ START_TEST(test_prio_idle_self_lowers_the_calling_thread_only) {
 }
 END_TEST
 
+static void *s_nice10(void *arg) {
+    s_result_t *r = arg;
+    r->rc = prio_nice_self(10, r->what, sizeof r->what);
+    errno = 0;
+    r->idle_after = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    return NULL;
+}
+
+START_TEST(test_prio_nice_self_raises_the_calling_thread_only) {
+    errno = 0;
+    int before = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    ck_assert_int_lt(before, 10);
+    s_result_t r;
+    memset(&r, 0, sizeof r);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, s_nice10, &r), 0);
+    pthread_join(t, NULL);
+    ck_assert_msg(r.rc == 0, "prio_nice_self: %s", r.what);
+    ck_assert_str_eq(r.what, "nice 10");
+    ck_assert_int_eq(r.idle_after, 10); /* the thread's nice value */
+    errno = 0;
+    ck_assert_int_eq(getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid)), before); /* the caller's is untouched */
+    char what[64];
+    ck_assert_int_eq(prio_nice_self(0, what, sizeof what), -EINVAL);
+    ck_assert_int_eq(prio_nice_self(20, what, sizeof what), -EINVAL);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("prio");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_prio_idle_self_lowers_the_calling_thread_only);
+    tcase_add_test(tc, test_prio_nice_self_raises_the_calling_thread_only);
     suite_add_tcase(s, tc);
     return s;
 }
