@@ -543,7 +543,9 @@ static void s_submit_eval(ps_server_t *s, int final) {
                      s->cfg->eval_every);
         return;
     }
-    const float *polyak = s->kfac && s->kfac->polyak_count > 0 ? s->kfac->polyak : NULL;
+    const float *polyak = s->kfac && s->kfac->polyak_count > 0   ? s->kfac->polyak
+                          : s->sgd && s->sgd_polyak_count > 0 ? s->sgd_polyak
+                                                               : NULL;
     const float *state = s->net->n_state ? s->net->state : NULL;
     int rc = ps_eval_submit(s->eval, (uint64_t)s->t, ps_io_wall_s(s), s->net->params, polyak, state, final);
     if (rc < 0) {
@@ -627,6 +629,8 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     } else {
         step_size = sgd_lr_at(&s->lr, s->t);
         sgd_step(s->sgd, s->net->params, s->grad_acc, step_size);
+        /* The decay was validated with the configuration: this cannot fail. */
+        kfac_step_polyak(s->sgd_polyak, s->net->params, s->net->n_params, s->sgd_polyak_decay, &s->sgd_polyak_count);
     }
     if (s->state_n > 0) {
         /* state = state_acc / sum(n_examples): the mean of the workers' running statistics */

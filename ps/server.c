@@ -395,11 +395,15 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
             return -ENOMEM;
         }
     } else {
-        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay))) {
+        /* SGD keeps the same Polyak average of the iterates that K-FAC
+         * keeps, evaluated beside the current parameters. */
+        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay)) ||
+            !(s->sgd_polyak = malloc(s->net->n_params * sizeof(float) + 1))) {
             snprintf(err, err_len, "out of memory (sgd)");
             return -ENOMEM;
         }
         runcfg_lr_sched(c, &s->lr);
+        s->sgd_polyak_decay = runcfg_polyak_decay(c);
     }
     if (ps_wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
         snprintf(err, err_len, "out of memory (model shape)");
@@ -585,6 +589,7 @@ void ps_server_free(ps_server_t **s_p) {
     kfac_stats_free(&s->round_stats);
     kfac_opt_free(&s->kfac);
     sgd_free(&s->sgd);
+    free(s->sgd_polyak);
     net_free(&s->net);
     free(s);
 }

@@ -73,6 +73,9 @@ struct ps_server {
     net_t *net;                    /* params (n_params) and state (n_state) live here */
     kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
     sgd_t *sgd;                    /* optimizer sgd, else NULL */
+    float *sgd_polyak;             /* (n_params) sgd's Polyak average of the iterates, else NULL */
+    long sgd_polyak_count;         /* iterates averaged into sgd_polyak so far */
+    double sgd_polyak_decay;       /* runcfg_polyak_decay() */
     sgd_lr_sched_t lr;
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
     ps_wire_shape_t shape;         /* message limits from the model */
