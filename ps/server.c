@@ -401,7 +401,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         }
         runcfg_lr_sched(c, &s->lr);
     }
-    if (ps_wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
+    if (wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
         snprintf(err, err_len, "out of memory (model shape)");
         return -ENOMEM;
     }
@@ -537,7 +537,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->net->n_params, s->n_blocks, s->shape.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
+                 cfg->model, s->net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
                  ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
         log_info("model %s: %zu parameters; sgd", cfg->model, s->net->n_params);
@@ -580,7 +580,7 @@ void ps_server_free(ps_server_t **s_p) {
     free(s->state_acc);
     free(s->unpack_buf);
     free(s->config_text);
-    ps_wire_shape_release(&s->shape);
+    wire_shape_release(&s->shape);
     kfac_stats_free(&s->scratch);
     kfac_stats_free(&s->round_stats);
     kfac_opt_free(&s->kfac);

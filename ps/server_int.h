@@ -75,7 +75,7 @@ struct ps_server {
     sgd_t *sgd;                    /* optimizer sgd, else NULL */
     sgd_lr_sched_t lr;
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
-    ps_wire_shape_t shape;         /* message limits from the model */
+    wire_shape_t shape;            /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
     kfac_stats_t *round_stats;     /* stats=sync: the round's statistics merged */
     int round_stats_have;
