@@ -122,7 +122,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
     w.welcome.model_text = s->net->source;
     w.welcome.config_text = s->config_text;
-    w.welcome.params_version = (uint64_t)s->t;
+    w.welcome.params_version = (uint64_t)s->round.t;
     w.welcome.n_params = s->net->n_params;
     w.welcome.n_state = s->net->n_state;
     w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;
@@ -390,7 +390,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         kfac_opts_t ko;
         runcfg_kfac_opts(c, &ko);
         if (!(s->kfac = kfac_opt_new(s->net, &ko, err, err_len))) return -EINVAL;
-        if (!(s->scratch = kfac_stats_new(s->net)) || !(s->round_stats = kfac_stats_new(s->net))) {
+        if (!(s->scratch = kfac_stats_new(s->net))) {
             snprintf(err, err_len, "out of memory (statistics)");
             return -ENOMEM;
         }
@@ -405,15 +405,12 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         runcfg_lr_sched(c, &s->lr);
         s->sgd_polyak_decay = runcfg_polyak_decay(c);
     }
-    if (ps_wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
+    if (wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
         snprintf(err, err_len, "out of memory (model shape)");
         return -ENOMEM;
     }
-    size_t np = s->net->n_params ? s->net->n_params : 1, ns = s->net->n_state ? s->net->n_state : 1;
-    s->grad_acc = calloc(np, sizeof(float));
-    s->state_acc = calloc(ns, sizeof(float));
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
-    if (!s->grad_acc || !s->state_acc || !s->unpack_buf) {
+    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -505,7 +502,6 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     s->final_step = -1;
     s->last_inv_age_max = -1;
     s->next_job_id = 1;
-    s->pver[0] = s->pver[1] = -1;
     s->t0_ns = uv_hrtime();
     if (uv_loop_init(&s->loop) < 0) {
         snprintf(err, err_len, "uv_loop_init failed");
@@ -533,7 +529,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
     s->t0_ns = uv_hrtime();
-    s->last_step_ns = s->prog_ns = s->t0_ns;
+    s->round.last_step_ns = s->prog_ns = s->t0_ns;
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->kfac) {
         char bound[32];
@@ -541,7 +537,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->net->n_params, s->n_blocks, s->shape.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
+                 cfg->model, s->net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
                  ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
         log_info("model %s: %zu parameters; sgd", cfg->model, s->net->n_params);
@@ -571,7 +567,7 @@ void ps_server_free(ps_server_t **s_p) {
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
     if (s->zctx) zmq_ctx_term(s->zctx);
-    ps_round_drop_params_cache(s);
+    ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
     if (s->refresh)
         for (int b = 0; b < s->n_blocks; b++) kfac_refresh_free(&s->refresh[b]);
@@ -580,13 +576,10 @@ void ps_server_free(ps_server_t **s_p) {
     free(s->diag);
     free(s->job_F);
     free(s->job_packed);
-    free(s->grad_acc);
-    free(s->state_acc);
     free(s->unpack_buf);
     free(s->config_text);
-    ps_wire_shape_release(&s->shape);
+    wire_shape_release(&s->shape);
     kfac_stats_free(&s->scratch);
-    kfac_stats_free(&s->round_stats);
     kfac_opt_free(&s->kfac);
     sgd_free(&s->sgd);
     free(s->sgd_polyak);

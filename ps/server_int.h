@@ -2,9 +2,9 @@
  * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/io.c
  * (sending) and ps/round.c (gradient rounds, statistics, inversion jobs, the
  * step, evaluation and progress). Calls go one way: server.c -> round.c ->
- * member.c / sched.c / wire.c, and both server.c and round.c -> io.c; the
- * round never calls the server (it asks for the end of the run with
- * ps_round_request_shutdown). Not for other modules.
+ * member.c / sched.c / wire.c / round_state.c, and both server.c and
+ * round.c -> io.c; the round never calls the server (it asks for the end
+ * of the run with ps_round_request_shutdown). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
@@ -28,6 +28,7 @@
 #include "ps/eval.h"
 #include "ps/metrics.h"
 #include "ps/peers.h"
+#include "ps/round_state.h"
 #include "ps/sched.h"
 #include "ps/server.h"
 #include "ps/wire.h"
@@ -78,10 +79,8 @@ struct ps_server {
     double sgd_polyak_decay;       /* runcfg_polyak_decay() */
     sgd_lr_sched_t lr;
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
-    ps_wire_shape_t shape;         /* message limits from the model */
+    wire_shape_t shape;            /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
-    kfac_stats_t *round_stats;     /* stats=sync: the round's statistics merged */
-    int round_stats_have;
     float *unpack_buf;             /* (shape.max_layer_floats) */
     int n_blocks;
     ps_sched_block_t *sched;       /* (n_blocks), mirrors kfac->blocks */
@@ -94,27 +93,7 @@ struct ps_server {
     float *job_packed;             /* (max n (n+1)/2) */
     uint64_t next_job_id;
 
-    /* the round of version t */
-    long t;
-    uint64_t steps_done;
-    float *grad_acc;               /* (n_params) sum of n_examples * gradient */
-    double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
-    uint64_t acc_correct;
-    int n_grads;                   /* gradients in */
-    float *state_acc;              /* (n_state) sum of n_examples * state */
-    double state_n;
-    int round_folded, round_marked;
-    int gate_open;                 /* the first step may start */
-    uint64_t first_worker_ns;      /* when the first worker joined */
-    uint64_t last_step_ns;         /* when the last step was applied (or the start) */
-    int consecutive_failures;
-    double step_ms_sum, step_ms_max; /* time the update held the loop thread */
-    int warned_slow_step;
-
-    /* encoded Params of version pver[i], want_stats = i */
-    uint8_t *pbuf[2];
-    size_t plen[2];
-    long pver[2];
+    ps_round_t round;              /* the round of version t (round.c's) */
 
     /* clients */
     ps_peers_t peers;
@@ -205,8 +184,5 @@ void ps_round_tick(ps_server_t *s);
 
 /* An evaluation came back (ps_eval_done_fn). */
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user);
-
-/* Free the encoded Params cache. */
-void ps_round_drop_params_cache(ps_server_t *s);
 
 #endif
