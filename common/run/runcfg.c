@@ -129,6 +129,25 @@ static const char *const s_summaries[RUNCFG_ROLE_COUNT] = {
     "in-process training (gradients, statistics and inverses in one process)",
 };
 
+/* The settings that differ per host, from the environment (between the
+ * file and the command line): where kfac-ps is, where the data are, and the
+ * daemon's id (a systemd template or a Slurm task sets it per instance). */
+static const config_env_t s_env_ps[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}};
+static const config_env_t s_env_worker[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}, {"KFAC_ID", "worker.id"}};
+static const config_env_t s_env_statsd[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}, {"KFAC_ID", "statsd.id"}};
+static const config_env_t s_env_invertd[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}, {"KFAC_ID", "invertd.id"}};
+static const struct { const config_env_t *env; size_t n; } s_role_env[RUNCFG_ROLE_COUNT] = {
+    {s_env_ps, CONFIG_COUNT(s_env_ps)}, {s_env_worker, CONFIG_COUNT(s_env_worker)},
+    {s_env_statsd, CONFIG_COUNT(s_env_statsd)}, {s_env_invertd, CONFIG_COUNT(s_env_invertd)},
+    {s_env_ps, CONFIG_COUNT(s_env_ps)},
+};
+#define S_EXIT_HEAD "Exit status: 0 done (all steps, the target accuracy, SIGINT/SIGTERM), 1 runtime failure,\n" \
+                    "2 usage error (a bad option or value, on the command line or in the --config file)"
+static const char s_exit_files[] = S_EXIT_HEAD ",\n78 configuration error found at start-up (EX_CONFIG): the model file or a data file is\n"
+                                   "missing, unreadable or malformed, or the data do not fit the model; the message names\n"
+                                   "the file. Restarting does not help with 2 or 78.\n";
+static const char s_exit_invertd[] = S_EXIT_HEAD ".\nkfac-invertd reads no model or data file: it gets everything from kfac-ps.\n";
+
 static config_option_t s_role_opts[RUNCFG_ROLE_COUNT][sizeof s_table / sizeof s_table[0]];
 static config_spec_t s_specs[RUNCFG_ROLE_COUNT];
 
@@ -152,6 +171,9 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
         s->summary = s_summaries[role];
         s->opts = s_role_opts[role];
         s->n_opts = n;
+        s->env = s_role_env[role].env;
+        s->n_env = s_role_env[role].n;
+        s->epilogue = role == RUNCFG_ROLE_INVERTD ? s_exit_invertd : s_exit_files;
     }
     return s;
 }
