@@ -83,7 +83,7 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
         goto fail;
     }
     const char *set = runcfg_dataset_name(cfg);
-    if ((*rc_out = dataset_load_named(set, cfg->data_dir, 0, &e->test, perr, sizeof perr)) < 0) {
+    if ((*rc_out = runcfg_data_load(cfg, e->net, 0, &e->test, perr, sizeof perr)) < 0) {
         snprintf(err, err_len, "evaluation: %s", perr);
         goto fail;
     }

@@ -59,8 +59,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     blas_set_threads(cfg.ps_threads);
-    int new_rc = 0;
-    ps_server_t *s = ps_server_new(&cfg, &new_rc, err, sizeof err);
+    int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */
+    ps_server_t *s = new_rc < 0 ? NULL : ps_server_new(&cfg, &new_rc, err, sizeof err);
     if (!s) {
         int status = config_exit_status(new_rc);
         log_error("%s%s", err, status == CONFIG_EXIT_CONFIG ? " (configuration error: exit 78)" : "");

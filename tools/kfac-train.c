@@ -42,18 +42,19 @@ int main(int argc, char **argv) {
     int status = CONFIG_EXIT_FAILURE;
     dataset_t *train = NULL, *test = NULL;
     net_t *net = NULL;
-    if ((rc = dataset_load_named(runcfg_dataset_name(&c), c.data_dir, 1, &train, err, sizeof err)) < 0 ||
-        (rc = dataset_load_named(runcfg_dataset_name(&c), c.data_dir, 0, &test, err, sizeof err)) < 0) {
-        log_error("%s", err);
-        status = config_exit_status(rc);
-        goto done;
-    }
-    if (c.train_n > 0) dataset_truncate(train, c.train_n);
     if (!(net = net_load(c.model, c.batch, err, sizeof err))) {
         log_error("%s", err);
         status = CONFIG_EXIT_CONFIG;
         goto done;
     }
+    if ((rc = runcfg_data_prepare(&c, err, sizeof err)) < 0 || /* [data] set = idx | npy without mean/std */
+        (rc = runcfg_data_load(&c, net, 1, &train, err, sizeof err)) < 0 ||
+        (rc = runcfg_data_load(&c, net, 0, &test, err, sizeof err)) < 0) {
+        log_error("%s", err);
+        status = config_exit_status(rc);
+        goto done;
+    }
+    if (c.train_n > 0) dataset_truncate(train, c.train_n);
     net->fc_doubly_min_in = c.doubly_min_in;
     net_print_summary(net, stdout);
     net_init_params(net, c.seed);
