@@ -122,6 +122,15 @@ cleanup:
     return rc;
 }
 
+/* The model's shape against the examples'. */
+static int s_check_shape(const dataset_source_t *src, const char *path, int c, int h, int w, char *err,
+                         size_t err_len) {
+    if (!src->in_c || (c == src->in_c && h == src->in_h && w == src->in_w)) return 0;
+    s_err(err, err_len, "%s: examples are %d x %d x %d (C x H x W) but %s takes %d x %d x %d (its input line): "
+          "check [data] and [model] file", path, c, h, w, s_model(src), src->in_c, src->in_h, src->in_w);
+    return -EINVAL;
+}
+
 /* Images and labels of one split from .npy files into raw. */
 static int s_npy_raw(const dataset_source_t *src, const char *ipath, const char *lpath, int want_labels,
                      data_raw_t *raw, char *err, size_t err_len) {
@@ -168,6 +177,8 @@ static int s_npy_raw(const dataset_source_t *src, const char *ipath, const char 
               "use arr.transpose(0, 3, 1, 2))", ipath, shape, (long long)c, DATASET_MAX_CHANNELS);
         goto fail;
     }
+    if ((rc = s_check_shape(src, ipath, (int)c, (int)h, (int)w, err, err_len)) < 0) goto fail;
+    rc = -EINVAL;
     raw->n = (int)n; raw->c = (int)c; raw->h = (int)h; raw->w = (int)w;
     if (hi.dtype == NPY_DTYPE_U8) {
         raw->u8 = img;
@@ -309,15 +320,6 @@ int dataset_source_norm(const dataset_source_t *src, dataset_norm_t *out, char *
     return rc;
 }
 
-/* The model's shape against the examples'. */
-static int s_check_shape(const dataset_source_t *src, const char *path, int c, int h, int w, char *err,
-                         size_t err_len) {
-    if (!src->in_c || (c == src->in_c && h == src->in_h && w == src->in_w)) return 0;
-    s_err(err, err_len, "%s: examples are %d x %d x %d (C x H x W) but %s takes %d x %d x %d (its input line): "
-          "check [data] and [model] file", path, c, h, w, s_model(src), src->in_c, src->in_h, src->in_w);
-    return -EINVAL;
-}
-
 int dataset_source_load(const dataset_source_t *src, int train, dataset_t **out, char *err, size_t err_len) {
     *out = NULL;
     if (err && err_len) err[0] = 0;
@@ -358,9 +360,13 @@ int dataset_source_load(const dataset_source_t *src, int train, dataset_t **out,
         norm.c = raw.c;
     } else if (train) {
         if ((rc = s_raw_norm(&raw, path, &norm, err, err_len)) < 0) goto done;
-        log_info("%s: normalization computed from the %d training images: mean %.6g %.6g %.6g, std %.6g %.6g %.6g "
-                 "(first %d used; set [data] mean and std to fix them)", path, raw.n, norm.mean[0], norm.mean[1],
-                 norm.mean[2], norm.std[0], norm.std[1], norm.std[2], norm.c);
+        char m[96] = "", sd[96] = "";
+        for (int ch = 0; ch < norm.c; ch++) {
+            snprintf(m + strlen(m), sizeof m - strlen(m), "%s%.6g", ch ? ", " : "", norm.mean[ch]);
+            snprintf(sd + strlen(sd), sizeof sd - strlen(sd), "%s%.6g", ch ? ", " : "", norm.std[ch]);
+        }
+        log_info("%s: normalization computed from the %d training images: mean %s, std %s (set [data] mean and "
+                 "std to fix them)", path, raw.n, m, sd);
     } else if ((rc = dataset_source_norm(src, &norm, err, err_len)) < 0) {
         goto done;
     }
