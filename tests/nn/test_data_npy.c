@@ -7,9 +7,12 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/base/rng.h"
 #include "common/nn/npy.h"
+#include "tests/lib/seed.h"
 
 /* Parse dict text; 0 or -EINVAL with err. */
 static int s_dict(const char *dict, npy_header_t *h, char *err, size_t err_len) {
@@ -133,6 +136,61 @@ START_TEST(test_npy_preamble_errors_name_the_field) {
 }
 END_TEST
 
+/* Random mutations of valid headers (bytes replaced, inserted, deleted,
+ * truncated) never crash and never read outside the text: each either
+ * parses to a consistent header or is -EINVAL with a message. */
+START_TEST(test_npy_dict_mutations_never_crash) {
+    uint64_t seed = test_seed();
+    printf("test_npy_dict_mutations_never_crash: seed %llu\n", (unsigned long long)seed);
+    rng_t r;
+    rng_seed(&r, seed);
+    static const char *const base[] = {
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (60000, 28, 28), }          \n",
+        "{'descr': '|u1', 'fortran_order': False, 'shape': (7,), }\n",
+        "{\"shape\": (3L, 2L), \"fortran_order\": False, \"descr\": \"<i8\"}",
+    };
+    static const char alphabet[] = "{}()[]:,'\" 0123456789L-TrueFalsedescrshapefortran_order<|>fiu\n\\";
+    int parsed = 0, refused = 0;
+    for (int iter = 0; iter < 20000; iter++) {
+        char buf[256];
+        const char *b = base[rng_below(&r, 3)];
+        size_t n = strlen(b);
+        memcpy(buf, b, n);
+        int edits = 1 + (int)rng_below(&r, 4);
+        for (int e = 0; e < edits; e++) {
+            size_t at = n ? rng_below(&r, (uint32_t)n) : 0;
+            char ch = alphabet[rng_below(&r, sizeof alphabet - 1)];
+            switch (rng_below(&r, 4)) {
+            case 0: if (n) buf[at] = ch; break;
+            case 1: if (n < sizeof buf - 1) { memmove(buf + at + 1, buf + at, n - at); buf[at] = ch; n++; } break;
+            case 2: if (n) { memmove(buf + at, buf + at + 1, n - at - 1); n--; } break;
+            default: n = at; break;
+            }
+        }
+        /* exactly n bytes, no terminator: a read past the end would be caught under ASan */
+        char *text = malloc(n ? n : 1);
+        memcpy(text, buf, n);
+        npy_header_t h;
+        memset(&h, 0, sizeof h);
+        char err[512] = "";
+        int rc = npy_parse_dict(text, n, &h, err, sizeof err);
+        free(text);
+        if (rc == 0) {
+            parsed++;
+            ck_assert(h.ndim >= 0 && h.ndim <= NPY_MAX_DIMS);
+            for (int d = 0; d < h.ndim; d++) ck_assert(h.shape[d] >= 0);
+            ck_assert(npy_dtype_size(h.dtype) > 0);
+        } else {
+            refused++;
+            ck_assert_int_eq(rc, -EINVAL);
+            ck_assert_msg(err[0] != 0, "refused without a message");
+        }
+    }
+    printf("  %d parsed, %d refused\n", parsed, refused);
+    ck_assert_int_gt(refused, 0);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("npy");
     TCase *tc = tcase_create("core");
@@ -140,6 +198,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_npy_dict_errors_name_the_field);
     tcase_add_test(tc, test_npy_preamble_versions);
     tcase_add_test(tc, test_npy_preamble_errors_name_the_field);
+    tcase_add_test(tc, test_npy_dict_mutations_never_crash);
     suite_add_tcase(s, tc);
     return s;
 }

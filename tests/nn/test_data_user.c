@@ -475,6 +475,46 @@ START_TEST(test_data_user_norm_zero_variance) {
 }
 END_TEST
 
+/* Every prefix of a valid .npy file (plain and gzip) is refused cleanly:
+ * -EINVAL with the file named, nothing allocated that leaks, no crash. */
+START_TEST(test_data_user_npy_every_truncation) {
+    tmpdir_t t;
+    s_tmp_new(&t);
+    float img[2 * 3 * 2];
+    for (int i = 0; i < 12; i++) img[i] = (float)i * 0.5f;
+    char full[512], cut[512];
+    s_in(&t, "full.npy", full, sizeof full);
+    s_write_npy(full, "<f4", "(2, 3, 2)", img, sizeof img, 0);
+    FILE *f = fopen(full, "rb");
+    unsigned char bytes[512];
+    size_t len = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    ck_assert_uint_eq(len, 128 + sizeof img);
+    s_in(&t, "cut.npy", cut, sizeof cut);
+    dataset_source_t src;
+    s_source(&src, &t, DATASET_SOURCE_NPY, "cut.npy", "", "cut.npy", "");
+    src.has_norm = 1;
+    src.norm.c = 1;
+    src.norm.std[0] = 1;
+    for (int gz = 0; gz < 2; gz++)
+        for (size_t k = 0; k < len; k++) {
+            s_write(cut, bytes, k, NULL, 0, gz);
+            dataset_norm_t norm;
+            char err[1024] = "";
+            int rc = dataset_source_norm(&src, &norm, err, sizeof err);
+            ck_assert_msg(rc == -EINVAL, "prefix %zu (gz %d): rc %d (%s)", k, gz, rc, err);
+            ck_assert_msg(strstr(err, "cut.npy") != NULL, "prefix %zu: '%s' does not name the file", k, err);
+        }
+    /* the whole file is fine */
+    s_write(cut, bytes, len, NULL, 0, 1);
+    dataset_norm_t norm;
+    char err[1024];
+    ck_assert_msg(dataset_source_norm(&src, &norm, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(norm.c, 1);
+    s_rm_rf(t.path);
+}
+END_TEST
+
 START_TEST(test_data_user_source_path) {
     dataset_source_t s;
     memset(&s, 0, sizeof s);
@@ -503,6 +543,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_data_user_idx_source);
     tcase_add_test(tc, test_data_user_norm_computed_vs_double);
     tcase_add_test(tc, test_data_user_norm_zero_variance);
+    tcase_add_test(tc, test_data_user_npy_every_truncation);
     tcase_add_test(tc, test_data_user_source_path);
     suite_add_tcase(s, tc);
     return s;
