@@ -58,14 +58,13 @@ static int s_npy_read(const char *path, npy_header_t *h, uint8_t **data, char *e
     if (rc) return rc;
     long long k = data_reader_read(&r, pre, NPY_PREAMBLE_V1, err, err_len);
     if (k < 0) { rc = (int)k; goto cleanup; }
-    size_t dict_len = 0, pre_len = 0;
-    rc = npy_parse_preamble(pre, (size_t)k, h, &dict_len, &pre_len, why, sizeof why);
-    if (rc == 0 && pre_len > NPY_PREAMBLE_V1) {
-        long long k2 = data_reader_read(&r, pre + NPY_PREAMBLE_V1, (long long)(pre_len - NPY_PREAMBLE_V1), err, err_len);
+    if (k == NPY_PREAMBLE_V1 && pre[6] == 2) { /* version 2.0: a 4-byte header length */
+        long long k2 = data_reader_read(&r, pre + k, NPY_PREAMBLE_V2 - NPY_PREAMBLE_V1, err, err_len);
         if (k2 < 0) { rc = (int)k2; goto cleanup; }
-        rc = npy_parse_preamble(pre, (size_t)(k + k2), h, &dict_len, &pre_len, why, sizeof why);
+        k += k2;
     }
-    if (rc) {
+    size_t dict_len = 0, pre_len = 0;
+    if ((rc = npy_parse_preamble(pre, (size_t)k, h, &dict_len, &pre_len, why, sizeof why)) < 0) {
         s_err(err, err_len, "%s: %s", path, why);
         goto cleanup;
     }

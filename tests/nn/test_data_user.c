@@ -475,6 +475,45 @@ START_TEST(test_data_user_norm_zero_variance) {
 }
 END_TEST
 
+/* A version 2.0 file (4-byte header length), as numpy writes for huge
+ * headers, loads like a 1.0 one. */
+START_TEST(test_data_user_npy_version2) {
+    tmpdir_t t;
+    s_tmp_new(&t);
+    uint8_t img[3 * 2 * 2] = {0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 255};
+    uint8_t lab[3] = {2, 0, 1};
+    char p[512];
+    const char *files[2] = {"x2.npy", "y2.npy"};
+    const char *dicts[2] = {"{'descr': '|u1', 'fortran_order': False, 'shape': (3, 2, 2), }",
+                            "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }"};
+    for (int k = 0; k < 2; k++) {
+        size_t n = strlen(dicts[k]) + 1, pad = (64 - (12 + n) % 64) % 64, len = n + pad;
+        unsigned char hdr[256];
+        memcpy(hdr, "\x93NUMPY\x02\x00", 8);
+        hdr[8] = (unsigned char)(len & 0xff); hdr[9] = (unsigned char)(len >> 8); hdr[10] = 0; hdr[11] = 0;
+        memcpy(hdr + 12, dicts[k], n - 1);
+        memset(hdr + 12 + n - 1, ' ', pad);
+        hdr[12 + len - 1] = '\n';
+        s_in(&t, files[k], p, sizeof p);
+        s_write(p, hdr, 12 + len, k ? (const void *)lab : (const void *)img, k ? sizeof lab : sizeof img, k);
+    }
+    dataset_source_t src;
+    s_source(&src, &t, DATASET_SOURCE_NPY, "x2.npy", "y2.npy", "x2.npy", "y2.npy");
+    src.has_norm = 1;
+    src.norm.c = 1;
+    src.norm.mean[0] = 0.5f;
+    src.norm.std[0] = 0.5f;
+    dataset_t *ds = NULL;
+    char err[1024];
+    ck_assert_msg(dataset_source_load(&src, 1, &ds, err, sizeof err) == 0, "%s", err);
+    ck_assert(ds->n == 3 && ds->c == 1 && ds->h == 2 && ds->w == 2);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(ds->y[i], lab[i]);
+    s_check_values(ds, img, 4, 0, src.norm.mean, src.norm.std, 0);
+    dataset_free(&ds);
+    s_rm_rf(t.path);
+}
+END_TEST
+
 /* Every prefix of a valid .npy file (plain and gzip) is refused cleanly:
  * -EINVAL with the file named, nothing allocated that leaks, no crash. */
 START_TEST(test_data_user_npy_every_truncation) {
@@ -543,6 +582,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_data_user_idx_source);
     tcase_add_test(tc, test_data_user_norm_computed_vs_double);
     tcase_add_test(tc, test_data_user_norm_zero_variance);
+    tcase_add_test(tc, test_data_user_npy_version2);
     tcase_add_test(tc, test_data_user_npy_every_truncation);
     tcase_add_test(tc, test_data_user_source_path);
     suite_add_tcase(s, tc);
