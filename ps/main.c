@@ -3,8 +3,18 @@
  *
  *   kfac-ps --config deploy/examples/mnist-cnn.ini [--key value ...]
  *
- * Exit codes: 0 clean (all steps, target accuracy, SIGINT/SIGTERM), 1 fatal
- * (model or data missing, port busy, diverged), 2 usage (bad option). */
+ * Environment: KFAC_PS ([cluster] ps, passed on to the clients in Welcome)
+ * and KFAC_DATA_DIR ([data] dir), between the --config file and the
+ * command line.
+ *
+ * Exit codes (common/base/config.h):
+ *   0   clean: all steps, the target accuracy, SIGINT/SIGTERM;
+ *   1   runtime failure: port busy, out of memory, diverged;
+ *   2   usage error: a bad option or value (command line or --config file);
+ *   78  configuration error found at start-up (EX_CONFIG): the model file or
+ *       a data file is missing, unreadable or malformed, or the data do not
+ *       fit the model; the message names the file. systemd does not restart
+ *       on 2 or 78 (RestartPreventExitStatus=2 78). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,11 +59,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     blas_set_threads(cfg.ps_threads);
-    ps_server_t *s = ps_server_new(&cfg, err, sizeof err);
+    int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */
+    ps_server_t *s = new_rc < 0 ? NULL : ps_server_new(&cfg, &new_rc, err, sizeof err);
     if (!s) {
-        log_error("%s", err);
+        int status = config_exit_status(new_rc);
+        log_error("%s%s", err, status == CONFIG_EXIT_CONFIG ? " (configuration error: exit 78)" : "");
         runcfg_release(&cfg);
-        return 1;
+        return status;
     }
     rc = ps_server_run(s);
     ps_server_free(&s);

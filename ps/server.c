@@ -491,7 +491,9 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     return 0;
 }
 
-ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
+ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
+    int rc = -ENOMEM;
+    if (rc_out) *rc_out = rc;
     ps_server_t *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_len, "out of memory");
@@ -514,16 +516,17 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
-    if (s_setup_model(s, err, err_len) < 0) goto fail;
+    if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
+    rc = -EIO;
     if (!(s->metrics = ps_metrics_open(cfg->out_dir, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
-    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, why, sizeof why))) {
+    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, &rc, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
-    if (s_setup_net(s, err, err_len) < 0) goto fail;
+    if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
     char line[300];
     snprintf(line, sizeof line, "%s\n", s->endpoint);
     if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
@@ -545,8 +548,10 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     log_info("run: %" PRIu64 " steps, %d gradient workers per round, evaluation every %" PRIu64
              " steps on %d test examples, metrics in %s",
              cfg->steps, cfg->workers, cfg->eval_every, ps_eval_n(s->eval), cfg->out_dir);
+    if (rc_out) *rc_out = 0;
     return s;
 fail:
+    if (rc_out) *rc_out = rc;
     ps_server_free(&s);
     return NULL;
 }

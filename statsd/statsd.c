@@ -122,9 +122,10 @@ static void s_done(void *job, int status, void *user) {
     }
     if (j->kind == S_JOB_SETUP) {
         if (j->rc < 0) {
+            int code = config_exit_status(j->rc); /* 78: the data files or their shape */
             log_error("cannot set up the model and data: %s", j->err);
             s_job_free(j);
-            client_stop(s->d.client, 1, "setup failed", 1);
+            client_stop(s->d.client, code, "setup failed", 1);
             return;
         }
         compute_ctx_move(&s->cc, &j->cc);

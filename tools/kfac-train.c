@@ -7,7 +7,10 @@
  *
  * Prints the model summary, a progress line per evaluation (current
  * parameters and their Polyak average, for SGD and K-FAC alike) and a final
- * summary; writes nothing else. Exit: 0 done, 1 failure, 2 usage error.
+ * summary; writes nothing else. Exit (common/base/config.h): 0 done, 1
+ * runtime failure, 2 usage error (bad option or value), 78 configuration
+ * error (EX_CONFIG: the model or a data file is missing, unreadable or
+ * malformed, or the data do not fit the model; the message names the file).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,19 +39,22 @@ int main(int argc, char **argv) {
     log_level_parse(c.log_level, &lvl);
     log_init(lvl, "kfac-train");
     blas_set_threads(2);
-    int status = 1;
+    int status = CONFIG_EXIT_FAILURE;
     dataset_t *train = NULL, *test = NULL;
     net_t *net = NULL;
-    if (dataset_load_named(runcfg_dataset_name(&c), c.data_dir, 1, &train, err, sizeof err) ||
-        dataset_load_named(runcfg_dataset_name(&c), c.data_dir, 0, &test, err, sizeof err)) {
+    if (!(net = net_load(c.model, c.batch, err, sizeof err))) {
         log_error("%s", err);
+        status = CONFIG_EXIT_CONFIG;
+        goto done;
+    }
+    if ((rc = runcfg_data_prepare(&c, err, sizeof err)) < 0 || /* [data] set = idx | npy without mean/std */
+        (rc = runcfg_data_load(&c, net, 1, &train, err, sizeof err)) < 0 ||
+        (rc = runcfg_data_load(&c, net, 0, &test, err, sizeof err)) < 0) {
+        log_error("%s", err);
+        status = config_exit_status(rc);
         goto done;
     }
     if (c.train_n > 0) dataset_truncate(train, c.train_n);
-    if (!(net = net_load(c.model, c.batch, err, sizeof err))) {
-        log_error("%s", err);
-        goto done;
-    }
     net->fc_doubly_min_in = c.doubly_min_in;
     net_print_summary(net, stdout);
     net_init_params(net, c.seed);

@@ -21,9 +21,13 @@ static char *s_strdup(const char *s) {
 int compute_setup_init(compute_setup_t *s, const msg_welcome_t *w, const runcfg_t *cfg) {
     memset(s, 0, sizeof *s);
     s->model_text = s_strdup(w->model_text);
-    s->dataset = s_strdup(runcfg_dataset_name(cfg));
-    s->data_dir = s_strdup(cfg->data_dir);
-    if (!s->model_text || !s->dataset || !s->data_dir) {
+    char derr[256];
+    if (runcfg_data_source(cfg, &s->data, derr, sizeof derr) < 0) { /* not after runcfg_validate */
+        log_error("%s", derr);
+        compute_setup_release(s);
+        return -EINVAL;
+    }
+    if (!s->model_text) {
         compute_setup_release(s);
         return -ENOMEM;
     }
@@ -45,8 +49,6 @@ int compute_setup_init(compute_setup_t *s, const msg_welcome_t *w, const runcfg_
 void compute_setup_release(compute_setup_t *s) {
     if (!s) return;
     free(s->model_text);
-    free(s->dataset);
-    free(s->data_dir);
     memset(s, 0, sizeof *s);
 }
 
@@ -82,7 +84,8 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
         goto fail;
     }
     cc->net->dropout_seed = s->label_seed ^ 0x5eedd0d0ULL ^ ((uint64_t)s->rank << 32);
-    if ((rc = dataset_load_named(s->dataset, s->data_dir, 1, &cc->train, err, err_len)) < 0) goto fail;
+    if ((rc = runcfg_data_load_source(&s->data, cc->net, "the model kfac-ps sent", 1, &cc->train, err, err_len)) < 0)
+        goto fail;
     rc = -EINVAL;
     if (s->train_n > 0) dataset_truncate(cc->train, s->train_n);
     if (cc->train->c * cc->train->h * cc->train->w != cc->net->in_size) {

@@ -44,8 +44,7 @@
 typedef struct compute_setup {
     char *model_text;
     uint64_t n_params, n_state;
-    char *dataset;            /* "mnist", ... */
-    char *data_dir;
+    dataset_source_t data;    /* [data]: the PS's set and files, this host's dir (plain values) */
     int train_n;              /* 0: all */
     double doubly_min_in;
     int batch;                /* examples per batch */

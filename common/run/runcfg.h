@@ -28,6 +28,8 @@
 #include "common/kfac/kfac_step.h"
 #include "common/kfac/kfac_refresh.h"
 #include "common/kfac/kfac_schedule.h"
+#include "common/nn/data.h"
+#include "common/nn/nn.h"
 #include "common/nn/sgd.h"
 
 /* The settings with named values, stored as these enums (the option table's
@@ -42,7 +44,13 @@ typedef enum {
     RUNCFG_REFRESH_EVERY,          /* all blocks every inverse_every steps */
     RUNCFG_REFRESH_ADAPTIVE,       /* SP-NGD Algorithm 2 per block */
 } runcfg_refresh_t;
-typedef enum { RUNCFG_DATASET_MNIST = 0, RUNCFG_DATASET_FASHION_MNIST, RUNCFG_DATASET_CIFAR10 } runcfg_dataset_t;
+typedef enum {
+    RUNCFG_DATASET_MNIST = 0,
+    RUNCFG_DATASET_FASHION_MNIST,
+    RUNCFG_DATASET_CIFAR10,
+    RUNCFG_DATASET_IDX, /* the user's IDX files: [data] train_images ... test_labels */
+    RUNCFG_DATASET_NPY, /* the user's NumPy .npy files: the same keys */
+} runcfg_dataset_t;
 
 typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,
                RUNCFG_ROLE_TRAIN, RUNCFG_ROLE_COUNT } runcfg_role_t;
@@ -61,11 +69,17 @@ typedef struct runcfg {
     char *model;             /* model file */
     double doubly_min_in;    /* fc layers on a feature map wider than this become doubly-factored */
     /* [data] */
-    runcfg_dataset_t dataset; /* mnist | fashion-mnist | cifar10 */
+    runcfg_dataset_t dataset; /* mnist | fashion-mnist | cifar10 | idx | npy */
     char *data_dir;
     int batch;               /* per gradient worker */
     bool augment;
     int train_n;             /* use the first train_n training examples (0: all) */
+    char *train_images;      /* idx | npy: the four files (relative: under data_dir) */
+    char *train_labels;
+    char *test_images;
+    char *test_labels;
+    char *data_mean;         /* idx | npy: "m" or "m0, m1, m2" ("": computed, see runcfg_data_prepare) */
+    char *data_std;
     /* [optimizer] */
     runcfg_optimizer_t optimizer;
     double lr;
@@ -172,8 +186,36 @@ double runcfg_polyak_decay(const runcfg_t *c);
 /* The SGD learning-rate schedule from the configuration. */
 void runcfg_lr_sched(const runcfg_t *c, sgd_lr_sched_t *s);
 
-/* "mnist", "fashion-mnist" or "cifar10" for c->dataset. */
+/* "mnist", "fashion-mnist", "cifar10", "idx" or "npy" for c->dataset. */
 const char *runcfg_dataset_name(const runcfg_t *c);
+
+/* [data] as a data source (common/nn/data.h): the set, [data] dir, the four
+ * file keys and [data] mean / std when set; no model expectations. Returns
+ * 0, or -ENAMETOOLONG / -EINVAL (a mean or std that is not a list of 1 to 3
+ * numbers; runcfg_validate reports those first) with the message in err. */
+int runcfg_data_source(const runcfg_t *c, dataset_source_t *src, char *err, size_t err_len);
+/* (It cannot fail for a configuration that passed runcfg_validate.) */
+
+/* Load one split (train 1, test 0) of src checked against net (borrowed:
+ * its input C x H x W and classes; NULL: no checks), naming model_name in
+ * messages. dataset_source_load's return codes: -ENOENT, -EINVAL (exit 78
+ * through config_exit_status), -ENOMEM. */
+int runcfg_data_load_source(const dataset_source_t *src, const net_t *net, const char *model_name, int train,
+                            dataset_t **out, char *err, size_t err_len);
+
+/* runcfg_data_source, then runcfg_data_load_source with [model] file as
+ * the model's name. [data] train_n is not applied. */
+int runcfg_data_load(const runcfg_t *c, const net_t *net, int train, dataset_t **out, char *err, size_t err_len);
+
+/* For [data] set = idx or npy without [data] mean and std: compute them
+ * once from the training images (dataset_source_norm; flat (N, C*H*W)
+ * arrays are read with the input shape of [model] file), store them in
+ * c->data_mean / data_std as text that reads back to the same floats, and
+ * log them. kfac-ps calls it before it builds the Welcome, so every client
+ * normalizes with the PS's constants; kfac-train before it loads the
+ * splits. Returns 0 (also when there is nothing to do) or the loader's
+ * negative errno with the message in err. */
+int runcfg_data_prepare(runcfg_t *c, char *err, size_t err_len);
 
 void runcfg_release(runcfg_t *c);
 

@@ -48,8 +48,8 @@ START_TEST(test_compute_setup_from_welcome) {
     ck_assert_int_eq(compute_setup_init(&su, &w, &cfg), 0);
     ck_assert_str_eq(su.model_text, s_model);
     ck_assert_ptr_ne(su.model_text, s_model); /* a copy */
-    ck_assert_str_eq(su.data_dir, "/nonexistent/kfac-data");
-    ck_assert_str_eq(su.dataset, runcfg_dataset_name(&cfg));
+    ck_assert_str_eq(su.data.dir, "/nonexistent/kfac-data");
+    ck_assert_str_eq(su.data.name, runcfg_dataset_name(&cfg));
     ck_assert_uint_eq(su.n_params, S_MODEL_PARAMS);
     ck_assert_int_eq(su.batch, 12);
     ck_assert_uint_eq(su.batch_seed, 77);

@@ -56,9 +56,10 @@ START_TEST(test_compute_batch_matches_direct_run) {
     compute_setup_t su;
     memset(&su, 0, sizeof su);
     su.model_text = strdup(s_model);
-    su.dataset = strdup("mnist");
-    su.data_dir = strdup("data");
-    ck_assert(su.model_text && su.dataset && su.data_dir);
+    su.data.kind = DATASET_SOURCE_NAMED;
+    snprintf(su.data.name, sizeof su.data.name, "mnist");
+    snprintf(su.data.dir, sizeof su.data.dir, "data");
+    ck_assert(su.model_text != NULL);
     char err[512];
     net_t *ref = net_parse(s_model, "test", 8, err, sizeof err);
     ck_assert_msg(ref != NULL, "%s", err);
