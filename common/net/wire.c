@@ -77,6 +77,17 @@ void wire_shape_release(wire_shape_t *sh) {
 
 /* ---- statistics ------------------------------------------------------------ */
 
+int wire_stats_want(kfac_stats_t *s, const uint32_t *layers, size_t n_layers) {
+    int n = 0;
+    for (int i = 0; i < s->n_layers; i++) {
+        int want = n_layers == 0;
+        for (size_t k = 0; k < n_layers && !want; k++) want = layers[k] == (uint32_t)s->layers[i].layer;
+        s->layers[i].skip = !want;
+        n += want;
+    }
+    return n;
+}
+
 int wire_stats_to_msg(const kfac_stats_t *s, msg_stats_t *out, float **packed) {
     memset(out, 0, sizeof *out);
     *packed = NULL;
@@ -92,8 +103,10 @@ int wire_stats_to_msg(const kfac_stats_t *s, msg_stats_t *out, float **packed) {
         return -ENOMEM;
     }
     size_t off = 0;
+    int k = 0; /* entries written: layers marked skip are left out */
     for (int i = 0; i < s->n_layers; i++) {
         const kfac_layer_stats_t *ls = &s->layers[i];
+        if (ls->skip) continue;
         size_t n = kfac_stats_layer_packed_len(ls);
         int rc = kfac_stats_layer_pack(ls, buf + off, total - off);
         if (rc < 0 || off + n > total) {
@@ -102,7 +115,7 @@ int wire_stats_to_msg(const kfac_stats_t *s, msg_stats_t *out, float **packed) {
             free(factors);
             return rc < 0 ? rc : -EINVAL;
         }
-        msg_factor_t *fs = factors + (size_t)i * KFAC_STATS_MAX_FACTORS;
+        msg_factor_t *fs = factors + (size_t)k * KFAC_STATS_MAX_FACTORS;
         size_t foff = off;
         for (int f = 0; f < ls->n_factors; f++) {
             const kfac_factor_t *fa = &ls->f[f];
@@ -114,18 +127,19 @@ int wire_stats_to_msg(const kfac_stats_t *s, msg_stats_t *out, float **packed) {
             fs[f].n_data = len;
             foff += len;
         }
-        layers[i].layer = (uint32_t)ls->layer;
-        layers[i].factors = fs;
-        layers[i].n_factors = (size_t)ls->n_factors;
+        layers[k].layer = (uint32_t)ls->layer;
+        layers[k].factors = fs;
+        layers[k].n_factors = (size_t)ls->n_factors;
+        k++;
         off += n;
     }
-    if (s->n_layers == 0) {
+    if (k == 0) {
         free(layers);
         free(factors);
         layers = NULL;
     }
     out->layers = layers;
-    out->n_layers = (size_t)s->n_layers;
+    out->n_layers = (size_t)k;
     *packed = buf;
     return 0;
 }

@@ -66,8 +66,14 @@ msg_factor_kind_t wire_factor_kind(const kfac_factor_t *f);
 
 /* ---- statistics ------------------------------------------------------------ */
 
+/* Mark the layers of s wanted by a Params' stats_layers (n_layers net
+ * layer indices; 0: every layer): skip = 0 for those, 1 for the others, so
+ * that kfac_stats_compute and wire_stats_to_msg leave them out. Returns the
+ * number of layers of s wanted. */
+int wire_stats_want(kfac_stats_t *s, const uint32_t *layers, size_t n_layers);
+
 /* The statistics of s (after kfac_stats_compute) in wire form: out->layers
- * is malloc'd (one entry per preconditioned layer, layer = net layer index,
+ * is malloc'd (one entry per preconditioned layer not marked skip, layer = net layer index,
  * factors in the layer's order) and the factor data point into *packed
  * (malloc'd here, kfac_stats_packed_len(s) floats). Free both with
  * wire_stats_release(). Returns 0, -EINVAL or -ENOMEM (nothing to free). */

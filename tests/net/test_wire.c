@@ -84,6 +84,60 @@ static net_t *s_net_with_stats(const char *model, int n, uint64_t seed, kfac_sta
 
 /* ---- statistics on the wire ---------------------------------------------------- */
 
+/* Only the wanted layers (a Params' stats_layers): kfac_stats_compute
+ * leaves the others empty and computes the wanted ones exactly as a full
+ * computation does (bit for bit: the same code on the same batch), and
+ * wire_stats_to_msg sends only them, in order; an empty list wants all. */
+START_TEST(test_wire_stats_want_subset) {
+    uint64_t seed = test_seed();
+    const int n = 5;
+    kfac_stats_t *full = NULL;
+    net_t *net = s_net_with_stats(s_model, n, seed, &full);
+    kfac_stats_t *part = kfac_stats_new(net);
+    ck_assert_ptr_nonnull(part);
+    rng_t r;
+    rng_seed(&r, seed ^ 0x77);
+    uint32_t want[8];
+    size_t nw = 0;
+    for (int j = 0; j < full->n_layers; j++)
+        if (rng_below(&r, 2) || (j == full->n_layers - 1 && nw == 0)) want[nw++] = (uint32_t)full->layers[j].layer;
+    ck_assert_int_eq(wire_stats_want(part, want, nw), (int)nw);
+    ck_assert_int_eq(kfac_stats_compute(part, net), 0);
+    msg_stats_t ms;
+    float *packed = NULL;
+    ck_assert_int_eq(wire_stats_to_msg(part, &ms, &packed), 0);
+    ck_assert_uint_eq(ms.n_layers, nw);
+    size_t k = 0;
+    for (int j = 0; j < full->n_layers; j++) {
+        const kfac_layer_stats_t *a = &full->layers[j], *b = &part->layers[j];
+        int wanted = k < nw && want[k] == (uint32_t)a->layer;
+        for (int f = 0; f < a->n_factors; f++) {
+            if (!wanted) {
+                ck_assert_int_eq(b->f[f].n_updates, 0);
+                continue;
+            }
+            ck_assert_int_eq(b->f[f].n_updates, 1);
+            ck_assert_msg(!memcmp(a->f[f].data, b->f[f].data, kfac_factor_len(&a->f[f]) * sizeof(float)),
+                          "seed %llu: layer %d factor %d differs", (unsigned long long)seed, a->layer, f);
+        }
+        if (wanted) {
+            ck_assert_uint_eq(ms.layers[k].layer, (uint32_t)a->layer);
+            ck_assert_uint_eq(ms.layers[k].n_factors, (size_t)a->n_factors);
+            k++;
+        }
+    }
+    wire_stats_release(&ms, &packed);
+    ck_assert_int_eq(wire_stats_want(part, NULL, 0), part->n_layers); /* empty: all */
+    ck_assert_int_eq(kfac_stats_compute(part, net), 0);
+    ck_assert_int_eq(wire_stats_to_msg(part, &ms, &packed), 0);
+    ck_assert_uint_eq(ms.n_layers, (size_t)part->n_layers);
+    wire_stats_release(&ms, &packed);
+    kfac_stats_free(&part);
+    kfac_stats_free(&full);
+    net_free(&net);
+}
+END_TEST
+
 START_TEST(test_wire_stats_roundtrip) {
     uint64_t seed = test_seed();
     char err[512];
@@ -353,6 +407,7 @@ Suite *make_suite(void) {
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("wire");
     tcase_add_test(tc, test_wire_stats_roundtrip);
+    tcase_add_test(tc, test_wire_stats_want_subset);
     tcase_add_test(tc, test_wire_shape_limits_fit_eigen_results);
     tcase_add_test(tc, test_wire_shape_params_checked);
     suite_add_tcase(s, tc);
