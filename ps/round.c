@@ -41,11 +41,13 @@
 /* Does a worker sent Params now compute statistics with its next gradient? */
 static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
     return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == RUNCFG_STATS_SYNC &&
-           kfac_schedule_due(s->round.t, s->fac_interval);
+           (s->refresh ? ps_refresh_wanted(s->refresh, s->round.t, NULL) > 0
+                       : kfac_schedule_due(s->round.t, s->fac_interval));
 }
 
 int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (!s->sock) return -EPIPE;
+    if (s->refresh && p->role == MSG_ROLE_STATSD) return ps_refresh_send_statsd(s, p); /* ps/refresh_send.c */
     int ws = s_want_stats(s, p);
     if (s->round.pver[ws] != s->round.t || !s->round.pbuf[ws]) {
         free(s->round.pbuf[ws]);
@@ -58,6 +60,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         m.params.state = s->net->n_state ? s->net->state : NULL;
         m.params.n_state = s->net->n_state;
         m.params.want_stats = ws;
+        if (ws && s->refresh) m.params.n_stats_layers = (size_t)ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
         int rc = msg_encode(&m, &s->round.pbuf[ws], &s->round.plen[ws]);
         if (rc < 0) {
             log_error("encoding Params failed: %s", strerror(-rc));
@@ -247,6 +250,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     s->n_folds++;
     p->n_accepted++;
     s_sync_factor_versions(s);
+    if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->kfac, s->sched);
     ps_round_send_params(s, p);
     ps_round_dispatch_jobs(s);
     ps_round_try_step(s);
@@ -452,24 +456,6 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
 }
 
 /* ---- the step ----------------------------------------------------------------------- */
-
-/* SP-NGD Algorithm 1 per block: at its refresh step, record a summary of the
- * running factor (its diagonal) and ask for a new inverse; Algorithm 2 sets
- * the next refresh step from how much the summary moved. */
-static void s_adaptive_mark(ps_server_t *s) {
-    for (int b = 0; b < s->n_blocks; b++) {
-        ps_sched_block_t *sb = &s->sched[b];
-        if (sb->factor_version < 0 || !kfac_refresh_due(s->refresh[b], s->round.t)) continue;
-        if (sb->inv_version >= 0 && sb->factor_version <= sb->inv_version) continue; /* nothing new yet */
-        const kfac_block_t *kb = &s->kfac->blocks[b];
-        const float *F = s->kfac->avg->layers[kb->stat].f[kb->factor].data;
-        for (int i = 0; i < kb->n; i++) s->diag[i] = F[(size_t)i * kb->n + i];
-        int delta = kfac_refresh_record(s->refresh[b], s->diag, s->round.t);
-        sb->due = 1;
-        log_debug("adaptive refresh: layer %d factor %d at step %ld, next in %d steps", kb->layer, kb->factor, s->round.t,
-                  delta);
-    }
-}
 
 void ps_round_schedule(ps_server_t *s) {
     int fi = s->cfg->stats_every, ii = s->cfg->inverse_every;
@@ -680,6 +666,7 @@ void ps_round_try_step(ps_server_t *s) {
                 if (rc == 0) {
                     s->n_folds++;
                     s_sync_factor_versions(s);
+                    if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
                 } else {
                     log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
                 }
@@ -688,7 +675,7 @@ void ps_round_try_step(ps_server_t *s) {
         if (!s->round.marked) {
             s->round.marked = 1;
             if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->round.t, s->inv_interval);
-            else if (s->policy == PS_SCHED_ADAPTIVE) s_adaptive_mark(s);
+            /* adaptive: blocks are marked when their statistics are recorded (ps_refresh_folded) */
         }
         int k = s->cfg->max_inverse_staleness;
         if (k >= 0) {

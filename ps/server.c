@@ -319,6 +319,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
     fflush(stdout);
+    ps_refresh_log_summary(s->refresh);
     const char *why = s->reason[0] ? s->reason : "the run is over";
     int n = 0;
     for (int i = 0; i < s->peers.n; i++) {
@@ -430,17 +431,11 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         }
         s->job_F = malloc((size_t)max_n * max_n * sizeof(float));
         s->job_packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
-        s->diag = malloc((size_t)max_n * sizeof(float));
-        if (!s->job_F || !s->job_packed || !s->diag) goto oom;
-        if (s->policy == PS_SCHED_ADAPTIVE) {
-            s->refresh = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->refresh);
-            if (!s->refresh) goto oom;
-            for (int b = 0; b < s->n_blocks; b++)
-                if (!(s->refresh[b] = kfac_refresh_new((size_t)s->kfac->blocks[b].n, c->refresh_alpha, 0))) {
-                    snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g)",
-                             c->refresh_alpha);
-                    return -EINVAL;
-                }
+        if (!s->job_F || !s->job_packed) goto oom;
+        if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->kfac, c->refresh_alpha, 0))) {
+            snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
+                     c->refresh_alpha);
+            return -EINVAL;
         }
     }
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
@@ -574,11 +569,8 @@ void ps_server_free(ps_server_t **s_p) {
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
-    if (s->refresh)
-        for (int b = 0; b < s->n_blocks; b++) kfac_refresh_free(&s->refresh[b]);
-    free(s->refresh);
+    ps_refresh_free(&s->refresh);
     free(s->sched);
-    free(s->diag);
     free(s->job_F);
     free(s->job_packed);
     free(s->unpack_buf);

@@ -28,6 +28,7 @@
 #include "ps/eval.h"
 #include "ps/metrics.h"
 #include "ps/peers.h"
+#include "ps/refresh.h"
 #include "ps/round_state.h"
 #include "ps/sched.h"
 #include "ps/server.h"
@@ -87,8 +88,7 @@ struct ps_server {
     ps_sched_policy_t policy;
     kfac_schedule_t schedule;      /* statistics / inverse intervals and damping by step (Pauloski sec. V-C) */
     int fac_interval, inv_interval; /* the intervals in force at step t */
-    kfac_refresh_t **refresh;      /* (n_blocks) adaptive policy only */
-    float *diag;                   /* (max n) factor diagonal, the adaptive summary */
+    ps_refresh_t *refresh;         /* adaptive policy only (ps/refresh.h) */
     float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
     float *job_packed;             /* (max n (n+1)/2) */
     uint64_t next_job_id;
@@ -141,6 +141,14 @@ struct ps_server {
  * Called by the server only; the round asks for it with
  * ps_round_request_shutdown(). */
 void ps_srv_shutdown(ps_server_t *s, int exit_code);
+
+/* ---- refresh_send.c ------------------------------------------------------- */
+
+/* Params for a kfac-statsd under refresh = adaptive: the current version
+ * with stats_layers = the layers wanted now; while none is, the request is
+ * held (answered at the first step that makes a layer due). Returns 0 or
+ * -errno. */
+int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p);
 
 /* ---- round.c --------------------------------------------------------------- */
 

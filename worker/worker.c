@@ -72,6 +72,9 @@ static void s_work_grad(worker_server_t *s, s_job_t *j) {
     compute_ctx_t *cc = &s->cc;
     const msg_params_t *p = &j->params.params;
     j->with_stats = p->want_stats && cc->stats != NULL;
+    /* The layers the PS asks for (none listed: all); the others are neither
+     * computed nor sent. */
+    if (j->with_stats && wire_stats_want(cc->stats, p->stats_layers, p->n_stats_layers) == 0) j->with_stats = 0;
     j->rc = compute_ctx_batch(cc, p->params, p->n_state ? p->state : NULL, j->with_stats, 1, &j->loss,
                                  &j->n_correct, &j->n_examples, j->err, sizeof j->err);
     if (j->rc < 0) return;
