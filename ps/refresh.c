@@ -68,19 +68,21 @@ int ps_refresh_folded(ps_refresh_t *r, const kfac_stats_t *batch, long t, const 
 
 void ps_refresh_log_summary(const ps_refresh_t *r) {
     if (!r) return;
-    char per[512], iv[512];
+    char per[512], iv[1024];
     size_t a = 0, b = 0;
     per[0] = iv[0] = 0;
     for (int j = 0; j < r->plan->n_slots; j++) {
         int w = snprintf(per + a, sizeof per - a, "%s%d:%" PRIu64, j ? " " : "", r->plan->layer[j], r->folded[j]);
         if (w > 0 && (size_t)w < sizeof per - a) a += (size_t)w;
         for (int i = r->plan->first[j]; i < r->plan->first[j + 1]; i++) {
-            w = snprintf(iv + b, sizeof iv - b, "%s%d.%d:%d", b ? " " : "", r->plan->layer[j], i - r->plan->first[j],
-                         r->plan->tr[i]->delta);
+            const kfac_refresh_t *t = r->plan->tr[i];
+            w = snprintf(iv + b, sizeof iv - b, "%s%d.%d:%d/%.3f", b ? " " : "", r->plan->layer[j], i - r->plan->first[j],
+                         t->delta, t->n_records > 1 ? t->dist_sum / (double)(t->n_records - 1) : 0.0);
             if (w > 0 && (size_t)w < sizeof iv - b) b += (size_t)w;
         }
     }
     log_info("adaptive refresh: %" PRIu64 " layer statistics folded in %" PRIu64 " batches (by layer %s); %ld factor "
-             "refreshes, %ld similar to the previous; %" PRIu64 " statsd requests held; intervals now (layer.factor) %s",
+             "refreshes, %ld similar to the previous; %" PRIu64 " statsd requests held; interval now / mean distance to "
+             "the previous value per layer.factor: %s",
              r->n_layer_stats, r->n_batches, per, r->plan->n_records, r->plan->n_similar, r->n_held, iv);
 }

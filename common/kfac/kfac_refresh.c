@@ -21,15 +21,16 @@ double kfac_refresh_distance(const float *x, const float *ref, size_t n) {
     return sqrt(num / den);
 }
 
-/* Algorithm 2; *similar receives "x is similar to x1". */
+/* Algorithm 2; *dist1 receives the distance of x to x1 (+Inf without x1). */
 static int s_interval(const float *x, const float *x1, const float *x2, size_t n, double alpha, int *delta,
-                      int *delta_prev, int *similar) {
+                      int *delta_prev, double *dist1) {
     if (!x || !delta || !delta_prev || n == 0 || !(alpha > 0.0) || *delta < 1 || *delta_prev < 1) {
         log_error("kfac_refresh_interval: bad arguments");
         return -EINVAL;
     }
     int d1 = *delta, d2 = *delta_prev, next;
-    int sim1 = x1 && kfac_refresh_distance(x, x1, n) < alpha;
+    double e1 = x1 ? kfac_refresh_distance(x, x1, n) : INFINITY;
+    int sim1 = e1 < alpha;
     int sim2 = sim1 && x2 && kfac_refresh_distance(x, x2, n) < alpha;
     if (!sim1)
         next = d1 / 2 > 1 ? d1 / 2 : 1;
@@ -39,7 +40,7 @@ static int s_interval(const float *x, const float *x1, const float *x2, size_t n
         next = d1 > S_SUM_MAX - d2 ? S_SUM_MAX : d1 + d2;
     *delta = next;
     *delta_prev = d1;
-    if (similar) *similar = sim1;
+    if (dist1) *dist1 = e1;
     return 0;
 }
 
@@ -79,13 +80,15 @@ void kfac_refresh_free(kfac_refresh_t **r_p) {
 
 int kfac_refresh_record(kfac_refresh_t *r, const float *x, long t) {
     if (!r || !x || r->max_delta < 1) return -EINVAL;
-    int sim = 0;
+    double e1 = INFINITY;
     int rc = s_interval(x, r->have >= 1 ? r->x1 : NULL, r->have >= 2 ? r->x2 : NULL, r->n, r->alpha, &r->delta,
-                        &r->delta_prev, &sim);
+                        &r->delta_prev, &e1);
     if (rc) return rc;
     if (r->delta > r->max_delta) r->delta = r->max_delta;
     r->next = t + r->delta;
-    r->last_similar = sim;
+    r->last_similar = e1 < r->alpha;
+    r->last_dist = e1;
+    if (r->have >= 1) r->dist_sum += e1;
     r->n_records++;
     float *tmp = r->x2; /* X_{-2} <- X_{-1}, X_{-1} <- x */
     r->x2 = r->x1;

@@ -71,6 +71,8 @@ typedef struct kfac_refresh {
     long next;         /* step t_X of the next refresh */
     long n_records;    /* refreshes recorded */
     int last_similar;  /* the last recorded value was similar to its X_{-1} */
+    double last_dist;  /* its distance to X_{-1} (+Inf without history) */
+    double dist_sum;   /* sum of last_dist over the records that had an X_{-1} */
 } kfac_refresh_t;
 
 /* A tracker for n-float values, first refresh at step t0, intervals 1, cap

@@ -167,12 +167,15 @@ START_TEST(test_refresh_tracker_matches_reference) {
                           due, ref.next, SEEDMSG);
             if (!due) continue;
             int d0 = ref.d1;
+            double e1 = ref.n_rec ? s_ref_dist(x, ref.hist + (size_t)(ref.n_rec - 1) * n, n) : INFINITY;
             int want = s_ref_record(&ref, x, t);
             int got = kfac_refresh_record(r, x, t);
             ck_assert_msg(got == want, "trial %d step %ld: interval %d, reference %d (cap %d), seed %llu", trial, t, got,
                           want, cap, SEEDMSG);
             ck_assert_int_eq(r->next, ref.next);
             ck_assert_int_le(got, cap);
+            ck_assert_msg(r->last_dist == e1 && r->last_similar == (e1 < 0.1), "step %ld: distance %.17g, want %.17g, seed %llu",
+                          t, r->last_dist, e1, SEEDMSG);
             if (got > max_seen) max_seen = got;
             if (got < d0) halvings++;
             if (got > d0) growths++;
