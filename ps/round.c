@@ -60,7 +60,8 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         m.params.state = s->net->n_state ? s->net->state : NULL;
         m.params.n_state = s->net->n_state;
         m.params.want_stats = ws;
-        if (ws && s->refresh) m.params.n_stats_layers = (size_t)ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
+        if (ws && s->refresh) /* adaptive: only the layers due (ps/refresh.h) */
+            m.params.n_stats_layers = (size_t)ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
         int rc = msg_encode(&m, &s->round.pbuf[ws], &s->round.plen[ws]);
         if (rc < 0) {
             log_error("encoding Params failed: %s", strerror(-rc));

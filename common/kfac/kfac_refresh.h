@@ -102,7 +102,8 @@ int kfac_refresh_record(kfac_refresh_t *r, const float *x, long t);
  * statistics at step t when any of its factors is due: statistics are
  * computed and sent per layer, so the factors of one layer travel together;
  * a factor that arrives while not due is folded by the caller but not
- * recorded (its interval runs on). */
+ * recorded (its interval runs on). Memory: two copies of every factor
+ * (X_{-1}, X_{-2}), 2 x the layout's n_floats. */
 typedef struct kfac_refresh_plan {
     int n_slots;             /* the layout's n_layers */
     int *layer;              /* (n_slots) net layer index of each slot */
