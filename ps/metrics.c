@@ -33,20 +33,22 @@ int ps_metrics_mkdirs(const char *path) {
     return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-static FILE *s_open(const char *dir, const char *name, const char *header, char *err, size_t err_len) {
+static FILE *s_open(const char *dir, const char *name, const char *header, int append, char *err, size_t err_len) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
+    struct stat st;
+    append = append && stat(path, &st) == 0 && st.st_size > 0; /* a header only in a new file */
+    FILE *f = fopen(path, append ? "a" : "w");
     if (!f) {
         snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
         return NULL;
     }
     setvbuf(f, NULL, _IOLBF, 0);
-    fprintf(f, "%s\n", header);
+    if (!append) fprintf(f, "%s\n", header);
     return f;
 }
 
-ps_metrics_t *ps_metrics_open(const char *out_dir, char *err, size_t err_len) {
+ps_metrics_t *ps_metrics_open(const char *out_dir, int append, char *err, size_t err_len) {
     int rc = ps_metrics_mkdirs(out_dir);
     if (rc < 0) {
         snprintf(err, err_len, "cannot create [run] out_dir %s: %s", out_dir, strerror(-rc));
@@ -58,8 +60,8 @@ ps_metrics_t *ps_metrics_open(const char *out_dir, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory");
         return NULL;
     }
-    if (!(m->steps = s_open(out_dir, "steps.csv", PS_STEPS_CSV_HEADER, err, err_len)) ||
-        !(m->eval = s_open(out_dir, "eval.csv", PS_EVAL_CSV_HEADER, err, err_len))) {
+    if (!(m->steps = s_open(out_dir, "steps.csv", PS_STEPS_CSV_HEADER, append, err, err_len)) ||
+        !(m->eval = s_open(out_dir, "eval.csv", PS_EVAL_CSV_HEADER, append, err, err_len))) {
         ps_metrics_free(&m);
         return NULL;
     }

@@ -1,7 +1,7 @@
 /* ps/metrics.h — the parameter server's metrics files and log helpers.
  *
  * Files in [run] out_dir (created with its parents if missing; existing
- * files are replaced):
+ * files are replaced, or appended to by a resumed run):
  *   steps.csv  one row per applied step:
  *     step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,
  *     inv_age_ms_mean,stats_age_mean,inverses_installed,stats_folded,
@@ -44,9 +44,10 @@ typedef struct ps_step_row {
 
 typedef struct ps_metrics ps_metrics_t;
 
-/* Create out_dir (and parents) and open both CSVs with their headers.
+/* Create out_dir (and parents) and open both CSVs with their headers;
+ * append (a resumed run): existing files are appended to, never truncated.
  * Returns NULL with the reason in err. */
-ps_metrics_t *ps_metrics_open(const char *out_dir, char *err, size_t err_len);
+ps_metrics_t *ps_metrics_open(const char *out_dir, int append, char *err, size_t err_len);
 
 /* Append a row. Returns 0 or -EIO (logged once). */
 int ps_metrics_step(ps_metrics_t *m, const ps_step_row_t *r);

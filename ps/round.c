@@ -83,7 +83,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     }
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
-        if (s->steps_done == 0 && s->phase == PS_PHASE_RUNNING) {
+        if (s->steps_run == 0 && s->phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
             if (!s->first_worker_ns) s->first_worker_ns = uv_hrtime();
         }
@@ -666,6 +666,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
 static void s_step_publish(ps_server_t *s) {
     s->t++;
     s->steps_done++;
+    s->steps_run++;
     s->last_step_ns = uv_hrtime();
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
@@ -678,6 +679,7 @@ static void s_step_publish(ps_server_t *s) {
         ps_peer_t *p = s->peers.v[i];
         if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params;
     }
+    ps_persist_after_step(s);
     if (s->steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
     if (s->steps_done % s->cfg->progress_every == 0 || s->steps_done == s->cfg->steps) ps_report_progress(s);
     if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_done == 20 &&
@@ -711,7 +713,7 @@ void ps_round_try_step(ps_server_t *s) {
     if (s->phase != PS_PHASE_RUNNING) return;
     uint64_t waited = s->first_worker_ns ? uv_hrtime() - s->first_worker_ns : 0;
     ps_gate_t gate;
-    ps_round_state_t st = ps_member_round_state(&s->peers, s->n_grads, s->steps_done == 0, &s->gate_open,
+    ps_round_state_t st = ps_member_round_state(&s->peers, s->n_grads, s->steps_run == 0, &s->gate_open,
                                                 s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
     if (st != PS_ROUND_COMPLETE) return;
     if (gate == PS_GATE_OPEN_TIMEOUT) {

@@ -349,6 +349,7 @@ static void s_on_signal(int signum, void *user) {
         return;
     }
     s->signum = signum;
+    if (s->phase == PS_PHASE_RUNNING) ps_persist_save(s, signum == SIGINT ? "SIGINT" : "SIGTERM");
     snprintf(s->reason, sizeof s->reason, "kfac-ps stopped by %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
     log_info("%s: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
     ps_srv_shutdown(s, 0);
@@ -515,7 +516,20 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         goto fail;
     }
     if (s_setup_model(s, err, err_len) < 0) goto fail;
-    if (!(s->metrics = ps_metrics_open(cfg->out_dir, why, sizeof why))) {
+    if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", cfg->ckpt_dir);
+    else snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", cfg->out_dir);
+    s->resumed_from = -1;
+    if (cfg->ckpt_resume) {
+        if (ps_persist_resume(s, err, err_len) < 0) goto fail;
+        if (s->resumed_from >= 0 && s->steps_done >= cfg->steps) {
+            snprintf(err, err_len,
+                     "the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
+                     ": nothing left to do (raise --steps to go on)",
+                     s->ckpt_dir, s->steps_done, cfg->steps);
+            goto fail;
+        }
+    }
+    if (!(s->metrics = ps_metrics_open(cfg->out_dir, s->resumed_from >= 0, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
@@ -528,8 +542,10 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     snprintf(line, sizeof line, "%s\n", s->endpoint);
     if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
-    s->t0_ns = uv_hrtime();
-    s->last_step_ns = s->prog_ns = s->t0_ns;
+    uint64_t now_ns = uv_hrtime();
+    s->t0_ns = now_ns > s->wall_offset_ns ? now_ns - s->wall_offset_ns : 0;
+    s->last_step_ns = s->prog_ns = uv_hrtime();
+    s->prog_step = s->steps_done;
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->kfac) {
         char bound[32];
@@ -545,6 +561,9 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     log_info("run: %" PRIu64 " steps, %d gradient workers per round, evaluation every %" PRIu64
              " steps on %d test examples, metrics in %s",
              cfg->steps, cfg->workers, cfg->eval_every, ps_eval_n(s->eval), cfg->out_dir);
+    if (cfg->ckpt_every > 0)
+        log_info("checkpoints every %" PRIu64 " steps and on SIGTERM/SIGINT in %s (the newest %d kept)%s",
+                 cfg->ckpt_every, s->ckpt_dir, cfg->ckpt_keep, cfg->ckpt_resume ? "" : "; start with --resume to go on from one");
     return s;
 fail:
     ps_server_free(&s);

@@ -143,6 +143,14 @@ struct ps_server {
     uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
     ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
 
+    /* checkpoints (ps/persist.c) */
+    char ckpt_dir[4096];           /* [checkpoint] dir, or out_dir/checkpoints */
+    uint64_t steps_run;            /* steps applied by this process: round 0's rules (every worker that asks is a
+                                      member, the start-up gate) hold for the first round after a resume too */
+    long resumed_from;             /* the step resumed from (-1: a fresh start) */
+    uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
+    uint64_t n_ckpt_saved, n_ckpt_failed;
+
     /* life cycle */
     ps_phase_t phase;
     int exit_code;
@@ -159,6 +167,22 @@ struct ps_server {
  * Called by the server only; the round asks for it with
  * ps_round_request_shutdown(). */
 void ps_srv_shutdown(ps_server_t *s, int exit_code);
+
+/* ---- persist.c ------------------------------------------------------------ */
+
+/* Write a checkpoint of the current state now ([checkpoint] every > 0),
+ * then prune to [checkpoint] keep files; why is logged ("step 300",
+ * "SIGTERM"). A failure is logged and counted, never fatal. Returns 0 or
+ * -errno. */
+int ps_persist_save(ps_server_t *s, const char *why);
+
+/* After a step: a checkpoint when t is a multiple of [checkpoint] every. */
+void ps_persist_after_step(ps_server_t *s);
+
+/* [checkpoint] resume: restore the newest valid checkpoint (see
+ * ps_ckpt_restore_newest). Returns 1 (resumed), 0 (nothing to resume) or a
+ * negative errno with the reason in err. */
+int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 
 /* ---- round.c --------------------------------------------------------------- */
 

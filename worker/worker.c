@@ -226,6 +226,7 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
         return -ENOMEM;
     }
     st->device = cfg->device;
+    st->skip_batches = w->params_version; /* the data position of a worker present since step 0 */
     if (s->next_setup) {
         client_setup_release(s->next_setup);
         free(s->next_setup);

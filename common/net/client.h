@@ -224,6 +224,8 @@ typedef struct client_setup {
     uint64_t label_seed;      /* sampled labels and dropout */
     int rank, n_ranks;        /* the shard */
     int device;               /* backend_kind_t: auto, cpu or cuda (the caller sets it) */
+    uint64_t skip_batches;    /* batches of the shard's sequence passed over first (0; a gradient worker sets
+                                 the Welcome's params_version: batch v of its shard is the one of version v) */
 } client_setup_t;
 
 /* Fill s from w and cfg: the seeds are cfg->seed, the shard (rank, n_ranks)

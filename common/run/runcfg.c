@@ -102,7 +102,24 @@ static const config_option_t s_table[] = {
     O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
     O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
     O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
-    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000, "worker id (its data shard)"),
+    /* failure handling and checkpoints of kfac-ps (docs/operations.md) */
+    O("ps", "grad_norm_max_ratio", OPT_DOUBLE, grad_norm_max_ratio, "100", 0, 1e30,
+      "a gradient whose norm is more than this many times the median of the last accepted ones (or less than its "
+      "inverse times) is rejected (0: off)"),
+    O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
+      "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
+      "it (0: never)"),
+    O("ps", "handshake_timeout_ms", OPT_UINT64, handshake_timeout_ms, "10000", 10, 1e9,
+      "a client that has not asked for work this long after Hello is forgotten"),
+    O("checkpoint", "dir", OPT_STRING, ckpt_dir, "", 0, 4096, "checkpoint folder (empty: [run] out_dir/checkpoints)"),
+    O("checkpoint", "every", OPT_UINT64, ckpt_every, "0", 0, 1e9,
+      "steps between checkpoints, also written on SIGTERM and SIGINT (0: no checkpoints)"),
+    O("checkpoint", "keep", OPT_INT, ckpt_keep, "3", 1, 1000000, "checkpoint files kept (the newest)"),
+    O("checkpoint", "resume", OPT_BOOL, ckpt_resume, "false", 0, 0,
+      "on start, go on from the newest valid checkpoint in dir (none there: start afresh)"),
+    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000,
+      "stable member id: the data shard it asks for (kfac-ps gives it back when this worker rejoins; a second live "
+      "worker with the same id is refused)"),
     O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
     E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
     O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
@@ -145,7 +162,8 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
         size_t n = 0;
         for (size_t i = 0; i < CONFIG_COUNT(s_table); i++) {
             const char *sec = s_table[i].section;
-            if (s_is_shared(sec) || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0))
+            if (s_is_shared(sec) || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0) ||
+                (role == RUNCFG_ROLE_PS && strcmp(sec, "checkpoint") == 0))
                 s_role_opts[role][n++] = s_table[i];
         }
         s->program = s_programs[role];

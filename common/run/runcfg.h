@@ -112,6 +112,14 @@ typedef struct runcfg {
     uint64_t progress_every;  /* steps between progress lines */
     int ps_threads;          /* OpenBLAS threads of the PS */
     char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
+    double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
+    uint64_t stall_timeout_ms;   /* drop a member that has not pushed this long into a round (0: never) */
+    uint64_t handshake_timeout_ms; /* forget a client that has not asked for work this long after Hello */
+    /* [checkpoint] (kfac-ps) */
+    char *ckpt_dir;          /* "": out_dir/checkpoints */
+    uint64_t ckpt_every;     /* steps between checkpoints (0: none) */
+    int ckpt_keep;           /* files kept */
+    bool ckpt_resume;        /* start from the newest valid checkpoint */
     /* [worker] */
     int worker_id;
     int worker_threads;
