@@ -78,3 +78,16 @@ ps_leave_t ps_member_leave(ps_peer_t *p) {
     p->member = 0;
     return l;
 }
+
+ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t asked_id, uint64_t now_ns,
+                             uint64_t live_ns, ps_peer_t **holder) {
+    if (holder) *holder = NULL;
+    if (role != MSG_ROLE_WORKER && role != MSG_ROLE_STATSD) return PS_REJOIN_NEW;
+    ps_peer_t *h = NULL;
+    for (int i = 0; i < peers->n && !h; i++)
+        if (peers->v[i]->role == role && peers->v[i]->asked_id == asked_id) h = peers->v[i];
+    if (holder) *holder = h;
+    if (!h) return PS_REJOIN_NEW;
+    int alive = h->present && now_ns >= h->last_ns && now_ns - h->last_ns < live_ns;
+    return alive ? PS_REJOIN_DUPLICATE : PS_REJOIN_TAKEOVER;
+}

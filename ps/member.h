@@ -79,4 +79,19 @@ typedef struct ps_leave {
 } ps_leave_t;
 ps_leave_t ps_member_leave(ps_peer_t *p);
 
+/* A Hello from a new connection of a worker or stats worker with member id
+ * asked_id (its --id). Another connection may hold that id already. */
+typedef enum {
+    PS_REJOIN_NEW = 0,    /* nobody holds the id: a new member */
+    PS_REJOIN_TAKEOVER,   /* the holder is gone or silent: the new connection takes its place and shard */
+    PS_REJOIN_DUPLICATE,  /* the holder is alive (heard within live_ns): refuse the new one */
+} ps_rejoin_t;
+
+/* Decide for a Hello of role with asked_id at now_ns; *holder (may be
+ * NULL) gets the peer holding the id (NULL when none). Only gradient
+ * workers and stats workers have member ids; other roles are always NEW.
+ * A holder is alive when present and heard within live_ns. */
+ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t asked_id, uint64_t now_ns,
+                             uint64_t live_ns, ps_peer_t **holder);
+
 #endif

@@ -4,6 +4,7 @@
  * ps/round.c. */
 #include "ps/server_int.h"
 #include "ps/io.h"
+#include "ps/member.h"
 #include "ps/report.h"
 
 #include <errno.h>
@@ -38,13 +39,17 @@ int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
 
 /* Shard of a new worker or stats worker: its own --id when free, else the
  * lowest free one; when every shard is taken, shared round-robin. */
-static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
+static void s_assign_rank(ps_server_t *s, ps_peer_t *p, int given_back) {
     int n = 0;
     if (p->role == MSG_ROLE_WORKER) n = s->cfg->workers;
     else if (p->role == MSG_ROLE_STATSD) n = s->cfg->statsd > 0 ? s->cfg->statsd : 1;
     p->n_ranks = n;
     if (n <= 0) {
         p->rank = 0;
+        return;
+    }
+    if (given_back >= 0 && given_back < n) {
+        p->rank = given_back; /* the shard of the member it replaces */
         return;
     }
     if (p->asked_id < (uint32_t)n && !ps_peers_rank_taken(&s->peers, p->role, (int)p->asked_id, p)) {
@@ -102,6 +107,35 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
         ps_round_peer_gone(s, p, "said hello again");
         p->wait = PS_WAIT_NONE;
     } else {
+        /* A member id in use: a restarted daemon takes its old place and
+         * shard back; a second live one is refused. */
+        ps_peer_t *old = NULL;
+        uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+        ps_rejoin_t rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
+        if (rj == PS_REJOIN_DUPLICATE) {
+            snprintf(err, sizeof err,
+                     "%s id %u is in use by %s, heard %.1fs ago: give every %s its own --id (a restarted one gets "
+                     "its shard back once the old one has been silent for %.1fs)",
+                     msg_role_name(m->role), m->sender_id, ps_peer_name(old, name, sizeof name),
+                     (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
+            s->rejected[MSG_HELLO]++;
+            uint64_t skipped = 0;
+            if (ratelimit_ok(&s->rl_peer, now, PS_LOG_EVERY_MS, &skipped))
+                log_warn("refused a %s (pid %u on %s): %s", msg_role_program(m->role), m->hello.pid,
+                         m->hello.host ? m->hello.host : "?", err);
+            ps_io_send_text(s, route, MSG_REFUSE, err);
+            return;
+        }
+        int given_back = -1;
+        if (rj == PS_REJOIN_TAKEOVER) {
+            given_back = old->rank;
+            log_info("%s id %u rejoins (pid %u on %s): it takes shard %d back from %s", msg_role_name(m->role),
+                     m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?", given_back,
+                     ps_peer_name(old, name, sizeof name));
+            ps_round_peer_gone(s, old, "replaced by a new connection with the same id");
+            ps_peers_remove(&s->peers, old);
+            if (s->phase != PS_PHASE_RUNNING) return;
+        }
         if (!(p = ps_peers_add(&s->peers, route))) {
             snprintf(err, sizeof err, "kfac-ps already serves %d clients; no room for another", s->peers.n);
             s->rejected[MSG_HELLO]++;
@@ -114,7 +148,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
         p->asked_id = m->sender_id;
         p->pid = m->hello.pid;
         snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
-        s_assign_rank(s, p);
+        s_assign_rank(s, p, given_back);
     }
     p->present = 1;
     p->last_ns = uv_hrtime();

@@ -220,6 +220,42 @@ START_TEST(test_ps_member_order_is_rank_order) {
 }
 END_TEST
 
+
+/* A Hello with a member id: new, a take-over of a silent or absent
+ * holder, or a duplicate of a live one (worker and stats worker ids are
+ * separate; inverse daemons have none). */
+START_TEST(test_ps_member_rejoin_by_id) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    const uint64_t live = 3000000000ULL;
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        uint64_t now = 100000000000ULL;
+        for (int i = 0; i < t.n; i++) {
+            t.v[i]->asked_id = rng_below(&r, 6);
+            t.v[i]->last_ns = now - (uint64_t)rng_below(&r, 6) * 1000000000ULL;
+        }
+        uint32_t u = rng_below(&r, 3);
+        msg_role_t role = u == 0 ? MSG_ROLE_WORKER : u == 1 ? MSG_ROLE_STATSD : MSG_ROLE_INVERTD;
+        uint32_t id = rng_below(&r, 6);
+        ps_peer_t *want_h = NULL;
+        for (int i = 0; i < t.n && !want_h; i++)
+            if (t.v[i]->role == role && t.v[i]->asked_id == id) want_h = t.v[i];
+        ps_rejoin_t want = PS_REJOIN_NEW;
+        if (role == MSG_ROLE_INVERTD) want_h = NULL;
+        if (want_h) want = want_h->present && now - want_h->last_ns < live ? PS_REJOIN_DUPLICATE : PS_REJOIN_TAKEOVER;
+        ps_peer_t *h = (ps_peer_t *)&r; /* must be overwritten */
+        ps_rejoin_t got = ps_member_rejoin(&t, role, id, now, live, &h);
+        ck_assert_msg(got == want, "seed %" PRIu64 " round %d: %s id %u: got %d, want %d", seed, round,
+                      msg_role_name(role), id, got, want);
+        ck_assert_ptr_eq(h, want_h);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_member");
     TCase *tc = tcase_create("core");
@@ -228,6 +264,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_member_startup_gate);
     tcase_add_test(tc, test_ps_member_worker_leaves_mid_round);
     tcase_add_test(tc, test_ps_member_order_is_rank_order);
+    tcase_add_test(tc, test_ps_member_rejoin_by_id);
     suite_add_tcase(s, tc);
     return s;
 }
