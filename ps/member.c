@@ -91,3 +91,15 @@ ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t 
     int alive = h->present && now_ns >= h->last_ns && now_ns - h->last_ns < live_ns;
     return alive ? PS_REJOIN_DUPLICATE : PS_REJOIN_TAKEOVER;
 }
+
+int ps_member_takeover(ps_peer_t *p) {
+    int dropped = 0;
+    if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) {
+        p->pushed = 0;
+        p->has_stats = p->has_state = 0;
+        dropped = 1;
+    }
+    p->skipped = 0;
+    p->wait = PS_WAIT_NONE;
+    return dropped;
+}

@@ -94,4 +94,12 @@ typedef enum {
 ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t asked_id, uint64_t now_ns,
                              uint64_t live_ns, ps_peer_t **holder);
 
+/* A restarted member takes over its old record p (PS_REJOIN_TAKEOVER): it
+ * keeps p's shard and its membership of the round; a gradient of this
+ * round that p pushed and that is not summed yet is dropped, since the new
+ * process computes the same batch again (its data position follows the
+ * version). Returns 1 when a held gradient was dropped (the round has one
+ * gradient less), else 0. */
+int ps_member_takeover(ps_peer_t *p);
+
 #endif

@@ -39,17 +39,13 @@ int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
 
 /* Shard of a new worker or stats worker: its own --id when free, else the
  * lowest free one; when every shard is taken, shared round-robin. */
-static void s_assign_rank(ps_server_t *s, ps_peer_t *p, int given_back) {
+static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
     int n = 0;
     if (p->role == MSG_ROLE_WORKER) n = s->cfg->workers;
     else if (p->role == MSG_ROLE_STATSD) n = s->cfg->statsd > 0 ? s->cfg->statsd : 1;
     p->n_ranks = n;
     if (n <= 0) {
         p->rank = 0;
-        return;
-    }
-    if (given_back >= 0 && given_back < n) {
-        p->rank = given_back; /* the shard of the member it replaces */
         return;
     }
     if (p->asked_id < (uint32_t)n && !ps_peers_rank_taken(&s->peers, p->role, (int)p->asked_id, p)) {
@@ -126,29 +122,34 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
             ps_io_send_text(s, route, MSG_REFUSE, err);
             return;
         }
-        int given_back = -1;
         if (rj == PS_REJOIN_TAKEOVER) {
-            given_back = old->rank;
-            log_info("%s id %u rejoins (pid %u on %s): it takes shard %d back from %s", msg_role_name(m->role),
-                     m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?", given_back,
-                     ps_peer_name(old, name, sizeof name));
-            ps_round_peer_gone(s, old, "replaced by a new connection with the same id");
-            ps_peers_remove(&s->peers, old);
-            if (s->phase != PS_PHASE_RUNNING) return;
+            /* The same member in a new process: its record (shard, place in
+             * the round) goes on under the new connection. */
+            log_info("%s id %u rejoins (pid %u on %s): it takes over shard %d and the place in the round of %s",
+                     msg_role_name(m->role), m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?",
+                     old->rank, ps_peer_name(old, name, sizeof name));
+            p = old;
+            if (ps_member_takeover(p)) s->n_grads--; /* it pushes the same batch again */
+            p->route = *route;
+            p->pid = m->hello.pid;
+            p->echo_ns = 0;
+            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            again = 1;
+        } else {
+            if (!(p = ps_peers_add(&s->peers, route))) {
+                snprintf(err, sizeof err, "kfac-ps already serves %d clients; no room for another", s->peers.n);
+                s->rejected[MSG_HELLO]++;
+                log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
+                ps_io_send_text(s, route, MSG_REFUSE, err);
+                return;
+            }
+            p->role = m->role;
+            p->id = ++s->next_peer_id;
+            p->asked_id = m->sender_id;
+            p->pid = m->hello.pid;
+            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            s_assign_rank(s, p);
         }
-        if (!(p = ps_peers_add(&s->peers, route))) {
-            snprintf(err, sizeof err, "kfac-ps already serves %d clients; no room for another", s->peers.n);
-            s->rejected[MSG_HELLO]++;
-            log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
-            ps_io_send_text(s, route, MSG_REFUSE, err);
-            return;
-        }
-        p->role = m->role;
-        p->id = ++s->next_peer_id;
-        p->asked_id = m->sender_id;
-        p->pid = m->hello.pid;
-        snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
-        s_assign_rank(s, p, given_back);
     }
     p->present = 1;
     p->last_ns = uv_hrtime();

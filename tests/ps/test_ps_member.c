@@ -256,6 +256,38 @@ START_TEST(test_ps_member_rejoin_by_id) {
 }
 END_TEST
 
+/* A restarted member takes over its record: shard and membership stay; a
+ * held, unsummed gradient is dropped (the new process pushes it again); a
+ * summed one stays summed. */
+START_TEST(test_ps_member_takeover_keeps_place) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 8));
+        ps_peer_t *p = t.v[rng_below(&r, (uint32_t)t.n)];
+        p->member = (int)rng_below(&r, 2);
+        p->wait = PS_WAIT_PARAMS;
+        ps_peer_t before = *p;
+        int want = p->role == MSG_ROLE_WORKER && p->pushed && !p->committed;
+        int waiting_before = ps_member_waiting(&t, NULL);
+        ck_assert_int_eq(ps_member_takeover(p), want);
+        ck_assert_int_eq(p->rank, before.rank);
+        ck_assert_int_eq(p->member, before.member);
+        ck_assert_int_eq(p->committed, before.committed);
+        ck_assert_int_eq(p->skipped, 0);
+        ck_assert_int_eq(p->wait, PS_WAIT_NONE);
+        ck_assert_int_eq(p->pushed, want ? 0 : before.pushed);
+        /* a present member whose gradient was dropped (or whose rejected push was forgiven) is awaited again */
+        int again = p->role == MSG_ROLE_WORKER && p->member && p->present &&
+                    (want || (before.skipped && !before.pushed));
+        ck_assert_int_eq(ps_member_waiting(&t, NULL), waiting_before + again);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_member");
     TCase *tc = tcase_create("core");
@@ -265,6 +297,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_member_worker_leaves_mid_round);
     tcase_add_test(tc, test_ps_member_order_is_rank_order);
     tcase_add_test(tc, test_ps_member_rejoin_by_id);
+    tcase_add_test(tc, test_ps_member_takeover_keeps_place);
     suite_add_tcase(s, tc);
     return s;
 }
