@@ -1,7 +1,9 @@
 /* ps/member.c — see member.h. */
 #include "ps/member.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version) {
     if (!running) return PS_PUSH_RUN_OVER;
@@ -102,4 +104,47 @@ int ps_member_takeover(ps_peer_t *p) {
     p->skipped = 0;
     p->wait = PS_WAIT_NONE;
     return dropped;
+}
+
+void ps_norm_hist_add(ps_norm_hist_t *h, double norm) {
+    h->v[h->next] = norm;
+    h->next = (h->next + 1) % PS_NORM_HISTORY;
+    if (h->n < PS_NORM_HISTORY) h->n++;
+}
+
+static int s_dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double ps_norm_hist_median(const ps_norm_hist_t *h) {
+    if (h->n < PS_NORM_MIN_HISTORY) return 0.0;
+    double v[PS_NORM_HISTORY];
+    memcpy(v, h->v, (size_t)h->n * sizeof *v);
+    qsort(v, (size_t)h->n, sizeof *v, s_dcmp);
+    return h->n % 2 ? v[h->n / 2] : 0.5 * (v[h->n / 2 - 1] + v[h->n / 2]);
+}
+
+ps_grad_verdict_t ps_member_check_grad(uint64_t n_examples, int batch, double norm, const ps_norm_hist_t *h,
+                                       double max_ratio) {
+    if (batch > 0 && n_examples > (uint64_t)batch) return PS_GRAD_TOO_MANY_EXAMPLES;
+    if (!isfinite(norm)) return PS_GRAD_NORM_OUTLIER;
+    if (max_ratio <= 0) return PS_GRAD_OK;
+    double med = ps_norm_hist_median(h);
+    if (med <= 0) return PS_GRAD_OK;
+    if (norm > max_ratio * med || norm * max_ratio < med) return PS_GRAD_NORM_OUTLIER;
+    return PS_GRAD_OK;
+}
+
+int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_open_ns, uint64_t stall_ns,
+                      ps_peer_t **out, int cap) {
+    if (stall_ns == 0) return 0;
+    int n = 0;
+    for (int i = 0; i < peers->n && n < cap; i++) {
+        ps_peer_t *p = peers->v[i];
+        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present || p->pushed || p->skipped) continue;
+        uint64_t since = p->params_ns > round_open_ns ? p->params_ns : round_open_ns;
+        if (now_ns > since && now_ns - since >= stall_ns) out[n++] = p;
+    }
+    return n;
 }

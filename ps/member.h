@@ -102,4 +102,42 @@ ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t 
  * gradient less), else 0. */
 int ps_member_takeover(ps_peer_t *p);
 
+/* ---- what a gradient may be ------------------------------------------------ */
+
+/* Norms of recently accepted gradients (a ring), for the outlier rule. */
+#define PS_NORM_HISTORY 32
+/* Fewer norms than this: no outlier rule yet. */
+#define PS_NORM_MIN_HISTORY 8
+typedef struct ps_norm_hist {
+    double v[PS_NORM_HISTORY];
+    int n, next;
+} ps_norm_hist_t;
+
+/* Record an accepted gradient's norm. */
+void ps_norm_hist_add(ps_norm_hist_t *h, double norm);
+
+/* The median of the recorded norms; 0 while fewer than
+ * PS_NORM_MIN_HISTORY are recorded. */
+double ps_norm_hist_median(const ps_norm_hist_t *h);
+
+typedef enum {
+    PS_GRAD_OK = 0,
+    PS_GRAD_TOO_MANY_EXAMPLES, /* n_examples > [data] batch: it would outweigh the honest workers */
+    PS_GRAD_NORM_OUTLIER,      /* norm > max_ratio * median, or < median / max_ratio */
+} ps_grad_verdict_t;
+
+/* May a gradient of n_examples examples and L2 norm `norm` enter the
+ * round? batch: the configured per-worker batch; h: recent norms;
+ * max_ratio: [ps] grad_norm_max_ratio (0: no norm rule). A norm that is not
+ * finite is an outlier. */
+ps_grad_verdict_t ps_member_check_grad(uint64_t n_examples, int batch, double norm, const ps_norm_hist_t *h,
+                                       double max_ratio);
+
+/* Members of the round that are present (they heartbeat) but have not
+ * pushed their gradient stall_ns after the later of the round's opening
+ * and the Params they were last sent: up to cap of them into out, returns
+ * their number. stall_ns 0: none. */
+int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_open_ns, uint64_t stall_ns,
+                      ps_peer_t **out, int cap);
+
 #endif

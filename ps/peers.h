@@ -43,6 +43,7 @@ typedef struct ps_peer {
     uint64_t wait_seq;       /* PS_WAIT_JOB: arrival order, served first come first served */
     /* gradient workers */
     int has_params;          /* has been sent Params at least once */
+    uint64_t params_ns;      /* when it was last sent Params (uv_hrtime) */
     int member;              /* the current round waits for its gradient */
     int pushed;              /* its gradient of the current version is in */
     int skipped;             /* its push for the current round was rejected */

@@ -83,6 +83,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     }
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
+        p->params_ns = uv_hrtime();
         if (s->steps_run == 0 && s->phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
             if (!s->first_worker_ns) s->first_worker_ns = uv_hrtime();
@@ -206,6 +207,29 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     case PS_PUSH_ACCEPT:
         break;
     }
+    /* What one member may put into the round: at most a batch of examples,
+     * a norm near the recent ones (msg_validate rejected NaN and Inf). */
+    double norm2 = 0.0;
+    for (size_t i = 0; i < s->net->n_params; i++) norm2 += (double)g->grad[i] * g->grad[i];
+    double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
+    switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
+    case PS_GRAD_TOO_MANY_EXAMPLES:
+        s->n_rej_examples++;
+        ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_NORM_OUTLIER:
+        s->n_rej_norm++;
+        ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times away from the median %.3g of "
+                     "the last %d accepted (%" PRIu64 " rejected so far)",
+                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_OK:
+        break;
+    }
     /* Held until the step (or the fold, for statistics) and summed there in
      * rank order: the round's result does not depend on arrival order. */
     const size_t np = s->net->n_params, ns = s->net->n_state;
@@ -226,6 +250,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
         p->has_stats = 1;
     }
+    ps_norm_hist_add(&s->norms, norm);
     memcpy(p->grad, g->grad, np * sizeof(float));
     p->has_state = ns && g->n_state == ns;
     if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
@@ -524,6 +549,7 @@ void ps_round_schedule(ps_server_t *s) {
 
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
+    s->round_open_ns = uv_hrtime();
     ps_member_open_round(&s->peers);
     memset(s->grad_acc, 0, s->net->n_params * sizeof(float));
     if (s->net->n_state) memset(s->state_acc, 0, s->net->n_state * sizeof(float));
@@ -758,7 +784,34 @@ void ps_round_try_step(ps_server_t *s) {
 
 /* ---- timer -------------------------------------------------------------------------- */
 
+/* Members that heartbeat but do not push leave the round after [ps]
+ * stall_timeout_ms. */
+static void s_drop_stalled(ps_server_t *s) {
+    ps_peer_t *out[PS_MAX_PEERS];
+    uint64_t now = uv_hrtime();
+    int n = ps_member_stalled(&s->peers, now, s->round_open_ns, s->cfg->stall_timeout_ms * 1000000ULL, out,
+                              PS_MAX_PEERS);
+    for (int i = 0; i < n; i++) {
+        ps_peer_t *p = out[i];
+        ps_member_leave(p);
+        s->n_stalled++;
+        s->n_dropped++;
+        uint64_t held = 0;
+        if (ratelimit_ok(&s->rl_stall, now, PS_LOG_EVERY_MS, &held)) {
+            char name[160];
+            log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs ([ps] stall_timeout_ms): "
+                     "dropped from the round (%" PRIu64 " so far%s)",
+                     ps_peer_name(p, name, sizeof name), s->t,
+                     (double)(now - (p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns)) * 1e-9,
+                     s->n_stalled, held ? ", some not logged" : "");
+        }
+    }
+    if (n > 0) ps_round_try_step(s);
+}
+
 void ps_round_tick(ps_server_t *s) {
+    if (s->phase != PS_PHASE_RUNNING) return;
+    s_drop_stalled(s);
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_round_dispatch_jobs(s); /* overdue jobs become available */
     ps_round_try_step(s);      /* the start-up gate may have opened */

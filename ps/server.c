@@ -581,6 +581,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     s->t0_ns = now_ns > s->wall_offset_ns ? now_ns - s->wall_offset_ns : 0;
     s->last_step_ns = s->prog_ns = uv_hrtime();
     s->prog_step = s->steps_done;
+    s->round_open_ns = uv_hrtime();
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->kfac) {
         char bound[32];

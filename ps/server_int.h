@@ -26,6 +26,7 @@
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/eval.h"
+#include "ps/member.h"
 #include "ps/metrics.h"
 #include "ps/peers.h"
 #include "ps/sched.h"
@@ -142,6 +143,13 @@ struct ps_server {
     uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
     uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
     ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
+
+    /* members that may not poison or hold the run */
+    ps_norm_hist_t norms;          /* norms of recently accepted gradients */
+    uint64_t round_open_ns;        /* when the round of version t opened */
+    uint64_t n_rej_examples, n_rej_norm, n_stalled;
+    ratelimit_t rl_stall, rl_examples, rl_norm;
+    ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
 
     /* checkpoints (ps/persist.c) */
     char ckpt_dir[4096];           /* [checkpoint] dir, or out_dir/checkpoints */

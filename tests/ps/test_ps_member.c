@@ -8,6 +8,8 @@
  * checked against the rule written out directly in the test. */
 #include <check.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -288,6 +290,86 @@ START_TEST(test_ps_member_takeover_keeps_place) {
 }
 END_TEST
 
+/* Median of the recent norms against a sort in the test; the verdict on a
+ * gradient against the rule written out: more examples than the batch,
+ * then a non-finite norm, then (with enough history and a ratio) a norm
+ * more than ratio times away from the median either way. */
+static int s_dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(test_ps_member_grad_verdicts) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_norm_hist_t h;
+        memset(&h, 0, sizeof h);
+        int n_add = (int)rng_below(&r, 3 * PS_NORM_HISTORY);
+        double all[3 * PS_NORM_HISTORY];
+        for (int i = 0; i < n_add; i++) {
+            all[i] = exp(4.0 * rng_normal(&r));
+            ps_norm_hist_add(&h, all[i]);
+        }
+        /* the last PS_NORM_HISTORY added, sorted */
+        int k = n_add < PS_NORM_HISTORY ? n_add : PS_NORM_HISTORY;
+        double last[PS_NORM_HISTORY];
+        for (int i = 0; i < k; i++) last[i] = all[n_add - k + i];
+        qsort(last, (size_t)k, sizeof *last, s_dcmp);
+        double med = k < PS_NORM_MIN_HISTORY ? 0.0 : k % 2 ? last[k / 2] : 0.5 * (last[k / 2 - 1] + last[k / 2]);
+        ck_assert_msg(ps_norm_hist_median(&h) == med, "seed %" PRIu64 ": median of %d norms", seed, k);
+        int batch = 1 + (int)rng_below(&r, 256);
+        uint64_t n_ex = 1 + rng_below(&r, 2 * (uint32_t)batch);
+        double ratio = rng_below(&r, 4) == 0 ? 0.0 : 1.0 + 200.0 * rng_uniform(&r);
+        double norm = rng_below(&r, 10) == 0 ? INFINITY : (med > 0 ? med : 1.0) * exp(6.0 * rng_normal(&r));
+        ps_grad_verdict_t want = PS_GRAD_OK;
+        if (n_ex > (uint64_t)batch) want = PS_GRAD_TOO_MANY_EXAMPLES;
+        else if (!isfinite(norm)) want = PS_GRAD_NORM_OUTLIER;
+        else if (ratio > 0 && med > 0 && (norm > ratio * med || norm < med / ratio)) want = PS_GRAD_NORM_OUTLIER;
+        ck_assert_msg(ps_member_check_grad(n_ex, batch, norm, &h, ratio) == want,
+                      "seed %" PRIu64 ": n_examples %" PRIu64 " batch %d norm %g median %g ratio %g: want %d", seed,
+                      n_ex, batch, norm, med, ratio, want);
+    }
+}
+END_TEST
+
+/* Stalled members: present members, not pushed nor skipped, silent on the
+ * gradient for stall_ns since the later of the round's opening and their
+ * last Params. */
+START_TEST(test_ps_member_stalled) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    const uint64_t s_ns = 1000000000ULL;
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        uint64_t now = 1000 * s_ns, open = now - rng_below(&r, 120) * s_ns;
+        uint64_t stall = rng_below(&r, 4) == 0 ? 0 : (1 + rng_below(&r, 60)) * s_ns;
+        for (int i = 0; i < t.n; i++) {
+            t.v[i]->member = (int)rng_below(&r, 2);
+            t.v[i]->params_ns = now - rng_below(&r, 120) * s_ns;
+        }
+        ps_peer_t *out[64];
+        int n = ps_member_stalled(&t, now, open, stall, out, 64);
+        int want = 0;
+        for (int i = 0; i < t.n; i++) {
+            const ps_peer_t *p = t.v[i];
+            uint64_t since = p->params_ns > open ? p->params_ns : open;
+            int st = stall > 0 && p->role == MSG_ROLE_WORKER && p->member && p->present && !p->pushed &&
+                     !p->skipped && now - since >= stall;
+            int found = 0;
+            for (int j = 0; j < n; j++) found |= out[j] == p;
+            ck_assert_msg(found == st, "seed %" PRIu64 ": peer %d stalled %d, reported %d", seed, i, st, found);
+            want += st;
+        }
+        ck_assert_int_eq(n, want);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_member");
     TCase *tc = tcase_create("core");
@@ -298,6 +380,8 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_member_order_is_rank_order);
     tcase_add_test(tc, test_ps_member_rejoin_by_id);
     tcase_add_test(tc, test_ps_member_takeover_keeps_place);
+    tcase_add_test(tc, test_ps_member_grad_verdicts);
+    tcase_add_test(tc, test_ps_member_stalled);
     suite_add_tcase(s, tc);
     return s;
 }
