@@ -17,7 +17,7 @@ void ps_member_open_round(ps_peers_t *peers) {
     for (int i = 0; i < peers->n; i++) {
         ps_peer_t *p = peers->v[i];
         if (p->role != MSG_ROLE_WORKER) continue;
-        p->member = p->present && p->has_params;
+        p->member = p->present && p->has_params && !p->stalled;
         p->pushed = p->skipped = 0;
         p->committed = p->has_stats = p->has_state = 0;
     }
@@ -102,6 +102,7 @@ int ps_member_takeover(ps_peer_t *p) {
         dropped = 1;
     }
     p->skipped = 0;
+    p->stalled = 0;
     p->wait = PS_WAIT_NONE;
     return dropped;
 }
@@ -147,4 +148,9 @@ int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_o
         if (now_ns > since && now_ns - since >= stall_ns) out[n++] = p;
     }
     return n;
+}
+
+void ps_member_drop_stalled(ps_peer_t *p) {
+    ps_member_leave(p);
+    p->stalled = 1;
 }

@@ -31,9 +31,9 @@ typedef enum {
 /* Decide on a push. running: the run still takes steps. */
 ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version);
 
-/* Open the round of a new version: every gradient worker that is present
- * and has had Params becomes a member; every worker's per-round flags are
- * cleared. */
+/* Open the round of a new version: every gradient worker that is present,
+ * has had Params and is not marked stalled becomes a member; every
+ * worker's per-round flags are cleared. */
 void ps_member_open_round(ps_peers_t *peers);
 
 /* Present members whose gradient of this round is still awaited; *n_members
@@ -139,5 +139,10 @@ ps_grad_verdict_t ps_member_check_grad(uint64_t n_examples, int batch, double no
  * their number. stall_ns 0: none. */
 int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_open_ns, uint64_t stall_ns,
                       ps_peer_t **out, int cap);
+
+/* A stalled member (ps_member_stalled) leaves the round and is no member
+ * of the following ones until it pushes again (the caller clears
+ * p->stalled then): one that never pushes holds up one round, not all. */
+void ps_member_drop_stalled(ps_peer_t *p);
 
 #endif

@@ -183,6 +183,7 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_grad_push_t *g = &m->grad_push;
     char err[600];
+    p->stalled = 0; /* it pushes: a member again from the next round */
     switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->t, g->version)) {
     case PS_PUSH_RUN_OVER:
         p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
@@ -703,7 +704,7 @@ static void s_step_publish(ps_server_t *s) {
     /* Members of the new round: the workers present that hold parameters. */
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params;
+        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params && !p->stalled;
     }
     ps_persist_after_step(s);
     if (s->steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
@@ -793,14 +794,14 @@ static void s_drop_stalled(ps_server_t *s) {
                               PS_MAX_PEERS);
     for (int i = 0; i < n; i++) {
         ps_peer_t *p = out[i];
-        ps_member_leave(p);
+        ps_member_drop_stalled(p);
         s->n_stalled++;
         s->n_dropped++;
         uint64_t held = 0;
         if (ratelimit_ok(&s->rl_stall, now, PS_LOG_EVERY_MS, &held)) {
             char name[160];
             log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs ([ps] stall_timeout_ms): "
-                     "dropped from the round (%" PRIu64 " so far%s)",
+                     "dropped from the rounds until it pushes (%" PRIu64 " so far%s)",
                      ps_peer_name(p, name, sizeof name), s->t,
                      (double)(now - (p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns)) * 1e-9,
                      s->n_stalled, held ? ", some not logged" : "");

@@ -365,6 +365,14 @@ START_TEST(test_ps_member_stalled) {
             want += st;
         }
         ck_assert_int_eq(n, want);
+        /* dropped: out of this round and the next ones until it pushes */
+        for (int j = 0; j < n; j++) ps_member_drop_stalled(out[j]);
+        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->member, 0);
+        ps_member_open_round(&t);
+        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->member, 0);
+        for (int i = 0; i < t.n; i++)
+            if (t.v[i]->role == MSG_ROLE_WORKER)
+                ck_assert_int_eq(t.v[i]->member, t.v[i]->present && t.v[i]->has_params && !t.v[i]->stalled);
         ps_peers_release(&t);
     }
 }
