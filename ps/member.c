@@ -133,7 +133,7 @@ ps_grad_verdict_t ps_member_check_grad(uint64_t n_examples, int batch, double no
     if (max_ratio <= 0) return PS_GRAD_OK;
     double med = ps_norm_hist_median(h);
     if (med <= 0) return PS_GRAD_OK;
-    if (norm > max_ratio * med || norm * max_ratio < med) return PS_GRAD_NORM_OUTLIER;
+    if (norm > max_ratio * med) return PS_GRAD_NORM_OUTLIER;
     return PS_GRAD_OK;
 }
 

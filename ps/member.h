@@ -123,7 +123,8 @@ double ps_norm_hist_median(const ps_norm_hist_t *h);
 typedef enum {
     PS_GRAD_OK = 0,
     PS_GRAD_TOO_MANY_EXAMPLES, /* n_examples > [data] batch: it would outweigh the honest workers */
-    PS_GRAD_NORM_OUTLIER,      /* norm > max_ratio * median, or < median / max_ratio */
+    PS_GRAD_NORM_OUTLIER,      /* norm > max_ratio * median (a small norm can only dilute the mean by at most
+                                  a batch's weight, and honest batches near a minimum have them) */
 } ps_grad_verdict_t;
 
 /* May a gradient of n_examples examples and L2 norm `norm` enter the

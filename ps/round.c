@@ -223,8 +223,8 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     case PS_GRAD_NORM_OUTLIER:
         s->n_rej_norm++;
         ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                     "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times away from the median %.3g of "
-                     "the last %d accepted (%" PRIu64 " rejected so far)",
+                     "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
+                     "last %d accepted (%" PRIu64 " rejected so far)",
                      norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
         ps_round_after_reject(s, p, m);
         return;

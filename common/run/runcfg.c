@@ -104,8 +104,8 @@ static const config_option_t s_table[] = {
     O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
     /* failure handling and checkpoints of kfac-ps (docs/operations.md) */
     O("ps", "grad_norm_max_ratio", OPT_DOUBLE, grad_norm_max_ratio, "100", 0, 1e30,
-      "a gradient whose norm is more than this many times the median of the last accepted ones (or less than its "
-      "inverse times) is rejected (0: off)"),
+      "a gradient whose norm is more than this many times the median of the last 32 accepted ones is rejected (0: "
+      "off)"),
     O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
       "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
       "it (0: never)"),

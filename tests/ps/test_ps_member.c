@@ -293,7 +293,7 @@ END_TEST
 /* Median of the recent norms against a sort in the test; the verdict on a
  * gradient against the rule written out: more examples than the batch,
  * then a non-finite norm, then (with enough history and a ratio) a norm
- * more than ratio times away from the median either way. */
+ * more than ratio times the median (small norms pass). */
 static int s_dcmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -326,7 +326,7 @@ START_TEST(test_ps_member_grad_verdicts) {
         ps_grad_verdict_t want = PS_GRAD_OK;
         if (n_ex > (uint64_t)batch) want = PS_GRAD_TOO_MANY_EXAMPLES;
         else if (!isfinite(norm)) want = PS_GRAD_NORM_OUTLIER;
-        else if (ratio > 0 && med > 0 && (norm > ratio * med || norm < med / ratio)) want = PS_GRAD_NORM_OUTLIER;
+        else if (ratio > 0 && med > 0 && norm > ratio * med) want = PS_GRAD_NORM_OUTLIER;
         ck_assert_msg(ps_member_check_grad(n_ex, batch, norm, &h, ratio) == want,
                       "seed %" PRIu64 ": n_examples %" PRIu64 " batch %d norm %g median %g ratio %g: want %d", seed,
                       n_ex, batch, norm, med, ratio, want);
