@@ -63,6 +63,50 @@ static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
              msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", n, p->rank);
 }
 
+/* The most connections of a role held at once: a flood of one role
+ * cannot take the slots of another. */
+static int s_role_cap(const ps_server_t *s, msg_role_t role) {
+    int w = s->cfg->workers, st = s->cfg->statsd;
+    switch (role) {
+    case MSG_ROLE_WORKER: return 2 * w > w + 16 ? 2 * w : w + 16;
+    case MSG_ROLE_STATSD: return 2 * st > st + 16 ? 2 * st : st + 16;
+    case MSG_ROLE_INVERTD: return PS_MAX_PEERS / 2;
+    default: return 16;
+    }
+}
+
+/* Room for one more client of role: under its role's cap and the table's,
+ * by forgetting an absent or never engaged client of that role (then of
+ * any role) if need be; never a member. Returns 0, or -ENOSPC with the
+ * reason in err (err stays empty when the run ended meanwhile). */
+static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_len) {
+    err[0] = 0;
+    int cap = s_role_cap(s, role);
+    for (int pass = 0; pass < 2; pass++) {
+        int full = pass == 0 ? ps_peers_count(&s->peers, role, 0) >= cap : s->peers.n >= s->peers.cap;
+        if (!full) continue;
+        ps_peer_t *v = ps_peers_victim(&s->peers, pass == 0 ? role : MSG_ROLE_NONE);
+        if (!v) {
+            if (pass == 0)
+                snprintf(err, err_len,
+                         "kfac-ps already holds %d %s connections, the most it takes, all of them active: stop some, "
+                         "or raise [cluster] %s",
+                         cap, msg_role_program(role), role == MSG_ROLE_STATSD ? "statsd" : "workers");
+            else
+                snprintf(err, err_len, "kfac-ps already holds %d clients, all of them active; no room for another",
+                         s->peers.n);
+            return -ENOSPC;
+        }
+        char name[160];
+        log_info("%s forgotten to make room for a new %s (%s)", ps_peer_name(v, name, sizeof name),
+                 msg_role_program(role), v->present ? "it never asked for work" : "silent");
+        ps_round_peer_gone(s, v, "forgotten to make room");
+        ps_peers_remove(&s->peers, v);
+        if (s->phase != PS_PHASE_RUNNING) return -ENOSPC;
+    }
+    return 0;
+}
+
 static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
@@ -136,11 +180,16 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
             snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
             again = 1;
         } else {
-            if (!(p = ps_peers_add(&s->peers, route))) {
-                snprintf(err, sizeof err, "kfac-ps already serves %d clients; no room for another", s->peers.n);
-                s->rejected[MSG_HELLO]++;
-                log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
-                ps_io_send_text(s, route, MSG_REFUSE, err);
+            if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
+                if (err[0] || s->phase == PS_PHASE_RUNNING) {
+                    if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
+                    s->rejected[MSG_HELLO]++;
+                    uint64_t skipped = 0;
+                    if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                        log_warn("refused a %s (pid %u on %s): %s%s", msg_role_program(m->role), m->hello.pid,
+                                 m->hello.host ? m->hello.host : "?", err, skipped ? " [more refusals not logged]" : "");
+                    ps_io_send_text(s, route, MSG_REFUSE, err);
+                }
                 return;
             }
             p->role = m->role;
@@ -152,7 +201,8 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
         }
     }
     p->present = 1;
-    p->last_ns = uv_hrtime();
+    p->last_ns = p->hello_ns = uv_hrtime();
+    p->engaged = 0; /* until it asks for work */
     msg_t w;
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
     w.welcome.model_text = s->net->source;
@@ -245,6 +295,9 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
                       msg_role_name(p->role), msg_role_name(m.role));
     } else {
         s_touch(s, p);
+        if (m.type == MSG_GET_PARAMS || m.type == MSG_GRAD_PUSH || m.type == MSG_STATS_PUSH ||
+            m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
+            p->engaged = 1;
         switch (m.type) {
         case MSG_HEARTBEAT:
             p->echo_ns = m.heartbeat.mono_ns;
@@ -301,6 +354,20 @@ static void s_on_tick(uv_timer_t *t) {
         snprintf(why, sizeof why, "silent for %.1fs", (double)(now - p->last_ns) * 1e-9);
         ps_peer_name(p, name, sizeof name);
         ps_round_peer_gone(s, p, why);
+    }
+    /* Hello and nothing after it: forgotten. */
+    ps_peer_t *idle[PS_MAX_PEERS];
+    int n_idle = ps_peers_unengaged(&s->peers, now, s->cfg->handshake_timeout_ms * 1000000ULL, idle, PS_MAX_PEERS);
+    for (int i = 0; i < n_idle && s->phase == PS_PHASE_RUNNING; i++) {
+        char name[160];
+        uint64_t skipped = 0;
+        s->n_expired++;
+        if (ratelimit_ok(&s->rl_full, now, PS_LOG_EVERY_MS, &skipped))
+            log_warn("%s said Hello %.1fs ago and has not asked for work since ([ps] handshake_timeout_ms): "
+                     "forgotten (%" PRIu64 " so far)",
+                     ps_peer_name(idle[i], name, sizeof name), (double)(now - idle[i]->hello_ns) * 1e-9, s->n_expired);
+        ps_round_peer_gone(s, idle[i], "forgotten");
+        ps_peers_remove(&s->peers, idle[i]);
     }
     ps_round_tick(s);
     s_settle(s);

@@ -29,7 +29,8 @@
  *   examples  n_examples = 1000000 (more than any batch)
  *   huge      every value 3e38 (finite, far from any real gradient's norm)
  *   nan       NaN and Inf among the values
- *   stall     nothing at all: it only heartbeats, for --wait_ms
+ *   stall     asks for Params, then nothing at all: it only heartbeats, for --wait_ms
+ *   hello     never even asks for Params: Hello, then heartbeats for --wait_ms
  * It waits for Welcome, Params and each answer at most --wait_ms, prints
  * what came back (errors one per line, up to --print), and exits 0 when it
  * was welcomed (1 when it was refused or nothing answered: the refusal text
@@ -84,7 +85,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member pushes: examples, huge, nan or stall"),
+      "what the hostile member does: examples, huge, nan, stall or hello (see the header of tools/kfac-poke.c)"),
 };
 static const char *const s_sections[] = {"poke", NULL};
 
@@ -372,8 +373,9 @@ static int s_wait_for(void *sock, const poke_cfg_t *c, msg_type_t want, msg_t *o
 /* The hostile member (see the header comment). Returns the exit status. */
 static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     const char *kind = c->member_kind;
-    if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan or stall, not '%s'\n", kind);
+    if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
+        strcmp(kind, "hello")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall or hello, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
@@ -394,11 +396,12 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
            w.welcome.assigned_id, w.welcome.rank, w.welcome.n_ranks, n_params);
     fflush(stdout);
     msg_clear(&w);
-    if (strcmp(kind, "stall") == 0) {
+    if (strcmp(kind, "stall") == 0 || strcmp(kind, "hello") == 0) {
         msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
-        s_send_msg(sock, &m);
+        if (strcmp(kind, "stall") == 0) s_send_msg(sock, &m);
         s_wait_for(sock, c, MSG_NONE, &w, &t); /* only heartbeats, for wait_ms */
-        printf("member %d: stalled for %d ms (%" PRIu64 " replies)\n", c->member_id, c->wait_ms, t.n_replies);
+        printf("member %d: %s, then only heartbeats for %d ms (%" PRIu64 " replies)\n", c->member_id,
+               strcmp(kind, "stall") == 0 ? "asked for Params" : "said Hello", c->wait_ms, t.n_replies);
         return 0;
     }
     float *g = malloc((n_params ? n_params : 1) * sizeof *g);

@@ -5,11 +5,14 @@
 # hostile members join after step 20 and push, 5 times each, gradients
 # with n_examples = 1000000, gradients of values 3e38, gradients with NaN
 # and Inf, or nothing at all (heartbeats only, [ps] stall_timeout_ms =
-# 1500); a fifth client says Hello with the member id of a live worker.
+# 1500); 22 more say Hello and never ask for work ([ps]
+# handshake_timeout_ms = 1000; more than the 18 worker slots); a last
+# client says Hello with the member id of a live worker.
 # Passes when kfac-ps finishes all steps with exit 0 and a final test
 # accuracy of at least ACC, each poisoned push was rejected with a log
 # line that names the sender and the cause, the silent member was dropped
-# from the round, and the duplicate id was refused with the reason.
+# from the round, the idle ones expired or made room, every step averaged
+# exactly the 2 honest workers, and the duplicate id was refused.
 . tests/integration/harness.inc
 h_init 58-hostile-members
 ACC=0.85
@@ -39,6 +42,7 @@ invertd = 1
 [ps]
 bind = $ep
 stall_timeout_ms = 1500
+handshake_timeout_ms = 1000
 progress_every = 50
 EOF2
 h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
@@ -57,6 +61,15 @@ for k in examples:11 huge:12 nan:13 stall:14; do
   h_start "poke-${k%%:*}" "$BUILD/kfac-poke" --endpoint "$ep" --member_id "${k##*:}" --member_kind "${k%%:*}" \
     --count 5 --wait_ms 4000 --seed 7
   pids="$pids $H_PID"
+done
+for k in examples huge nan stall; do
+  h_wait_log "$H_DIR/poke-$k.log" "welcomed as id" 20 || h_fail "the $k member was not welcomed"
+done
+sleep 0.5 # they have asked for Params by now
+# a flood of clients that say Hello and never ask for work: more than the
+# worker slots ([cluster] workers = 2: 18)
+for i in $(seq 100 121); do
+  h_start "poke-hello$i" "$BUILD/kfac-poke" --endpoint "$ep" --member_id "$i" --member_kind hello --wait_ms 2500
 done
 h_start poke-dup "$BUILD/kfac-poke" --endpoint "$ep" --member_id 1 --member_kind examples --count 1 --wait_ms 3000
 DUP=$H_PID
@@ -79,6 +92,13 @@ grep -q "rejected grad_push from worker#[0-9]* (pid [0-9]* .*grad_push.grad\[[0-
 grep -q "worker#[0-9]* (pid [0-9]* .*heartbeats but has not pushed its gradient" "$log" ||
   h_fail "the silent member was not dropped from the round"
 grep -q "refused a kfac-worker .*worker id 1 is in use" "$log" || h_fail "the duplicate id was not refused in the log"
+grep -q "worker#[0-9]* (pid [0-9]* .*said Hello .* has not asked for work since" "$log" ||
+  h_fail "the clients that never asked for work did not expire"
+grep -q "forgotten to make room for a new kfac-worker (it never asked for work)" "$log" ||
+  h_fail "the flood of clients did not make kfac-ps forget idle ones"
+wp=$(h_csv_col "$H_DIR/out/steps.csv" workers_present) || h_fail "$wp"
+awk -F, -v c="$wp" 'NR > 1 && $c != 2 { bad++ } END { exit bad > 0 }' "$H_DIR/out/steps.csv" ||
+  h_fail "a step did not average exactly the 2 honest workers"
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq 150 ] || h_fail "steps.csv has $rows steps, expected 150"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)

@@ -378,6 +378,67 @@ START_TEST(test_ps_member_stalled) {
 }
 END_TEST
 
+/* Making room: the victim for a new client of a role is the longest-silent
+ * absent peer of that role, else the oldest never-engaged one, never a
+ * present engaged peer; clients that said Hello and never asked for work
+ * expire after the timeout. */
+START_TEST(test_ps_member_peer_slots) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        uint64_t now = 1000000000000ULL;
+        for (int i = 0; i < t.n; i++) {
+            t.v[i]->engaged = (int)rng_below(&r, 2);
+            t.v[i]->last_ns = now - rng_below(&r, 1000000) * 1000ULL;
+            t.v[i]->hello_ns = now - rng_below(&r, 1000000) * 1000ULL;
+        }
+        uint32_t u = rng_below(&r, 4);
+        msg_role_t role = u == 0 ? MSG_ROLE_NONE : u == 1 ? MSG_ROLE_WORKER : u == 2 ? MSG_ROLE_STATSD : MSG_ROLE_INVERTD;
+        ps_peer_t *want = NULL;
+        for (int i = 0; i < t.n; i++) { /* absent ones first, the longest silent */
+            ps_peer_t *p = t.v[i];
+            if ((role == MSG_ROLE_NONE || p->role == role) && !p->present && (!want || p->last_ns < want->last_ns))
+                want = p;
+        }
+        if (!want)
+            for (int i = 0; i < t.n; i++) {
+                ps_peer_t *p = t.v[i];
+                if ((role == MSG_ROLE_NONE || p->role == role) && p->present && !p->engaged &&
+                    (!want || p->hello_ns < want->hello_ns))
+                    want = p;
+            }
+        ps_peer_t *v = ps_peers_victim(&t, role);
+        ck_assert_msg(v == want, "seed %" PRIu64 " round %d: wrong victim", seed, round);
+        if (v) ck_assert(!(v->present && v->engaged));
+        uint64_t timeout = rng_below(&r, 1000000) * 1000ULL;
+        ps_peer_t *out[64];
+        int n = ps_peers_unengaged(&t, now, timeout, out, 64), cnt = 0;
+        for (int i = 0; i < t.n; i++) {
+            int exp = !t.v[i]->engaged && now - t.v[i]->hello_ns >= timeout, found = 0;
+            for (int j = 0; j < n; j++) found |= out[j] == t.v[i];
+            ck_assert_int_eq(found, exp);
+            cnt += exp;
+        }
+        ck_assert_int_eq(n, cnt);
+        /* a full table takes nobody until room is made */
+        ps_peers_t f;
+        ck_assert_int_eq(ps_peers_init(&f, 2), 0);
+        s_add(&f, 100, MSG_ROLE_WORKER);
+        s_add(&f, 101, MSG_ROLE_WORKER);
+        zloop_peer_t rt;
+        memset(&rt, 0, sizeof rt);
+        rt.len = 3;
+        memcpy(rt.id, "new", 3);
+        ck_assert_ptr_null(ps_peers_add(&f, &rt));
+        ps_peers_release(&f);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_member");
     TCase *tc = tcase_create("core");
@@ -390,6 +451,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_member_takeover_keeps_place);
     tcase_add_test(tc, test_ps_member_grad_verdicts);
     tcase_add_test(tc, test_ps_member_stalled);
+    tcase_add_test(tc, test_ps_member_peer_slots);
     suite_add_tcase(s, tc);
     return s;
 }
