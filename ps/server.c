@@ -63,6 +63,17 @@ static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
              msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", n, p->rank);
 }
 
+/* "Not now" to a Hello: Error INTERNAL (the code that means "may retry"),
+ * after which a client tries again with growing pauses, instead of Refuse,
+ * after which it exits. */
+static void s_busy(ps_server_t *s, const zloop_peer_t *route, const char *text) {
+    msg_t e;
+    msg_init(&e, MSG_ERROR, MSG_ROLE_PS, 0);
+    e.error.code = MSG_ERR_INTERNAL;
+    e.error.text = (char *)text;
+    ps_io_send(s, route, &e);
+}
+
 /* The most connections of a role held at once: a flood of one role
  * cannot take the slots of another. */
 static int s_role_cap(const ps_server_t *s, msg_role_t role) {
@@ -163,7 +174,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
             if (ratelimit_ok(&s->rl_peer, now, PS_LOG_EVERY_MS, &skipped))
                 log_warn("refused a %s (pid %u on %s): %s", msg_role_program(m->role), m->hello.pid,
                          m->hello.host ? m->hello.host : "?", err);
-            ps_io_send_text(s, route, MSG_REFUSE, err);
+            s_busy(s, route, err); /* it tries again later: the holder may be a predecessor about to fall silent */
             return;
         }
         if (rj == PS_REJOIN_TAKEOVER) {
@@ -188,7 +199,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
                     if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
                         log_warn("refused a %s (pid %u on %s): %s%s", msg_role_program(m->role), m->hello.pid,
                                  m->hello.host ? m->hello.host : "?", err, skipped ? " [more refusals not logged]" : "");
-                    ps_io_send_text(s, route, MSG_REFUSE, err);
+                    s_busy(s, route, err);
                 }
                 return;
             }

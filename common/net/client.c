@@ -57,6 +57,7 @@ struct client {
     uint64_t t_start_ns;             /* when the current Hello phase began */
     uint64_t t_last_hello_ns;
     int hello_sent;                  /* the last Hello left (was not refused with EAGAIN) */
+    uint64_t busy_backoff_ms;        /* kfac-ps could not take it yet (Error INTERNAL to Hello): next try in this */
     uint64_t t_last_wait_log_ns;
     uint64_t t_last_rx_ns;
     uint64_t t_last_tx_ns;
@@ -261,6 +262,7 @@ static void s_on_welcome(client_t *c, msg_t *m) {
     c->cfg_valid = 1;
     c->id = w->assigned_id;
     c->state = S_READY;
+    c->busy_backoff_ms = 0;
     log_info("welcomed by kfac-ps at %s: id %" PRIu32 ", rank %" PRIu32 "/%" PRIu32 ", params version %" PRIu64
              ", %" PRIu64 " parameters%s",
              c->endpoint, w->assigned_id, w->rank, w->n_ranks, w->params_version, w->n_params,
@@ -338,6 +340,14 @@ static void s_on_recv(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t
             }
             break;
         }
+        if (c->state == S_HELLO && m.error.code == MSG_ERR_INTERNAL) {
+            /* Not now (its id still held by a dying predecessor, no room): again later, less and less often. */
+            c->busy_backoff_ms = c->busy_backoff_ms ? 2 * c->busy_backoff_ms : 1000;
+            if (c->busy_backoff_ms > 30000) c->busy_backoff_ms = 30000;
+            log_warn("kfac-ps at %s cannot take this %s now: %s; trying again in %.0fs", c->endpoint, c->program,
+                     m.error.text ? m.error.text : "", (double)c->busy_backoff_ms / 1000.0);
+            break;
+        }
         if (c->state == S_READY && c->h && c->h->on_message) c->h->on_message(c, &m, c->user);
         else log_warn("kfac-ps: error %s: %s", msg_error_code_name(m.error.code), m.error.text ? m.error.text : "");
         break;
@@ -360,7 +370,7 @@ static void s_on_tick(uv_timer_t *t) {
     uint64_t now = uv_hrtime();
     if (c->state == S_HELLO) {
         /* Not connected yet: try again soon; sent but unanswered: now and then. */
-        uint64_t retry_ms = c->hello_sent ? CLIENT_HELLO_RETRY_MS : 100;
+        uint64_t retry_ms = c->busy_backoff_ms ? c->busy_backoff_ms : c->hello_sent ? CLIENT_HELLO_RETRY_MS : 100;
         if (now - c->t_last_hello_ns >= retry_ms * S_NS_PER_MS) s_send_hello(c);
         if (now - c->t_last_wait_log_ns >= (uint64_t)CLIENT_WAIT_LOG_MS * S_NS_PER_MS) {
             c->t_last_wait_log_ns = now;

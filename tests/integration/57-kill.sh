@@ -9,9 +9,10 @@
 #            it goes on from its checkpoint of step 50 and the surviving
 #            clients say Hello again (the workers start their shards at
 #            the version they are welcomed at);
-#   worker   worker 2 is killed after step 80 and started again with its id
-#            2 s later (once silent for 3 heartbeats, before worker_timeout_ms):
-#            it takes over its shard and its place in the round;
+#   worker   worker 2 is killed after step 80 and started again at once with
+#            its id: kfac-ps answers "in use" (the old one was heard less than
+#            3 heartbeats ago), the new one tries again 1 s later and takes
+#            over the shard and the place in the round;
 #   invertd  the inverse daemon is killed after step 80 and started again:
 #            its job goes back to the queue.
 # Each case also checks the log line that says what happened.
@@ -120,12 +121,13 @@ until_step worker 80
 shard=$(sed -n 's/.*welcomed by kfac-ps.*rank \([0-9]*\)\/.*/\1/p' "$H_DIR/worker-worker2.log" | head -n 1)
 kill -KILL "$W2_PID"
 h_wait "$W2_PID" 10
-sleep 2
 start worker-worker2b worker "$port" --worker.id 2
 finish worker
 acc2=$ACC
 grep -q "worker id 2 rejoins .* takes over shard $shard " "$H_DIR/worker-ps.log" ||
   h_fail "worker: the restarted worker 2 did not get shard $shard back"
+grep -q "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" "$H_DIR/worker-worker2b.log" ||
+  h_fail "worker: the restarted worker 2 was not told to wait while its predecessor could still be alive"
 close "$acc0" "$acc2" || h_fail "worker: final accuracy $acc2, undisturbed $acc0: more than 0.3 points apart"
 
 # the inverse daemon

@@ -79,7 +79,7 @@ for p in $pids; do
 done
 h_wait "$DUP" 30
 [ "$H_STATUS" = 1 ] || h_fail "the client with a live worker's id was not refused (status $H_STATUS)"
-grep -q "in use by worker#" "$H_DIR/poke-dup.log" || h_fail "the refusal does not say the id is in use"
+grep -q "internal: worker id 1 is in use by worker#" "$H_DIR/poke-dup.log" || h_fail "the answer does not say the id is in use"
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
 log=$H_DIR/ps.log
