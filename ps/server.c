@@ -635,11 +635,13 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     if (cfg->ckpt_resume) {
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
         if (s->resumed_from >= 0 && s->steps_done >= cfg->steps) {
-            snprintf(err, err_len,
-                     "the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
-                     ": nothing left to do (raise --steps to go on)",
+            /* A finished run started again (a restart after its end): done,
+             * exit 0, so that systemd does not restart it in a loop. */
+            log_info("the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
+                     ": the run is over, nothing left to do (raise --steps to go on)",
                      s->ckpt_dir, s->steps_done, cfg->steps);
-            goto fail;
+            s->done_at_start = 1;
+            return s;
         }
     }
     if (!(s->metrics = ps_metrics_open(cfg->out_dir, s->resumed_from >= 0, why, sizeof why))) {
@@ -686,6 +688,7 @@ fail:
 
 int ps_server_run(ps_server_t *s) {
     if (!s) return 1;
+    if (s->done_at_start) return 0;
     uv_run(&s->loop, UV_RUN_DEFAULT);
     return s->exit_code;
 }

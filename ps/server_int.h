@@ -159,6 +159,7 @@ struct ps_server {
     long resumed_from;             /* the step resumed from (-1: a fresh start) */
     uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
     uint64_t n_ckpt_saved, n_ckpt_failed;
+    int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
     ps_phase_t phase;
