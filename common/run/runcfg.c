@@ -108,7 +108,7 @@ static const config_option_t s_table[] = {
       "off)"),
     O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
       "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
-      "it (0: never)"),
+      "the rounds until it pushes again (0: never)"),
     O("ps", "handshake_timeout_ms", OPT_UINT64, handshake_timeout_ms, "10000", 10, 1e9,
       "a client that has not asked for work this long after Hello is forgotten"),
     O("checkpoint", "dir", OPT_STRING, ckpt_dir, "", 0, 4096, "checkpoint folder (empty: [run] out_dir/checkpoints)"),
@@ -116,10 +116,10 @@ static const config_option_t s_table[] = {
       "steps between checkpoints, also written on SIGTERM and SIGINT (0: no checkpoints)"),
     O("checkpoint", "keep", OPT_INT, ckpt_keep, "3", 1, 1000000, "checkpoint files kept (the newest)"),
     O("checkpoint", "resume", OPT_BOOL, ckpt_resume, "false", 0, 0,
-      "on start, go on from the newest valid checkpoint in dir (none there: start afresh)"),
+      "on start (--resume), go on from the newest valid checkpoint in dir (none there: start afresh)"),
     O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000,
-      "stable member id: the data shard it asks for (kfac-ps gives it back when this worker rejoins; a second live "
-      "worker with the same id is refused)"),
+      "stable member id: the data shard it asks for; restarted with the same id it gets its shard and its place in "
+      "the round back (while another live worker holds the id, it is told so and tries again later)"),
     O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
     E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
     O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
