@@ -30,7 +30,8 @@
 #define S_BLCK S_TAG('B', 'L', 'C', 'K')
 #define S_SCHD S_TAG('S', 'C', 'H', 'D')
 #define S_RFSH S_TAG('R', 'F', 'S', 'H')
-#define S_N_TAGS 9
+#define S_NORM S_TAG('N', 'O', 'R', 'M')
+#define S_N_TAGS 10
 
 /* Inverse counters stored, in this order (kfac_inverse_stats_t). */
 #define S_N_INV_STATS 12
@@ -321,6 +322,15 @@ int ps_ckpt_encode(const ps_ckpt_state_t *st, uint8_t **out, size_t *out_len, ch
         }
         s_rec_end(&w, at);
     }
+    at = s_rec_begin(&w, S_NORM);
+    {
+        const ps_norm_hist_t *h = st->norms;
+        int n = h ? h->n : 0;
+        s_u32(&w, (uint32_t)n);
+        s_u32(&w, h ? (uint32_t)h->next : 0u);
+        for (int i = 0; i < n; i++) s_f64(&w, h->v[i]);
+    }
+    s_rec_end(&w, at);
     if (w.oom) {
         free(w.p);
         snprintf(err, err_len, "checkpoint: out of memory encoding %zu bytes", w.len);
@@ -603,6 +613,27 @@ static int s_dec_rfsh(s_dec_t *d, s_rbuf_t *r) {
     return 0;
 }
 
+static int s_dec_norm(s_dec_t *d, s_rbuf_t *r) {
+    uint32_t n = s_ru32(r), next = s_ru32(r);
+    if (r->bad) return s_short(d, "NORM");
+    if (n > PS_NORM_HISTORY || next >= PS_NORM_HISTORY || (n < PS_NORM_HISTORY && next != n))
+        return s_fail(d, -EBADMSG, "NORM holds impossible values (%u norms, next %u)", n, next);
+    double v[PS_NORM_HISTORY];
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = s_rf64(r);
+        if (!isfinite(v[i]) || v[i] < 0) return s_fail(d, -EBADMSG, "NORM holds a norm that is not finite");
+    }
+    if (r->bad) return s_short(d, "NORM");
+    if (d->apply && d->st->norms) {
+        ps_norm_hist_t *h = d->st->norms;
+        memset(h, 0, sizeof *h);
+        memcpy(h->v, v, n * sizeof *v);
+        h->n = (int)n;
+        h->next = (int)next;
+    }
+    return 0;
+}
+
 static const char *s_tag_name(uint32_t tag, char buf[5]) {
     for (int i = 0; i < 4; i++) {
         char c = (char)(tag >> (8 * i));
@@ -614,7 +645,8 @@ static const char *s_tag_name(uint32_t tag, char buf[5]) {
 
 /* One pass over the records. */
 static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
-    static const uint32_t tags[S_N_TAGS] = {S_META, S_PRMS, S_BNST, S_SGDV, S_KOPT, S_FACT, S_BLCK, S_SCHD, S_RFSH};
+    static const uint32_t tags[S_N_TAGS] = {S_META, S_PRMS, S_BNST, S_SGDV, S_KOPT,
+                                            S_FACT, S_BLCK, S_SCHD, S_RFSH, S_NORM};
     int seen[S_N_TAGS] = {0};
     s_rbuf_t all = {.p = payload, .len = len};
     d->flags = 0;
@@ -656,6 +688,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         case S_RFSH:
             if ((need = d->st->refresh != NULL)) s_dec_rfsh(d, &r);
             break;
+        case S_NORM: s_dec_norm(d, &r); break;
         }
         if (!need) return s_fail(d, -EINVAL, "record '%s' is not used by this run's configuration", s_tag_name(tag, tn));
         if (d->rc == 0 && r.at != r.len)
@@ -674,7 +707,8 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
                        {S_FACT, d->st->kfac != NULL},
                        {S_BLCK, d->st->kfac != NULL},
                        {S_SCHD, d->st->sched != NULL},
-                       {S_RFSH, d->st->refresh != NULL}};
+                       {S_RFSH, d->st->refresh != NULL},
+                       {S_NORM, 1}};
     for (int i = 0; i < S_N_TAGS; i++) {
         char tn[5];
         if (req[i].need && !seen[i]) return s_fail(d, -EBADMSG, "record '%s' is missing (truncated file?)", s_tag_name(req[i].tag, tn));

@@ -11,7 +11,8 @@
  *   eigendecomposition, with its damping) and the factor version it came
  *   from, the inverse counters; the scheduler's per-block versions and
  *   refresh marks; the adaptive refresh history (SP-NGD Algorithm 2);
- *   SGD: the velocity.
+ *   SGD: the velocity; the norms of the last accepted gradients (the
+ *   outlier rule's history).
  * Derived from t on resume, not stored: the learning-rate schedule, the KL
  * rule's k = floor(t / kl_decay_every), the interval and damping milestones.
  * Not stored: jobs in flight (no daemon holds them after a restart; blocks
@@ -50,6 +51,7 @@
 #include "common/kfac/kfac_refresh.h"
 #include "common/nn/nn.h"
 #include "common/nn/sgd.h"
+#include "ps/member.h"
 #include "ps/sched.h"
 
 #define PS_CKPT_MAGIC "KFACCKPT"
@@ -91,6 +93,7 @@ typedef struct ps_ckpt_state {
     ps_sched_block_t *sched;
     kfac_refresh_t **refresh;
     int n_blocks;
+    ps_norm_hist_t *norms;    /* recent gradient norms ([ps] grad_norm_max_ratio), or NULL (stored empty, not restored) */
 } ps_ckpt_state_t;
 
 /* Encode st into a new buffer (*out, malloc'd, caller frees; *out_len

@@ -48,6 +48,7 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->sched = s->kfac ? s->sched : NULL;
     st->refresh = s->kfac ? s->refresh : NULL;
     st->n_blocks = s->kfac ? s->n_blocks : 0;
+    st->norms = &s->norms;
 }
 
 int ps_persist_save(ps_server_t *s, const char *why) {

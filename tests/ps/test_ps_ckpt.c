@@ -11,6 +11,7 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@ typedef struct {
     sgd_t *sgd;
     ps_sched_block_t *sched;
     kfac_refresh_t **refresh;
+    ps_norm_hist_t norms;
     ps_ckpt_state_t st;
 } world_t;
 
@@ -99,6 +101,7 @@ static void s_world(world_t *w, const char *kind, const char *model) {
     w->st.sched = w->sched;
     w->st.refresh = w->refresh;
     w->st.n_blocks = w->kfac ? w->kfac->n_blocks : 0;
+    w->st.norms = &w->norms;
 }
 
 static void s_world_free(world_t *w) {
@@ -122,6 +125,8 @@ static void s_randomize(rng_t *r, world_t *w) {
     w->st.round_folded = (int)rng_below(r, 2);
     w->st.next_job_id = rng_u64(r) >> 8;
     for (int i = 0; i < PS_CKPT_COUNTERS; i++) w->st.counters[i] = rng_u64(r) >> 16;
+    int n_norms = (int)rng_below(r, 2 * PS_NORM_HISTORY);
+    for (int i = 0; i < n_norms; i++) ps_norm_hist_add(&w->norms, exp(3.0 * rng_normal(r)));
     if (w->sgd) s_fill(r, w->sgd->v, w->sgd->n);
     if (!w->kfac) return;
     kfac_opt_t *k = w->kfac;
@@ -189,6 +194,10 @@ static void s_expect_equal(const world_t *a, const world_t *b, double inv_now_s)
     ck_assert_int_eq(a->st.round_folded, b->st.round_folded);
     ck_assert_uint_eq(a->st.next_job_id, b->st.next_job_id);
     for (int i = 0; i < PS_CKPT_COUNTERS; i++) ck_assert_uint_eq(a->st.counters[i], b->st.counters[i]);
+    ck_assert_int_eq(a->norms.n, b->norms.n);
+    ck_assert_int_eq(a->norms.next, b->norms.next);
+    ck_assert(memcmp(a->norms.v, b->norms.v, (size_t)a->norms.n * sizeof(double)) == 0);
+    ck_assert(ps_norm_hist_median(&a->norms) == ps_norm_hist_median(&b->norms));
     if (a->sgd) EQF(a->sgd->v, b->sgd->v, a->sgd->n, "sgd velocity");
     if (!a->kfac) return;
     const kfac_opt_t *ka = a->kfac, *kb = b->kfac;
