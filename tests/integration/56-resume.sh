@@ -14,7 +14,10 @@
 # training loss equals A's as printed (for a step written twice, before
 # the stop and after the resume, the later row counts), B resumed from the
 # SIGTERM checkpoint, and the final parameters (the PRMS record of both
-# runs' checkpoint of step 30, bytes compared) are identical.
+# runs' checkpoint of step 30, bytes compared) are identical. Then run B's
+# newest checkpoint is damaged: --resume reports it and uses the one
+# before; with every file damaged kfac-ps exits 1 instead of starting
+# over.
 . tests/integration/harness.inc
 h_init 56-resume
 STEPS=30
@@ -121,4 +124,23 @@ params "$ca" >"$H_DIR/pa"
 params "$cb" >"$H_DIR/pb"
 [ "$(wc -c <"$H_DIR/pa")" -eq "$NP4" ] || h_fail "could not read the parameters of $ca"
 cmp -s "$H_DIR/pa" "$H_DIR/pb" || h_fail "the final parameters differ"
-h_pass "stopped at step $stop, resumed: the same training loss at all $STEPS steps and the same final parameters"
+# A damaged newest checkpoint is reported and the one before it is used:
+# flip a byte of run B's checkpoint of step 30 and resume it as a run of
+# 20 steps (the checkpoint before, of step 20 or more, then says the run
+# is over: exit 0).
+prev=$(ls "$H_DIR/b/checkpoints" | sort | tail -n 2 | head -n 1)   # the one before ckpt-0000000030.kfc
+printf 'X' | dd of="$cb" bs=1 seek=5000 conv=notrunc 2>/dev/null
+h_start c-ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini" --bind "tcp://127.0.0.1:$(h_port)" --out-dir "$H_DIR/b" \
+  --resume --steps 20
+h_wait "$H_PID" 30
+[ "$H_STATUS" = 0 ] || h_fail "resuming past a damaged checkpoint: kfac-ps exited with status $H_STATUS"
+grep -q "checkpoint .*ckpt-0000000030.kfc: the contents' checksum does not match" "$H_DIR/c-ps.log" ||
+  h_fail "the damaged checkpoint of step 30 was not reported"
+grep -q "resumed from .*$prev: step" "$H_DIR/c-ps.log" || h_fail "the checkpoint before it ($prev) was not used"
+# every file damaged: kfac-ps refuses to start over from step 0
+for f in "$H_DIR"/b/checkpoints/ckpt-*.kfc; do printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+h_start d-ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini" --bind "tcp://127.0.0.1:$(h_port)" --out-dir "$H_DIR/b" --resume
+h_wait "$H_PID" 30
+[ "$H_STATUS" = 1 ] || h_fail "with every checkpoint damaged kfac-ps exited with status $H_STATUS, expected 1"
+grep -q "none of the [0-9]* checkpoint files in .* can be used" "$H_DIR/d-ps.log" || h_fail "no reason given for not starting"
+h_pass "stopped at step $stop, resumed: the same training loss at all $STEPS steps and the same final parameters; a damaged checkpoint falls back to the one before"
