@@ -907,11 +907,27 @@ int ps_ckpt_list(const char *dir, uint64_t *steps, int cap) {
     return n;
 }
 
+/* Temporaries left by a writer that died before its rename. */
+static void s_remove_temporaries(const char *dir) {
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, ".ckpt-", 6) != 0 || n < 9 || strcmp(e->d_name + n - 8, ".kfc.tmp") != 0) continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(dp);
+}
+
 int ps_ckpt_prune(const char *dir, int keep) {
     if (keep < 1) keep = 1;
     uint64_t *v;
     int n = s_scan(dir, &v), deleted = 0;
     if (n < 0) return n;
+    s_remove_temporaries(dir);
     for (int i = keep; i < n; i++) {
         char p[4200];
         if (unlink(ps_ckpt_path(dir, v[i], p, sizeof p)) == 0) deleted++;

@@ -142,8 +142,9 @@ int ps_ckpt_restore_newest(const char *dir, ps_ckpt_state_t *st, double inv_now_
 /* "DIR/ckpt-0000000300.kfc" into buf; returns buf. */
 const char *ps_ckpt_path(const char *dir, uint64_t step, char *buf, size_t len);
 
-/* Delete all but the newest keep files of dir (keep >= 1). Returns the
- * number deleted or -errno. */
+/* Delete all but the newest keep files of dir (keep >= 1), and the
+ * temporaries of writers that died before renaming theirs. Returns the
+ * number of checkpoint files deleted or -errno. */
 int ps_ckpt_prune(const char *dir, int keep);
 
 #endif

@@ -632,6 +632,12 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", cfg->ckpt_dir);
     else snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", cfg->out_dir);
     s->resumed_from = -1;
+    int rc = 0;
+    if (cfg->ckpt_every > 0 && (rc = ps_metrics_mkdirs(s->ckpt_dir)) < 0) {
+        snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", s->ckpt_dir,
+                 strerror(-rc));
+        goto fail;
+    }
     if (cfg->ckpt_resume) {
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
         if (s->resumed_from >= 0 && s->steps_done >= cfg->steps) {

@@ -433,8 +433,14 @@ START_TEST(test_ps_ckpt_files_and_fallback) {
     ck_assert_msg(rc == 1, "rc %d: %s", rc, err);
     ck_assert_msg(strstr(used, "ckpt-0000000020.kfc") != NULL, "restored %s", used);
     s_expect_equal(&a[1], &b, 3.0);
-    /* keep 1: only the newest file stays */
+    /* keep 1: only the newest file stays, and a dead writer's temporary goes */
+    snprintf(tmp, sizeof tmp, "%s/.ckpt-%010d.kfc.tmp", sub, 40);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("half a checkpoint", f);
+    fclose(f);
     ck_assert_int_eq(ps_ckpt_prune(sub, 1), 2);
+    ck_assert_int_ne(access(tmp, F_OK), 0);
     ck_assert_int_eq(ps_ckpt_list(sub, got, 8), 1);
     ck_assert_uint_eq(got[0], 30);
     /* only a damaged file: an error, not a silent fresh start */
