@@ -171,9 +171,9 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
                      (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
             s->rejected[MSG_HELLO]++;
             uint64_t skipped = 0;
-            if (ratelimit_ok(&s->rl_peer, now, PS_LOG_EVERY_MS, &skipped))
-                log_warn("refused a %s (pid %u on %s): %s", msg_role_program(m->role), m->hello.pid,
-                         m->hello.host ? m->hello.host : "?", err);
+            if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
+                log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
+                         m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
             s_busy(s, route, err); /* it tries again later: the holder may be a predecessor about to fall silent */
             return;
         }
@@ -197,8 +197,8 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
                     s->rejected[MSG_HELLO]++;
                     uint64_t skipped = 0;
                     if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-                        log_warn("refused a %s (pid %u on %s): %s%s", msg_role_program(m->role), m->hello.pid,
-                                 m->hello.host ? m->hello.host : "?", err, skipped ? " [more refusals not logged]" : "");
+                        log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
+                                 m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
                     s_busy(s, route, err);
                 }
                 return;
@@ -373,7 +373,7 @@ static void s_on_tick(uv_timer_t *t) {
         char name[160];
         uint64_t skipped = 0;
         s->n_expired++;
-        if (ratelimit_ok(&s->rl_full, now, PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_expired, now, PS_LOG_EVERY_MS, &skipped))
             log_warn("%s said Hello %.1fs ago and has not asked for work since ([ps] handshake_timeout_ms): "
                      "forgotten (%" PRIu64 " so far)",
                      ps_peer_name(idle[i], name, sizeof name), (double)(now - idle[i]->hello_ns) * 1e-9, s->n_expired);

@@ -148,7 +148,7 @@ struct ps_server {
     ps_norm_hist_t norms;          /* norms of recently accepted gradients */
     uint64_t round_open_ns;        /* when the round of version t opened */
     uint64_t n_rej_examples, n_rej_norm, n_stalled;
-    ratelimit_t rl_stall, rl_examples, rl_norm, rl_full;
+    ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup;
     uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
 
