@@ -122,7 +122,7 @@ DEMO_CONFIG ?= deploy/examples/mnist-cnn-kfac.ini
 demo: $(DEPS_STAMP)
 	$(Q)$(SUBMAKE) build-all
 	$(Q)sh tools/fetch-data.sh
-	$(Q)KFAC_BIN=$(BUILD) sh deploy/kfac-launch $(DEMO_CONFIG)
+	$(Q)KFAC_BIN=$(BUILD) sh deploy/kfac-launch $(DEMO_CONFIG) --force
 
 clean:
 	rm -rf build build-asan

@@ -4,7 +4,8 @@
  *   kfac-ps --config deploy/examples/mnist-cnn.ini [--key value ...]
  *
  * Exit codes: 0 clean (all steps, target accuracy, SIGINT/SIGTERM), 1 fatal
- * (model or data missing, port busy, diverged), 2 usage (bad option). */
+ * (model or data missing, port busy, diverged), 2 usage (bad option), 78
+ * (EX_CONFIG) [run] out_dir holds a previous run and [run] force is off. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/run/rundir.h"
 #include "common/run/runcfg.h"
 #include "ps/server.h"
 
@@ -35,6 +37,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kfac-ps: [run] log_level: expected error, warn, info or debug, got '%s'\n", cfg.log_level);
         runcfg_release(&cfg);
         return 2;
+    }
+    if (!cfg.force && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
+        fprintf(stderr, "kfac-ps: %s\n", err);
+        runcfg_release(&cfg);
+        return 78; /* EX_CONFIG */
     }
     log_init(level, "kfac-ps");
     if (log_level_now >= LOG_LEVEL_DEBUG) {

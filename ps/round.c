@@ -653,7 +653,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->inverses_installed = s->n_installed;
     row->stats_folded = s->n_folds;
     row->workers = s->n_grads;
-    ps_metrics_step(s->metrics, row);
+    rundir_step(s->metrics, row);
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
     s->prog_loss += row->train_loss;
@@ -769,7 +769,7 @@ void ps_round_tick(ps_server_t *s) {
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_server_t *s = user;
     if (status != 0) return;
-    ps_metrics_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
+    rundir_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
     s->last_eval = *r;
     s->have_eval = 1;
     log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",

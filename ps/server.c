@@ -289,7 +289,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
 
 static void s_close_handles(ps_server_t *s) {
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
         uv_close((uv_handle_t *)&s->tick, NULL);
@@ -314,7 +314,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    rundir_free(&s->metrics);
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
@@ -515,7 +515,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         goto fail;
     }
     if (s_setup_model(s, err, err_len) < 0) goto fail;
-    if (!(s->metrics = ps_metrics_open(cfg->out_dir, why, sizeof why))) {
+    if (rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, rundir_mode_of(cfg), &s->metrics, why, sizeof why) < 0) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
@@ -526,7 +526,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     if (s_setup_net(s, err, err_len) < 0) goto fail;
     char line[300];
     snprintf(line, sizeof line, "%s\n", s->endpoint);
-    if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
+    if (rundir_write_text(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
     s->t0_ns = uv_hrtime();
     s->last_step_ns = s->prog_ns = s->t0_ns;

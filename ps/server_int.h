@@ -127,7 +127,7 @@ struct ps_server {
     int warned_eval_slow;
 
     /* metrics and progress */
-    ps_metrics_t *metrics;
+    rundir_t *metrics;             /* [run] out_dir */
     double prog_loss, prog_acc;    /* sums since the last progress line */
     int prog_n;
     uint64_t prog_ns;              /* time of the last progress line */
