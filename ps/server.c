@@ -3,6 +3,7 @@
  * heartbeats, liveness) and the shutdown path. The training logic is in
  * ps/round.c. */
 #include "ps/server_int.h"
+#include "ps/export.h"
 #include "ps/io.h"
 #include "ps/report.h"
 
@@ -314,6 +315,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
+    ps_export_weights(s);
     rundir_free(&s->metrics);
     char line[1400];
     ps_report_summary(s, line, sizeof line);

@@ -88,6 +88,7 @@ int main(int argc, char **argv) {
     o.augment = c.augment;
     o.progress = stdout;
     o.out = out;
+    o.dataset = runcfg_dataset_name(&c);
     printf("training %s on %s (%d examples) with %s, batch %d, %ld steps, Polyak decay %g, init %s (biases %s)\n", c.model,
            runcfg_dataset_name(&c), train->n, o.optimizer == TRAIN_OPT_KFAC ? "K-FAC" : "SGD", o.batch, o.steps,
            o.polyak_decay, nn_init_name(net->init), nn_bias_init_name(net->bias_init));

@@ -113,6 +113,18 @@ char *export_manifest_json(const net_t *net, const export_info_t *info) {
     s_put(&b, "  \"files\": {\"params\": \"params.npy\", \"params_polyak\": \"params_polyak.npy\", \"state\": %s},\n",
           net->n_state ? "\"state.npy\"" : "null");
     s_put(&b, "  \"input\": [%d, %d, %d],\n  \"n_classes\": %d,\n", net->in_c, net->in_h, net->in_w, net->n_classes);
+    dataset_norm_t norm;
+    s_put(&b, "  \"dataset\": ");
+    s_put_string(&b, info->dataset ? info->dataset : "");
+    s_put(&b, ",\n");
+    if (info->dataset && dataset_norm_lookup(info->dataset, &norm) == 0) {
+        /* the input the parameters were trained on: x = (byte / 255 - mean[c]) / std[c] */
+        s_put(&b, "  \"input_normalization\": {\"mean\": [");
+        for (int c = 0; c < norm.c; c++) s_put(&b, "%s%.9g", c ? ", " : "", (double)norm.mean[c]);
+        s_put(&b, "], \"std\": [");
+        for (int c = 0; c < norm.c; c++) s_put(&b, "%s%.9g", c ? ", " : "", (double)norm.std[c]);
+        s_put(&b, "]},\n");
+    }
     s_put(&b, "  \"final\": {\"step\": %" PRIu64 ", \"test_examples\": %d, \"test_loss\": ", info->eval_step,
           info->eval_n);
     s_put_number(&b, info->test_loss);

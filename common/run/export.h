@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/nn/data.h"
 #include "common/nn/nn.h"
 #include "common/run/rundir.h"
 
@@ -47,6 +48,8 @@ typedef struct export_info {
     int eval_n;                 /* test examples behind the figures */
     uint64_t eval_step;         /* the step they were measured at */
     const char *program;        /* "kfac-ps", "kfac-train" */
+    const char *dataset;        /* "mnist", ...: the manifest gives its input normalization
+                                 * x = (byte / 255 - mean[c]) / std[c] (dataset_norm_lookup) */
 } export_info_t;
 
 /* The manifest of net (its layers and net->source) and info as a malloc'd

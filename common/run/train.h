@@ -57,6 +57,7 @@ typedef struct train_opts {
     int augment;             /* CIFAR-style crop+flip */
     FILE *progress;          /* progress lines (NULL: quiet) */
     rundir_t *out;           /* run folder for the CSVs and the weights (NULL: none; borrowed) */
+    const char *dataset;     /* data set name for the weights' manifest ("mnist", ...; NULL: unnamed) */
 } train_opts_t;
 
 typedef struct train_result {
