@@ -656,6 +656,8 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     rundir_step(s->metrics, row);
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
+    s->last_train_loss = row->train_loss;
+    s->last_train_acc = row->train_acc;
     s->prog_loss += row->train_loss;
     s->prog_acc += row->train_acc;
     s->prog_n++;
@@ -667,6 +669,7 @@ static void s_step_publish(ps_server_t *s) {
     s->t++;
     s->steps_done++;
     s->last_step_ns = uv_hrtime();
+    if (!s->first_step_ns) s->first_step_ns = s->last_step_ns;
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
@@ -680,10 +683,13 @@ static void s_step_publish(ps_server_t *s) {
     }
     if (s->steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
     if (s->steps_done % s->cfg->progress_every == 0 || s->steps_done == s->cfg->steps) ps_report_progress(s);
+    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
+     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
     if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_done == 20 &&
-        !s->warned_no_stats++)
-        log_warn("no statistics after 20 steps: is kfac-statsd running? ([kfac] stats = async); until then every "
-                 "layer steps with the identity ([kfac] identity)");
+        ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
+        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
+                 "then every layer steps with the identity ([kfac] identity)");
+    ps_report_publish(s);
     if (s->steps_done >= s->cfg->steps) {
         char why[96];
         snprintf(why, sizeof why, "all %" PRIu64 " steps done", s->cfg->steps);
@@ -762,6 +768,8 @@ void ps_round_tick(ps_server_t *s) {
     ps_round_try_step(s);      /* the start-up gate may have opened */
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_report_wait(s);
+    ps_report_curvature(s);
+    ps_report_publish(s);
 }
 
 /* ---- evaluation and summary --------------------------------------------------------- */

@@ -526,6 +526,17 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         goto fail;
     }
     if (s_setup_net(s, err, err_len) < 0) goto fail;
+    if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
+        if (!(s->http = ps_http_new(cfg->ps_metrics, s->n_blocks, err, err_len))) goto fail;
+        if (s->n_blocks && !(s->http_blocks = calloc((size_t)s->n_blocks, sizeof *s->http_blocks))) {
+            snprintf(err, err_len, "out of memory");
+            goto fail;
+        }
+        const char *colon = strrchr(cfg->ps_metrics, ':');
+        log_info("metrics (Prometheus text format) on http://%.*s:%d/metrics",
+                 (int)(colon ? colon - cfg->ps_metrics : 0), cfg->ps_metrics, ps_http_port(s->http));
+        ps_report_publish(s);
+    }
     char line[300];
     snprintf(line, sizeof line, "%s\n", s->endpoint);
     if (rundir_write_text(s->metrics, "endpoint", line) < 0)
@@ -568,6 +579,8 @@ void ps_server_free(ps_server_t **s_p) {
         uv_run(&s->loop, UV_RUN_DEFAULT); /* close callbacks */
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
+    ps_http_free(&s->http);
+    free(s->http_blocks);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_drop_params_cache(s);
     ps_peers_release(&s->peers);
