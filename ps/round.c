@@ -654,6 +654,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->stats_folded = s->n_folds;
     row->workers = s->n_grads;
     rundir_step(s->metrics, row);
+    if (s->kfac) rundir_ages(s->metrics, s->kfac, row->step, s->t);
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
     s->last_train_loss = row->train_loss;

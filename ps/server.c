@@ -517,7 +517,8 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         goto fail;
     }
     if (s_setup_model(s, err, err_len) < 0) goto fail;
-    if (rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, rundir_mode_of(cfg), &s->metrics, why, sizeof why) < 0) {
+    if (rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, rundir_mode_of(cfg), &s->metrics, why, sizeof why) < 0 ||
+        (s->kfac && rundir_ages_begin(s->metrics, s->kfac, why, sizeof why) < 0)) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }

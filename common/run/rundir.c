@@ -14,7 +14,8 @@ const char *const RUNDIR_RUN_FILES[] = {"steps.csv", "eval.csv", "manifest.json"
 
 struct rundir {
     char *dir;
-    FILE *steps, *eval;
+    FILE *steps, *eval, *ages;
+    rundir_mode_t mode;
     int failed; /* a write error was logged */
 };
 
@@ -84,13 +85,15 @@ int rundir_open(const char *out_dir, rundir_mode_t mode, rundir_t **out, char *e
     }
     if (mode == RUNDIR_OVERWRITE) {
         /* The previous run's manifest and weights describe another run. */
-        static const char *const stale[] = {"manifest.json", "params.npy", "params_polyak.npy", NULL};
+        static const char *const stale[] = {"manifest.json", "params.npy", "params_polyak.npy", "state.npy",
+                                            "inverse_ages.csv", NULL};
         for (int i = 0; stale[i]; i++) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", out_dir, stale[i]);
             if (unlink(path) != 0 && errno != ENOENT) log_warn("could not remove %s: %s", path, strerror(errno));
         }
     }
+    d->mode = mode;
     if (!(d->steps = s_open(out_dir, "steps.csv", RUNDIR_STEPS_CSV_HEADER, mode, err, err_len)) ||
         !(d->eval = s_open(out_dir, "eval.csv", RUNDIR_EVAL_CSV_HEADER, mode, err, err_len))) {
         rundir_free(&d);
@@ -126,6 +129,35 @@ int rundir_eval(rundir_t *d, uint64_t step, double wall_s, double loss, double a
     fprintf(d->eval, "%llu,%.3f,%.6g,%.6g,%.6g,%.6g\n", (unsigned long long)step, wall_s, loss, acc, polyak_loss,
             polyak_acc);
     return s_check(d, d->eval, "eval.csv");
+}
+
+int rundir_ages_begin(rundir_t *d, const kfac_opt_t *k, char *err, size_t err_len) {
+    if (!d || !k) return -EINVAL;
+    if (d->ages) return 0;
+    size_t cap = 16 + (size_t)k->n_blocks * (NN_NAME_MAX + 16), off = 0;
+    char *head = malloc(cap);
+    if (!head) {
+        snprintf(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    off += (size_t)snprintf(head, cap, "step");
+    for (int b = 0; b < k->n_blocks && off < cap; b++)
+        off += (size_t)snprintf(head + off, cap - off, ",%s.%d", k->net->layers[k->blocks[b].layer].name,
+                                k->blocks[b].factor);
+    d->ages = s_open(d->dir, "inverse_ages.csv", head, d->mode, err, err_len);
+    free(head);
+    return d->ages ? 0 : -EIO;
+}
+
+int rundir_ages(rundir_t *d, const kfac_opt_t *k, uint64_t step, long t) {
+    if (!d || !d->ages || !k) return 0;
+    fprintf(d->ages, "%llu", (unsigned long long)step);
+    for (int b = 0; b < k->n_blocks; b++) {
+        const kfac_block_t *blk = &k->blocks[b];
+        fprintf(d->ages, ",%ld", blk->inv->valid && blk->inv_version >= 0 ? t - blk->inv_version : -1L);
+    }
+    fputc('\n', d->ages);
+    return s_check(d, d->ages, "inverse_ages.csv");
 }
 
 int rundir_write_file(const rundir_t *d, const char *name, const void *data, size_t n_bytes) {
@@ -181,6 +213,7 @@ void rundir_free(rundir_t **d_p) {
     rundir_t *d = *d_p;
     if (d->steps) fclose(d->steps);
     if (d->eval) fclose(d->eval);
+    if (d->ages) fclose(d->ages);
     free(d->dir);
     free(d);
     *d_p = NULL;

@@ -9,6 +9,10 @@
  *     workers_present
  *   eval.csv   one row per evaluation (RUNDIR_EVAL_CSV_HEADER):
  *     step,wall_s,test_loss,test_acc,polyak_loss,polyak_acc
+ *   inverse_ages.csv  kind = kfac: one row per step, the age of every
+ *     block's inverse in versions (-1: none yet), a column per block named
+ *     LAYER.FACTOR (fc1.0 is fc1's A, fc1.1 its G):
+ *     step,fc1.0,fc1.1,...
  * The meaning of every column is in docs/architecture.md ("Metrics"). Rows
  * are written whole and the files are line buffered, so a reader (or a
  * killed run) never sees half a row.
@@ -25,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kfac/kfac_opt.h"
 #include "common/run/runcfg.h"
 
 #define RUNDIR_STEPS_CSV_HEADER                                                                           \
@@ -79,6 +84,15 @@ const char *rundir_path(const rundir_t *d);
 int rundir_step(rundir_t *d, const rundir_step_row_t *r);
 int rundir_eval(rundir_t *d, uint64_t step, double wall_s, double loss, double acc, double polyak_loss,
                 double polyak_acc);
+
+/* Open inverse_ages.csv (as rundir_open's mode says) with a column per
+ * block of k. Returns 0 or -EIO with the reason in err. */
+int rundir_ages_begin(rundir_t *d, const kfac_opt_t *k, char *err, size_t err_len);
+
+/* The row of step (the version after it) with every block's age at
+ * version t: t - the factor version of its inverse (-1: none). No-op
+ * before rundir_ages_begin. Returns 0 or -EIO (logged once). */
+int rundir_ages(rundir_t *d, const kfac_opt_t *k, uint64_t step, long t);
 
 /* Write n_bytes of data to out_dir/name through a temporary file and a
  * rename, so a reader sees the old file or the whole new one. Returns 0 or

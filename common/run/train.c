@@ -81,6 +81,7 @@ static void s_record_step(rundir_t *out, const kfac_opt_t *kfac, long t, double 
         r.inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
         r.stats_age_mean = n_st ? st / n_st : 0.0;
         r.stats_folded = kfac->n_folds;
+        rundir_ages(out, kfac, r.step, t);
     }
     rundir_step(out, &r);
 }
@@ -126,6 +127,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
     } else {
         if (!(kfac = kfac_opt_new(net, &o->kfac, err, err_len))) { rc = -EINVAL; goto done; }
         if (!(batch_stats = kfac_stats_new(net))) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
+        if (o->out && (rc = rundir_ages_begin(o->out, kfac, err, err_len)) < 0) goto done;
     }
     rng_t label_rng;
     rng_seed(&label_rng, o->seed ^ 0xfeedULL);
