@@ -517,11 +517,6 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         goto fail;
     }
     if (s_setup_model(s, err, err_len) < 0) goto fail;
-    if (rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, rundir_mode_of(cfg), &s->metrics, why, sizeof why) < 0 ||
-        (s->kfac && rundir_ages_begin(s->metrics, s->kfac, why, sizeof why) < 0)) {
-        snprintf(err, err_len, "%s", why);
-        goto fail;
-    }
     if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
@@ -537,6 +532,13 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         log_info("metrics (Prometheus text format) on http://%.*s:%d/metrics",
                  (int)(colon ? colon - cfg->ps_metrics : 0), cfg->ps_metrics, ps_http_port(s->http));
         ps_report_publish(s);
+    }
+    /* The run folder last: a start that fails (port busy, bad [ps] metrics)
+     * leaves no files that would make the next start refuse the folder. */
+    if (rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, rundir_mode_of(cfg), &s->metrics, why, sizeof why) < 0 ||
+        (s->kfac && rundir_ages_begin(s->metrics, s->kfac, why, sizeof why) < 0)) {
+        snprintf(err, err_len, "%s", why);
+        goto fail;
     }
     char line[300];
     snprintf(line, sizeof line, "%s\n", s->endpoint);

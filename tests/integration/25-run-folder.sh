@@ -9,6 +9,7 @@
 #   2. a second run into the same folder is refused with exit 78 and the
 #      message naming the folder and --force; with --force it runs;
 #   3. kfac-ps refuses the folder the same way, before it binds anything;
+#      a kfac-ps that cannot bind its port leaves no run files behind;
 #   4. Debian's python3 with NumPy loads the .npy files and the manifest,
 #      runs the MLP's forward pass over the whole MNIST test set (10000
 #      images) with the manifest's layer shapes, offsets and input
@@ -64,6 +65,18 @@ port=$(h_port) || exit 1
 st=$?
 [ "$st" = 78 ] || h_fail "kfac-ps on a folder holding a run: expected exit 78, got $st"
 grep -q "holds a previous run" "$H_DIR/ps.log" || h_fail "kfac-ps: no clear refusal: $(head -n 3 "$H_DIR/ps.log")"
+# a start that fails (the port is taken) leaves no run behind: the same
+# command, once the port is free, is not refused
+h_start ps-a "$BUILD/kfac-ps" --model.file models/mnist-mlp.model --run.out_dir "$H_DIR/ps-a" \
+  --ps.bind "tcp://127.0.0.1:$port"
+h_wait_log "$H_DIR/ps-a.log" "listening on" 30 || h_fail "kfac-ps (a) does not listen"
+"$BUILD/kfac-ps" --model.file models/mnist-mlp.model --run.out_dir "$H_DIR/ps-b" --ps.bind "tcp://127.0.0.1:$port" \
+  >"$H_DIR/ps-b.log" 2>&1
+st=$?
+[ "$st" = 1 ] || h_fail "kfac-ps on a taken port: expected exit 1, got $st"
+for f in steps.csv eval.csv manifest.json; do
+  [ ! -e "$H_DIR/ps-b/$f" ] || h_fail "kfac-ps that could not bind left $f behind"
+done
 
 # 4. the weights, outside kfac
 py=/usr/bin/python3
