@@ -9,13 +9,15 @@
 # eval.dat (step, wall s, test accuracy, Polyak test accuracy) and
 # ages.dat (step, then every block's inverse age in versions, -1: none).
 # Writes outbase.png and outbase.svg, six panels: training loss and
-# accuracy against steps and against wall time, the inverse age of every
+# error (1 - accuracy, log scale) against steps and against wall time, the inverse age of every
 # block against steps, and the curvature supply (inverses installed and
 # statistics folded) against wall time.
 
 load dir.'/meta.gp'
 load gpdir.'/plot-style.gp'
 set datafile missing "NaN"
+# 1 - accuracy, kept above 1e-4 for the log scale (a perfect batch)
+err(a) = (1 - a < 1e-4) ? 1e-4 : 1 - a
 
 do for [fmt in "png svg"] {
   if (fmt eq "png") { eval term_png } else { eval term_svg }
@@ -31,17 +33,19 @@ do for [fmt in "png svg"] {
   set title "training loss vs steps"
   plot dir.'/steps.dat' using 1:3 with lines lw 1.5 lc 1 notitle
 
-  # 2: accuracy against steps
-  unset logscale
-  set ylabel "accuracy"
-  set title "accuracy vs steps"
+  # 2: error against steps (log scale: 99% and 99.5% stay apart)
+  set logscale y
+  set ylabel "error = 1 - accuracy"
+  set title "error vs steps"
+  set key top right font ",9" opaque
   if (have_eval) {
-    plot dir.'/steps.dat' using 1:4 with lines lw 1 lc 9 title "train (moving average)", \
-         dir.'/eval.dat' using 1:3 with linespoints lw 1.5 pt 7 ps 0.6 lc 1 title "test, current", \
-         dir.'/eval.dat' using 1:4 with linespoints lw 1.5 pt 5 ps 0.6 lc 2 dt 2 title "test, Polyak average"
+    plot dir.'/steps.dat' using 1:(err($4)) with lines lw 1 lc 9 title "train (moving average)", \
+         dir.'/eval.dat' using 1:(err($3)) with linespoints lw 1.5 pt 7 ps 0.6 lc 1 title "test, current", \
+         dir.'/eval.dat' using 1:(err($4)) with linespoints lw 1.5 pt 5 ps 0.6 lc 2 dt 2 title "test, Polyak average"
   } else {
-    plot dir.'/steps.dat' using 1:4 with lines lw 1 lc 9 title "train (moving average)"
+    plot dir.'/steps.dat' using 1:(err($4)) with lines lw 1 lc 9 title "train (moving average)"
   }
+  unset logscale
 
   # 3: inverse age per block
   set ylabel "inverse age (versions)"
@@ -63,17 +67,18 @@ do for [fmt in "png svg"] {
   set title "training loss vs wall time"
   plot dir.'/steps.dat' using 2:3 with lines lw 1.5 lc 1 notitle
 
-  # 5: accuracy against wall time
-  unset logscale
-  set ylabel "accuracy"
-  set title "accuracy vs wall time"
+  # 5: error against wall time
+  set ylabel "error = 1 - accuracy"
+  set title "error vs wall time"
+  set key top right font ",9" opaque
   if (have_eval) {
-    plot dir.'/steps.dat' using 2:4 with lines lw 1 lc 9 title "train (moving average)", \
-         dir.'/eval.dat' using 2:3 with linespoints lw 1.5 pt 7 ps 0.6 lc 1 title "test, current", \
-         dir.'/eval.dat' using 2:4 with linespoints lw 1.5 pt 5 ps 0.6 lc 2 dt 2 title "test, Polyak average"
+    plot dir.'/steps.dat' using 2:(err($4)) with lines lw 1 lc 9 title "train (moving average)", \
+         dir.'/eval.dat' using 2:(err($3)) with linespoints lw 1.5 pt 7 ps 0.6 lc 1 title "test, current", \
+         dir.'/eval.dat' using 2:(err($4)) with linespoints lw 1.5 pt 5 ps 0.6 lc 2 dt 2 title "test, Polyak average"
   } else {
-    plot dir.'/steps.dat' using 2:4 with lines lw 1 lc 9 title "train (moving average)"
+    plot dir.'/steps.dat' using 2:(err($4)) with lines lw 1 lc 9 title "train (moving average)"
   }
+  unset logscale
 
   # 6: the curvature supply
   set ylabel "count so far"

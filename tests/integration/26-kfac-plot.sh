@@ -15,8 +15,8 @@ out=$H_DIR/run
   h_fail "kfac-train failed"
 sh tools/kfac-plot "$out" --out "$H_DIR/fig" >"$H_DIR/plot.log" 2>&1 || h_fail "kfac-plot failed: $(cat "$H_DIR/plot.log")"
 [ "$(head -c 4 "$H_DIR/fig.png" | od -An -c | tr -d ' ')" = '211PNG' ] || h_fail "fig.png is not a PNG"
-for want in "training loss vs steps" "accuracy vs steps" "inverse age of every block vs steps" \
-  "training loss vs wall time" "accuracy vs wall time" "curvature supply vs wall time" \
+for want in "training loss vs steps" "error vs steps" "inverse age of every block vs steps" \
+  "training loss vs wall time" "error vs wall time" "curvature supply vs wall time" \
   "fc1.0" "fc1.1" "fc2.0" "fc2.1" "fc3.0" "fc3.1" "test, Polyak average"; do
   grep -q "$want" "$H_DIR/fig.svg" || h_fail "fig.svg lacks '$want'"
 done
