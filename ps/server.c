@@ -317,6 +317,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     ps_eval_free(&s->eval);
     ps_export_weights(s);
     rundir_free(&s->metrics);
+    ps_report_publish(s); /* the final evaluation, for whoever reads the endpoint last */
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
