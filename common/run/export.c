@@ -135,7 +135,6 @@ char *export_manifest_json(const net_t *net, const export_info_t *info) {
     s_put(&b, ", \"polyak_acc\": ");
     s_put_number(&b, info->polyak_acc);
     s_put(&b, "},\n  \"layers\": [\n");
-    size_t state_off = 0;
     for (int i = 0; i < net->n_layers; i++) {
         const layer_t *l = &net->layers[i];
         s_put(&b, "    {\"name\": ");
@@ -156,9 +155,9 @@ char *export_manifest_json(const net_t *net, const export_info_t *info) {
             s_put_param(&b, "gamma", cs, 1, l->w_off, l->n_w, 1);
             s_put_param(&b, "beta", cs, 1, l->b_off, l->n_b, 0);
             s_put(&b, "], \"state\": [");
-            s_put_param(&b, "run_mean", cs, 1, state_off, (size_t)l->c, 1);
-            s_put_param(&b, "run_var", cs, 1, state_off + (size_t)l->c, (size_t)l->c, 0);
-            state_off += 2 * (size_t)l->c;
+            /* offsets into net->state, from the layer's own views */
+            s_put_param(&b, "run_mean", cs, 1, (size_t)(l->run_mean - net->state), (size_t)l->c, 1);
+            s_put_param(&b, "run_var", cs, 1, (size_t)(l->run_var - net->state), (size_t)l->c, 0);
         }
         s_put(&b, "]}%s\n", i + 1 < net->n_layers ? "," : "");
     }

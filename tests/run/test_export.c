@@ -119,6 +119,26 @@ START_TEST(test_export_manifest_layout) {
         ck_assert_msg(strstr(j, want[i]) != NULL, "manifest lacks %s:\n%s", want[i], j);
     free(j);
     net_free(&net);
+    /* batch norm: gamma and beta among the parameters, the running
+     * statistics at their offsets into the state arena */
+    const char *bn = "input 1x4x4\nconv name=c1 out=3 k=3 bias=0\nbatchnorm name=bn1\nrelu\nfc name=f1 out=2\nsoftmax_xent\n";
+    ck_assert_ptr_nonnull(net = net_parse(bn, "test", 2, err, sizeof err));
+    ck_assert_uint_eq(net->n_state, 6);
+    ck_assert_ptr_nonnull(j = export_manifest_json(net, &info));
+    static const char *const want_bn[] = {
+        "{\"name\": \"w\", \"shape\": [3, 1, 3, 3], \"offset\": 0, \"count\": 27}]}", /* no bias */
+        "{\"name\": \"gamma\", \"shape\": [3], \"offset\": 27, \"count\": 3}, "
+        "{\"name\": \"beta\", \"shape\": [3], \"offset\": 30, \"count\": 3}], \"state\": ["
+        "{\"name\": \"run_mean\", \"shape\": [3], \"offset\": 0, \"count\": 3}, "
+        "{\"name\": \"run_var\", \"shape\": [3], \"offset\": 3, \"count\": 3}]}",
+        "{\"name\": \"w\", \"shape\": [2, 12], \"offset\": 33, \"count\": 24}",
+        "\"state\": \"state.npy\"",
+        "\"n_state\": 6,",
+    };
+    for (size_t i = 0; i < sizeof want_bn / sizeof want_bn[0]; i++)
+        ck_assert_msg(strstr(j, want_bn[i]) != NULL, "manifest lacks %s:\n%s", want_bn[i], j);
+    free(j);
+    net_free(&net);
 }
 END_TEST
 
