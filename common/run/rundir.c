@@ -194,7 +194,12 @@ int rundir_open_run(const runcfg_t *c, runcfg_role_t role, const char *model_tex
                     rundir_t **out, char *err, size_t err_len) {
     int rc = rundir_open(c->out_dir, mode, out, err, err_len);
     if (rc < 0) return rc;
-    char *config = config_to_text(runcfg_spec(role), c, NULL, CONFIG_TEXT_COMMENTS);
+    /* force is the one setting not kept: a rerun from this config.ini must
+     * not replace the very run it came from without being told to. The
+     * copy is shallow (its strings are c's, and it is never released). */
+    runcfg_t kept = *c;
+    kept.force = false;
+    char *config = config_to_text(runcfg_spec(role), &kept, NULL, CONFIG_TEXT_COMMENTS);
     const char *bad = NULL;
     if (!config) bad = "config.ini";
     else if (rundir_write_text(*out, "config.ini", config) < 0) bad = "config.ini";

@@ -107,8 +107,9 @@ int rundir_write_text(const rundir_t *d, const char *name, const char *text);
 rundir_mode_t rundir_mode_of(const runcfg_t *c);
 
 /* A run's folder: rundir_open(c->out_dir, mode), then config.ini (the
- * effective configuration as role's --dump-config prints it) and model.txt
- * (model_text, the model file as read). Same returns as rundir_open; a
+ * effective configuration as role's --dump-config prints it, except that
+ * [run] force is written false: a rerun from it refuses the folder it came
+ * from) and model.txt (model_text, the model file as read). Same returns as rundir_open; a
  * failure to write either file is -EIO with the file named in err. */
 int rundir_open_run(const runcfg_t *c, runcfg_role_t role, const char *model_text, rundir_mode_t mode,
                     rundir_t **out, char *err, size_t err_len);

@@ -56,6 +56,7 @@ out=$H_DIR/forced
 cp -r "$H_DIR/keep" "$out"
 train --run.steps 5 --force >"$H_DIR/train3.log" 2>&1 || h_fail "--force: kfac-train failed (status $?)"
 [ "$(awk 'NR > 1' "$out/steps.csv" | wc -l)" -eq 5 ] || h_fail "--force did not start steps.csv afresh"
+grep -q '^force = false$' "$out/config.ini" || h_fail "config.ini of a forced run keeps force = true"
 out=$H_DIR/keep
 
 # 3. kfac-ps: the same rule, before it binds
