@@ -8,7 +8,8 @@
 #      manifest.json into --run.out_dir;
 #   2. a second run into the same folder is refused with exit 78 and the
 #      message naming the folder and --force; with --force it runs;
-#   3. kfac-ps refuses the folder the same way, before it binds anything;
+#   3. kfac-ps and deploy/kfac-launch refuse the folder the same way,
+#      before anything starts;
 #      a kfac-ps that cannot bind its port leaves no run files behind;
 #   4. Debian's python3 with NumPy loads the .npy files and the manifest,
 #      runs the MLP's forward pass over the whole MNIST test set (10000
@@ -66,6 +67,14 @@ port=$(h_port) || exit 1
 st=$?
 [ "$st" = 78 ] || h_fail "kfac-ps on a folder holding a run: expected exit 78, got $st"
 grep -q "holds a previous run" "$H_DIR/ps.log" || h_fail "kfac-ps: no clear refusal: $(head -n 3 "$H_DIR/ps.log")"
+# deploy/kfac-launch: refused before any daemon starts (no logs/ made)
+printf '[run]\nout_dir = %s\n[model]\nfile = models/mnist-mlp.model\n' "$out" >"$H_DIR/launch.ini"
+KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/launch.ini" --port auto --quiet >"$H_DIR/launch.log" 2>&1
+st=$?
+[ "$st" = 78 ] || h_fail "kfac-launch on a folder holding a run: expected exit 78, got $st"
+grep -q "kfac-launch: out_dir $out holds a previous run (steps.csv); use --force" "$H_DIR/launch.log" ||
+  h_fail "kfac-launch: no clear refusal: $(head -n 3 "$H_DIR/launch.log")"
+[ ! -d "$out/logs" ] || h_fail "kfac-launch created $out/logs before refusing"
 # a start that fails (the port is taken) leaves no run behind: the same
 # command, once the port is free, is not refused
 h_start ps-a "$BUILD/kfac-ps" --model.file models/mnist-mlp.model --run.out_dir "$H_DIR/ps-a" \
