@@ -13,8 +13,9 @@
  *   2   usage error: a bad option or value (command line or --config file);
  *   78  configuration error found at start-up (EX_CONFIG): the model file or
  *       a data file is missing, unreadable or malformed, or the data do not
- *       fit the model; the message names the file. systemd does not restart
- *       on 2 or 78 (RestartPreventExitStatus=2 78). */
+ *       fit the model (the message names the file), or [run] out_dir holds
+ *       a previous run and [run] force is off. systemd does not restart on
+ *       2 or 78 (RestartPreventExitStatus=2 78). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/run/rundir.h"
 #include "common/run/runcfg.h"
 #include "ps/server.h"
 
@@ -45,6 +47,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kfac-ps: [run] log_level: expected error, warn, info or debug, got '%s'\n", cfg.log_level);
         runcfg_release(&cfg);
         return 2;
+    }
+    if (!cfg.force && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
+        fprintf(stderr, "kfac-ps: %s\n", err);
+        runcfg_release(&cfg);
+        return CONFIG_EXIT_CONFIG;
     }
     log_init(level, "kfac-ps");
     if (log_level_now >= LOG_LEVEL_DEBUG) {

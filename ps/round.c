@@ -605,9 +605,12 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->inverses_installed = s->n_installed;
     row->stats_folded = s->n_folds;
     row->workers = s->round.n_grads;
-    ps_metrics_step(s->metrics, row);
+    rundir_step(s->metrics, row);
+    if (s->kfac) rundir_ages(s->metrics, s->kfac, row->step, s->round.t);
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
+    s->last_train_loss = row->train_loss;
+    s->last_train_acc = row->train_acc;
     s->prog_loss += row->train_loss;
     s->prog_acc += row->train_acc;
     s->prog_n++;
@@ -619,6 +622,7 @@ static void s_step_publish(ps_server_t *s) {
     s->round.t++;
     s->round.steps_done++;
     s->round.last_step_ns = uv_hrtime();
+    if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
@@ -632,10 +636,13 @@ static void s_step_publish(ps_server_t *s) {
     }
     if (s->round.steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
     if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
+    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
+     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
     if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->round.steps_done == 20 &&
-        !s->warned_no_stats++)
-        log_warn("no statistics after 20 steps: is kfac-statsd running? ([kfac] stats = async); until then every "
-                 "layer steps with the identity ([kfac] identity)");
+        ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
+        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
+                 "then every layer steps with the identity ([kfac] identity)");
+    ps_report_publish(s);
     if (s->round.steps_done >= s->cfg->steps) {
         char why[96];
         snprintf(why, sizeof why, "all %" PRIu64 " steps done", s->cfg->steps);
@@ -711,6 +718,8 @@ void ps_round_tick(ps_server_t *s) {
     ps_round_try_step(s);      /* the start-up gate may have opened */
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_report_wait(s);
+    ps_report_curvature(s);
+    ps_report_publish(s);
 }
 
 /* ---- evaluation and summary --------------------------------------------------------- */
@@ -718,7 +727,7 @@ void ps_round_tick(ps_server_t *s) {
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_server_t *s = user;
     if (status != 0) return;
-    ps_metrics_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
+    rundir_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
     s->last_eval = *r;
     s->have_eval = 1;
     log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",

@@ -3,6 +3,7 @@
  * heartbeats, liveness) and the shutdown path. The training logic is in
  * ps/round.c. */
 #include "ps/server_int.h"
+#include "ps/export.h"
 #include "ps/io.h"
 #include "ps/report.h"
 
@@ -289,7 +290,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
 
 static void s_close_handles(ps_server_t *s) {
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
         uv_close((uv_handle_t *)&s->tick, NULL);
@@ -314,7 +315,9 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    ps_export_weights(s);
+    rundir_free(&s->metrics);
+    ps_report_publish(s); /* the final evaluation, for whoever reads the endpoint last */
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
@@ -518,18 +521,35 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t e
     }
     if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
     rc = -EIO;
-    if (!(s->metrics = ps_metrics_open(cfg->out_dir, why, sizeof why))) {
-        snprintf(err, err_len, "%s", why);
-        goto fail;
-    }
     if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, &rc, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
     if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
+    if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
+        rc = -EIO; /* a busy port is not the configuration's fault: exit 1 */
+        if (!(s->http = ps_http_new(cfg->ps_metrics, s->n_blocks, err, err_len))) goto fail;
+        if (s->n_blocks && !(s->http_blocks = calloc((size_t)s->n_blocks, sizeof *s->http_blocks))) {
+            rc = -ENOMEM;
+            snprintf(err, err_len, "out of memory");
+            goto fail;
+        }
+        const char *colon = strrchr(cfg->ps_metrics, ':');
+        log_info("metrics (Prometheus text format) on http://%.*s:%d/metrics",
+                 (int)(colon ? colon - cfg->ps_metrics : 0), cfg->ps_metrics, ps_http_port(s->http));
+        ps_report_publish(s);
+    }
+    /* The run folder last: a start that fails (port busy, bad [ps] metrics)
+     * leaves no files that would make the next start refuse the folder. */
+    if ((rc = rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, rundir_mode_of(cfg), &s->metrics, why,
+                              sizeof why)) < 0 ||
+        (s->kfac && (rc = rundir_ages_begin(s->metrics, s->kfac, why, sizeof why)) < 0)) {
+        snprintf(err, err_len, "%s", why);
+        goto fail;
+    }
     char line[300];
     snprintf(line, sizeof line, "%s\n", s->endpoint);
-    if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
+    if (rundir_write_text(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
     s->t0_ns = uv_hrtime();
     s->round.last_step_ns = s->prog_ns = s->t0_ns;
@@ -571,6 +591,8 @@ void ps_server_free(ps_server_t **s_p) {
         uv_run(&s->loop, UV_RUN_DEFAULT); /* close callbacks */
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
+    ps_http_free(&s->http);
+    free(s->http_blocks);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);

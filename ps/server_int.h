@@ -26,6 +26,7 @@
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/eval.h"
+#include "ps/http.h"
 #include "ps/metrics.h"
 #include "ps/peers.h"
 #include "ps/round_state.h"
@@ -109,7 +110,7 @@ struct ps_server {
     int warned_eval_slow;
 
     /* metrics and progress */
-    ps_metrics_t *metrics;
+    rundir_t *metrics;             /* [run] out_dir */
     double prog_loss, prog_acc;    /* sums since the last progress line */
     int prog_n;
     uint64_t prog_ns;              /* time of the last progress line */
@@ -117,6 +118,16 @@ struct ps_server {
     double last_inv_age_mean;
     long last_inv_age_max;
     int warned_no_stats;
+    double last_train_loss, last_train_acc; /* the last step's */
+
+    /* live view ([ps] metrics) and curvature watch ([ps] curvature_warn_s): ps/report.c */
+    ps_http_t *http;               /* NULL: off */
+    ps_http_block_t *http_blocks;  /* (n_blocks) snapshot scratch */
+    uint64_t first_step_ns;        /* when the first step was applied (0: none yet) */
+    uint64_t curv_installed_seen, curv_folds_seen; /* counters at the last check */
+    uint64_t curv_inv_ns, curv_stats_ns;           /* when they last moved (or the first step) */
+    int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
+    int warned_curv_inv, warned_curv_stats;
 
     /* counters */
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */

@@ -763,7 +763,7 @@ int config_apply_env(const config_spec_t *spec, void *cfg, char *err, size_t err
 int config_exit_status(int rc) {
     switch (rc) {
     case -ENOENT: case -EACCES: case -EPERM: case -ENOTDIR: case -EISDIR: case -ELOOP: case -ENAMETOOLONG:
-    case -EINVAL:
+    case -EINVAL: case -EEXIST: /* EEXIST: [run] out_dir holds a previous run */
         return CONFIG_EXIT_CONFIG;
     default:
         return CONFIG_EXIT_FAILURE;

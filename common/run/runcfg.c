@@ -42,7 +42,7 @@ static const config_option_t s_table[] = {
     O("run", "target_acc", OPT_DOUBLE, target_acc, "0", 0, 1, "stop once the test accuracy reaches this (0: run all steps)"),
     O("run", "eval_every", OPT_UINT64, eval_every, "100", 1, 1e9, "steps between evaluations on the test set"),
     O("run", "eval_n", OPT_INT, eval_n, "0", 0, INT_MAX, "test examples per evaluation (0: the whole test set)"),
-    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder for metrics CSVs (steps.csv, eval.csv)"),
+    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder of the run: steps.csv, eval.csv, config.ini, model.txt, the weights (docs/operations.md)"),
     O("run", "log_level", OPT_STRING, log_level, "info", 1, 8, "error, warn, info or debug"),
     O("model", "file", OPT_STRING, model, "models/mnist-cnn.model", 1, 4096, "model description file (see models/README.md)"),
     O("model", "doubly_min_in", OPT_DOUBLE, doubly_min_in, "1e30", 1, INFINITY,
@@ -128,6 +128,13 @@ static const config_option_t s_table[] = {
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
+    /* the run's output folder and live view (docs/operations.md) */
+    O("run", "force", OPT_BOOL, force, "false", 0, 0,
+      "overwrite a previous run in out_dir (otherwise a folder holding steps.csv, eval.csv or manifest.json is refused)"),
+    O("ps", "metrics", OPT_STRING, ps_metrics, "", 0, 256,
+      "serve Prometheus metrics over HTTP at HOST:PORT, e.g. 127.0.0.1:9464 (empty: off)"),
+    O("ps", "curvature_warn_s", OPT_DOUBLE, curvature_warn_s, "30", 1, 1e9,
+      "kfac: warn when no inverse was installed or no statistics folded for this many seconds"),
 };
 
 static const char *const s_shared[] = {"run", "model", "data", "optimizer", "kfac", "cluster", NULL};

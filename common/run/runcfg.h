@@ -143,6 +143,10 @@ typedef struct runcfg {
     uint64_t invertd_delay_ms;  /* injected delay per job (staleness studies) */
     int invertd_max_n;
     char *invertd_cpus;      /* CPU list ("": no pinning) */
+    /* the run's output and live view */
+    bool force;              /* [run] force: a new run may replace the one in out_dir */
+    char *ps_metrics;        /* [ps] metrics: HOST:PORT of the Prometheus endpoint ("": off) */
+    double curvature_warn_s; /* [ps] curvature_warn_s: warn when kfac has had no inverse / statistics this long */
 } runcfg_t;
 
 /* The option spec a role uses (static, built on first call; not thread-safe
