@@ -47,6 +47,14 @@ repo=$(pwd)
 (cd "$dir" && "$p/bin/kfac-train" --config "$ex/mnist-mlp-sgd.ini" --data.dir "$repo/data" --steps 3 --train-n 500 \
   --eval-every 3 --eval-n 200 >"$dir/train.log" 2>&1) || { tail -n 5 "$dir/train.log"; fail "the installed kfac-train did not run the installed MLP example from $dir"; }
 grep -q "^done: 3 steps" "$dir/train.log" || fail "the installed example did not train: $(tail -n 2 "$dir/train.log")"
+# The installed kfac-plot finds its gnuplot files from any folder (77: no gnuplot here).
+st=0
+(cd "$dir" && "$p/bin/kfac-plot" runs/mnist-mlp-sgd >"$dir/plot.log" 2>&1) || st=$?
+case $st in
+  0) ls "$dir"/runs/mnist-mlp-sgd/*.png >/dev/null 2>&1 || fail "the installed kfac-plot drew no .png: $(tail -n 3 "$dir/plot.log")" ;;
+  77) echo "12-install: gnuplot missing: the installed kfac-plot was not drawn with" ;;
+  *) fail "the installed kfac-plot failed (status $st): $(tail -n 3 "$dir/plot.log")" ;;
+esac
 make --no-print-directory BUILD="$BUILD" install PREFIX="$dir/p4" KFAC_DATA=/opt/kfac-data >"$dir/4.log" 2>&1 || fail "make install KFAC_DATA failed"
 grep -q '^dir = /opt/kfac-data$' "$dir/p4/share/kfac/examples/mnist-mlp-sgd.ini" || fail "KFAC_DATA was not honoured in the examples"
 grep -q '^dir = /opt/kfac-data$' "$dir/p4/etc/kfac/kfac.ini.example" || fail "KFAC_DATA was not honoured in kfac.ini.example"

@@ -58,7 +58,7 @@ common="--model.file models/mnist-mlp.model --kind sgd --lr 0.05 --steps 60 --ev
 # shellcheck disable=SC2086
 run() { # name args...
   n=$1; shift
-  "$BUILD/kfac-train" $common "$@" >"$H_DIR/$n.log" 2>&1
+  "$BUILD/kfac-train" $common --run.out_dir "$H_DIR/out-$n" "$@" >"$H_DIR/$n.log" 2>&1
   st=$?
   [ "$st" = 0 ] || h_fail "kfac-train ($n) exited $st"
   # the evaluation line of the last step, without the timings (the final
