@@ -14,6 +14,10 @@ int ps_export_weights(ps_server_t *s) {
     info.step = (uint64_t)s->round.t;
     info.program = "kfac-ps";
     info.dataset = runcfg_dataset_name(s->cfg);
+    dataset_source_t src; /* [data] set = idx | npy: the normalization the run used (given or computed) */
+    char serr[256];
+    if (runcfg_data_source(s->cfg, &src, serr, sizeof serr) == 0 && src.kind != DATASET_SOURCE_NAMED && src.has_norm)
+        info.norm = &src.norm;
     if (s->have_eval) {
         info.test_loss = s->last_eval.loss;
         info.test_acc = s->last_eval.acc;

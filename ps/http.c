@@ -232,6 +232,11 @@ static int s_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, siz
     return 0;
 }
 
+int ps_http_addr_check(const char *addr, char *err, size_t err_len) {
+    struct sockaddr_in sa;
+    return s_parse_addr(addr, &sa, err, err_len);
+}
+
 ps_http_t *ps_http_new(const char *addr, int max_blocks, char *err, size_t err_len) {
     struct sockaddr_in sa;
     if (s_parse_addr(addr, &sa, err, err_len) < 0) return NULL;

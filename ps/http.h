@@ -55,6 +55,11 @@ typedef struct ps_http_snapshot {
 
 typedef struct ps_http ps_http_t;
 
+/* Check addr the way ps_http_new reads it, without binding: 0, or -EINVAL
+ * with the reason in err ("[ps] metrics = ...: ..."). For the start-up
+ * configuration check (a bad address is a usage error, exit 2). */
+int ps_http_addr_check(const char *addr, char *err, size_t err_len);
+
 /* Serve on addr "HOST:PORT" (an IPv4 address, or "localhost"; port 0: any
  * free one) for snapshots of up to max_blocks blocks. Returns NULL with
  * the reason in err ("[ps] metrics = ...: ..."). */

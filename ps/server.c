@@ -315,7 +315,14 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
-    ps_export_weights(s);
+    /* The weights of a run that ended well (all steps, the target, a
+     * signal); a failed one (diverged) leaves no manifest that would call
+     * its parameters complete. Weights that cannot be written fail the run. */
+    if (s->exit_code == 0) {
+        if (ps_export_weights(s) < 0) s->exit_code = 1;
+    } else {
+        log_warn("the run failed (exit %d): no weights written", s->exit_code);
+    }
     rundir_free(&s->metrics);
     ps_report_publish(s); /* the final evaluation, for whoever reads the endpoint last */
     char line[1400];
@@ -360,6 +367,7 @@ static void s_on_signal(int signum, void *user) {
 /* ---- construction -------------------------------------------------------------- */
 
 int ps_config_check(const runcfg_t *c, char *err, size_t err_len) {
+    if (c->ps_metrics && c->ps_metrics[0] && ps_http_addr_check(c->ps_metrics, err, err_len) < 0) return -EINVAL;
     int k = c->max_inverse_staleness;
     kfac_schedule_t sched;
     int rc = runcfg_kfac_schedule(c, &sched, err, err_len);

@@ -41,7 +41,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     log_level_t lvl = LOG_LEVEL_INFO;
-    log_level_parse(c.log_level, &lvl);
+    if (log_level_parse(c.log_level, &lvl) < 0) {
+        fprintf(stderr, "kfac-train: [run] log_level: expected error, warn, info or debug, got '%s'\n", c.log_level);
+        runcfg_release(&c);
+        return 2;
+    }
     if (!c.force && rundir_check_free(c.out_dir, err, sizeof err) < 0) {
         fprintf(stderr, "kfac-train: %s\n", err);
         runcfg_release(&c);
@@ -95,6 +99,9 @@ int main(int argc, char **argv) {
     o.progress = stdout;
     o.out = out;
     o.dataset = runcfg_dataset_name(&c);
+    dataset_source_t src; /* [data] set = idx | npy: the normalization used, for the manifest */
+    if (runcfg_data_source(&c, &src, err, sizeof err) == 0 && src.kind != DATASET_SOURCE_NAMED && src.has_norm)
+        o.norm = &src.norm;
     printf("training %s on %s (%d examples) with %s, batch %d, %ld steps, Polyak decay %g, init %s (biases %s)\n", c.model,
            runcfg_dataset_name(&c), train->n, o.optimizer == TRAIN_OPT_KFAC ? "K-FAC" : "SGD", o.batch, o.steps,
            o.polyak_decay, nn_init_name(net->init), nn_bias_init_name(net->bias_init));

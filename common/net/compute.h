@@ -60,7 +60,9 @@ typedef struct compute_setup {
 /* Fill s from w and cfg (both borrowed): the seeds are cfg->seed, the shard
  * (rank, n_ranks) from w (n_ranks 0 becomes 1), batch = cfg->batch,
  * with_stats when the optimizer is kfac. The caller adjusts seeds, shard or
- * batch afterwards. Returns 0 or -ENOMEM (s is then released). */
+ * batch afterwards. Returns 0; -EINVAL when cfg's [data] source is not
+ * usable (logged, naming the key: a configuration error, exit 78), or
+ * -ENOMEM (s is then released either way). */
 int compute_setup_init(compute_setup_t *s, const msg_welcome_t *w, const runcfg_t *cfg);
 
 /* Free the strings and zero s. NULL is a no-op. */

@@ -117,8 +117,12 @@ char *export_manifest_json(const net_t *net, const export_info_t *info) {
     s_put(&b, "  \"dataset\": ");
     s_put_string(&b, info->dataset ? info->dataset : "");
     s_put(&b, ",\n");
-    if (info->dataset && dataset_norm_lookup(info->dataset, &norm) == 0) {
-        /* the input the parameters were trained on: x = (byte / 255 - mean[c]) / std[c] */
+    int have_norm = 0;
+    if (info->norm) norm = *info->norm, have_norm = 1;
+    else have_norm = info->dataset && dataset_norm_lookup(info->dataset, &norm) == 0;
+    if (have_norm) {
+        /* the input the parameters were trained on: x = (v - mean[c]) / std[c], v = byte / 255 for uint8
+         * images (built-in sets, IDX, uint8 .npy), the value itself for float32 .npy */
         s_put(&b, "  \"input_normalization\": {\"mean\": [");
         for (int c = 0; c < norm.c; c++) s_put(&b, "%s%.9g", c ? ", " : "", (double)norm.mean[c]);
         s_put(&b, "], \"std\": [");

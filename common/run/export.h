@@ -50,6 +50,8 @@ typedef struct export_info {
     const char *program;        /* "kfac-ps", "kfac-train" */
     const char *dataset;        /* "mnist", ...: the manifest gives its input normalization
                                  * x = (byte / 255 - mean[c]) / std[c] (dataset_norm_lookup) */
+    const dataset_norm_t *norm; /* the normalization the run used ([data] set = idx | npy, given or
+                                 * computed; borrowed), NULL: the built-in set's, looked up by name */
 } export_info_t;
 
 /* The manifest of net (its layers and net->source) and info as a malloc'd

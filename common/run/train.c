@@ -219,7 +219,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         long count = kfac ? kfac->polyak_count : sgd_polyak_count;
         export_info_t info = {.step = (uint64_t)t, .test_loss = res->test_loss, .test_acc = res->test_acc,
                               .polyak_loss = res->polyak_loss, .polyak_acc = res->polyak_acc, .eval_n = test->n,
-                              .eval_step = (uint64_t)t, .program = "kfac-train", .dataset = o->dataset};
+                              .eval_step = (uint64_t)t, .program = "kfac-train", .dataset = o->dataset, .norm = o->norm};
         if ((rc = export_write(o->out, net, net->params, count > 0 ? polyak : NULL, NULL, &info, err, err_len)) < 0)
             goto done;
     }

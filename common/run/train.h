@@ -58,6 +58,7 @@ typedef struct train_opts {
     FILE *progress;          /* progress lines (NULL: quiet) */
     rundir_t *out;           /* run folder for the CSVs and the weights (NULL: none; borrowed) */
     const char *dataset;     /* data set name for the weights' manifest ("mnist", ...; NULL: unnamed) */
+    const dataset_norm_t *norm; /* the normalization for the manifest when it is not the named set's (borrowed; NULL) */
 } train_opts_t;
 
 typedef struct train_result {

@@ -116,7 +116,8 @@ flatten
 fc name=out out=10
 softmax_xent
 EOF
-"$BUILD/kfac-train" --model.file "$H_DIR/wide.model" --kind sgd --steps 1 --data.set npy --data.dir "$d" \
+"$BUILD/kfac-train" --model.file "$H_DIR/wide.model" --run.out_dir "$H_DIR/out-wide" --kind sgd --steps 1 \
+  --data.set npy --data.dir "$d" \
   --train-images train-images.npy --train-labels train-labels.npy --test-images test-images.npy \
   --test-labels test-labels.npy --data.mean 0.1 --data.std 0.3 >"$H_DIR/wide.log" 2>&1
 st=$?

@@ -165,7 +165,7 @@ START_TEST(test_ps_http_serves_snapshot) {
     s_snapshot(&x, blocks, &r);
     x.step = 10;
     ps_http_publish(h, &x);
-    blocks[1].age_steps = 99; /* the published copy is the server's own */
+    blocks[1].age_steps = 99;
     x.step = 20;
     x.wall_s += 4.0;
     ps_http_publish(h, &x);
@@ -173,6 +173,9 @@ START_TEST(test_ps_http_serves_snapshot) {
     s_has(buf, "text/plain; version=0.0.4");
     s_has(buf, "\nkfac_step 20\n");
     s_has(buf, "kfac_steps_per_second 2.5\n"); /* (20 - 10) / 4 s */
+    s_has(buf, "factor=\"1\"} 99\n");
+    blocks[1].age_steps = 7; /* after the publish: the server serves its own copy, still 99 */
+    ck_assert_int_eq(s_http(port, get, buf, sizeof buf), 200);
     s_has(buf, "factor=\"1\"} 99\n");
     ck_assert_int_eq(s_http(port, "GET /other HTTP/1.0\r\n\r\n", buf, sizeof buf), 404);
     ck_assert_int_eq(s_http(port, "DELETE /metrics HTTP/1.0\r\n\r\n", buf, sizeof buf), 405);
