@@ -4,7 +4,9 @@
  *   kfac-ps --config deploy/examples/mnist-cnn.ini [--key value ...]
  *
  * Exit codes: 0 clean (all steps, target accuracy, SIGINT/SIGTERM), 1 fatal
- * (model or data missing, port busy, diverged), 2 usage (bad option). */
+ * (model or data missing, port busy, diverged), 2 usage (bad option), 78
+ * security configuration refused (a non-loopback bind without CURVE keys,
+ * an unreadable key file or allowlist; common/net/auth.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/net/auth.h"
 #include "common/run/runcfg.h"
 #include "ps/server.h"
 
@@ -47,6 +50,11 @@ int main(int argc, char **argv) {
         log_error("%s", err);
         runcfg_release(&cfg);
         return 2;
+    }
+    if (auth_server_check(&cfg, err, sizeof err) < 0) { /* keys, or a loopback bind (docs/security.md) */
+        log_error("%s", err);
+        runcfg_release(&cfg);
+        return AUTH_EXIT_CONFIG;
     }
     blas_set_threads(cfg.ps_threads);
     ps_server_t *s = ps_server_new(&cfg, err, sizeof err);
