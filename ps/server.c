@@ -350,7 +350,8 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
 static void s_on_signal(int signum, void *user) {
     ps_server_t *s = user;
     if (signum == SIGHUP) {
-        log_info("SIGHUP: nothing to reload (the configuration is read once)");
+        if (auth_server_enabled(s->auth)) (void)auth_server_reload(s->auth, s->cfg); /* key rotation */
+        else log_info("SIGHUP: nothing to reload (the configuration is read once)");
         return;
     }
     if (s->phase == PS_PHASE_CLOSED) {

@@ -426,6 +426,31 @@ int auth_server_check_role(auth_server_t *a, const char *user_id, msg_role_t rol
     return -EACCES;
 }
 
+int auth_server_reload(auth_server_t *a, const runcfg_t *cfg) {
+    if (!a || !a->enabled) return 0;
+    char err[1200] = "";
+    auth_allow_t *fresh = auth_allow_new();
+    int rc = fresh ? 0 : -ENOMEM;
+    for (int i = 0; rc == 0 && i < 3; i++) {
+        msg_role_t r;
+        const char *w;
+        const char *path = s_allow_path(cfg, i, &r, &w);
+        if (path && (rc = auth_allow_add_path(fresh, path, r, w, err, sizeof err)) > 0) rc = 0;
+    }
+    if (rc < 0) {
+        auth_allow_free(&fresh);
+        log_error("allowlists not reloaded (the old ones stay in force): %s", err[0] ? err : strerror(-rc));
+        return rc;
+    }
+    auth_allow_free(&a->allow);
+    a->allow = fresh;
+    log_info("allowlists reloaded: %zu worker, %zu statsd and %zu invertd keys; new connections are checked against "
+             "them (connections already made stay)",
+             auth_allow_count(a->allow, MSG_ROLE_WORKER), auth_allow_count(a->allow, MSG_ROLE_STATSD),
+             auth_allow_count(a->allow, MSG_ROLE_INVERTD));
+    return 0;
+}
+
 void auth_server_stats(const auth_server_t *a, auth_server_stats_t *out) {
     if (a) *out = a->st;
     else memset(out, 0, sizeof *out);
@@ -449,6 +474,8 @@ void auth_server_free(auth_server_t **ap) {
 
 struct auth_client {
     s_watch_t mon;
+    auth_refused_fn on_refused;
+    void *on_refused_user;
     char endpoint[300];
     uint64_t n_refused;
     ratelimit_t rl;
@@ -471,6 +498,7 @@ static int s_mon_one(void *owner) {
                           "): add its public key ([security] client_public_key) to the PS's allow_* list for this "
                           "role (%" PRIu64 " refusals so far)",
                           c->endpoint, value, c->n_refused);
+            if (c->on_refused) c->on_refused(c->on_refused_user); /* may free c's socket: nothing after */
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             if (ratelimit_ok(&c->rl, clock_now_ns(), 10000, &skipped))
                 log_error("the CURVE handshake with kfac-ps at %s failed (event 0x%x, value 0x%" PRIx32
@@ -567,6 +595,12 @@ int auth_client_secure(uv_loop_t *loop, void *zctx, void *zsock, const runcfg_t 
     *out = c;
     log_info("CURVE on: public key %s, trusting kfac-ps key %s", pub.z85, server.z85);
     return 0;
+}
+
+void auth_client_on_refused(auth_client_t *c, auth_refused_fn fn, void *user) {
+    if (!c) return;
+    c->on_refused = fn;
+    c->on_refused_user = user;
 }
 
 uint64_t auth_client_refusals(const auth_client_t *c) { return c ? c->n_refused : 0; }

@@ -12,7 +12,8 @@
  * listed key from speaking as another role (a worker key saying Hello as
  * kfac-invertd). Without keys the ROUTER may bind only loopback endpoints
  * (auth_endpoint_is_loopback()) unless `[security] insecure = true`.
- * Refusals are logged at most once a second with running counts.
+ * Refusals are logged at most once a second with running counts. SIGHUP
+ * re-reads the allowlists (auth_server_reload(): key rotation).
  *
  * Clients (auth_client_secure()). With `client_secret_key` and
  * `server_public_key` set, the DEALER is a CURVE client that trusts only
@@ -81,6 +82,12 @@ int auth_server_enabled(const auth_server_t *a);
 int auth_server_check_role(auth_server_t *a, const char *user_id, msg_role_t role, msg_type_t type, char *why,
                            size_t why_len);
 
+/* Read the allowlists of cfg again (SIGHUP): new handshakes are checked
+ * against them; connections already accepted stay (a retired key keeps
+ * its connection until it drops). On an error the old lists stay in force
+ * and the error is logged. Returns 0 (also without CURVE) or -errno. */
+int auth_server_reload(auth_server_t *a, const runcfg_t *cfg);
+
 /* Counts so far, for the final summary. */
 typedef struct auth_server_stats {
     uint64_t n_accepted;       /* handshakes with a listed key */
@@ -111,6 +118,12 @@ typedef struct auth_client auth_client_t;
  * file, a missing server_public_key, mismatched key pair). */
 int auth_client_secure(uv_loop_t *loop, void *zctx, void *zsock, const runcfg_t *cfg, const char *endpoint,
                        auth_client_t **out, char *err, size_t err_len);
+
+/* Called (on the loop thread) when kfac-ps refuses this client's key in
+ * the handshake. ZeroMQ does not retry a connection its peer refused, so
+ * the client should stop (AUTH_EXIT_CONFIG). */
+typedef void (*auth_refused_fn)(void *user);
+void auth_client_on_refused(auth_client_t *c, auth_refused_fn fn, void *user);
 
 /* Handshakes the PS refused so far. */
 uint64_t auth_client_refusals(const auth_client_t *c);

@@ -386,6 +386,11 @@ static void s_on_tick(uv_timer_t *t) {
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
+/* kfac-ps refused our CURVE key (common/net/auth.h): ZeroMQ will not retry. */
+static void s_on_key_refused(void *user) {
+    client_stop(user, AUTH_EXIT_CONFIG, "kfac-ps refused this daemon's CURVE key", 0);
+}
+
 client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *local,
                      const client_handlers_t *h, void *user) {
     if (!loop || !local || !h || !local->ps) {
@@ -431,6 +436,7 @@ client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, c
         client_free(&c);
         return NULL;
     }
+    auth_client_on_refused(c->auth, s_on_key_refused, c);
     return c;
 }
 

@@ -14,6 +14,9 @@
 #        - a kfac-invertd started with a listed *worker* key says Hello as
 #          invertd: kfac-ps refuses it (logged), and it exits 1 with the
 #          reason.
+#        - a worker whose key is not listed yet is refused and exits 78;
+#          its key copied into the allowlist folder and SIGHUP to kfac-ps
+#          (reload), it joins.
 #      Passes when the two runs' train_loss columns are identical (the
 #      intruders changed nothing) and every CURVE client was accepted.
 #   3. deploy/kfac-launch --curve runs a short cluster with a throwaway key
@@ -24,12 +27,12 @@ h_init 25-curve
 STEPS=30
 for b in kfac-keygen kfac-poke; do [ -x "$BUILD/$b" ] || h_fail "missing $BUILD/$b"; done
 K=$H_DIR/keys
-mkdir -m 700 "$K" "$K/workers" || h_fail "mkdir"
+mkdir -m 700 "$K" "$K/workers" "$K/later" || h_fail "mkdir"
 if ! "$BUILD/kfac-keygen" --out "$K/ps" >"$H_DIR/keygen.log" 2>&1; then
   grep -q "no CURVE support" "$H_DIR/keygen.log" && h_skip "this libzmq has no CURVE ($(cat "$H_DIR/keygen.log"))"
   h_fail "kfac-keygen failed: $(cat "$H_DIR/keygen.log")"
 fi
-for n in workers/worker-1 workers/worker-2 invertd-1 intruder; do
+for n in workers/worker-1 later/worker-2 invertd-1 intruder; do
   "$BUILD/kfac-keygen" --out "$K/$n" >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
 done
 [ "$(stat -c %a "$K/ps.secret")" = 600 ] || h_fail "kfac-keygen wrote $K/ps.secret with mode $(stat -c %a "$K/ps.secret")"
@@ -96,10 +99,24 @@ run() {
       --security.client_secret_key "$K/workers/worker-1.secret" --security.server_public_key "$K/ps.pub"
     rogue=$H_PID
     h_wait_log "$H_DIR/$name-rogue.log" "refused" 20 || h_fail "the kfac-invertd with a worker key was not refused"
+    # worker-2's key is not listed yet: refused in the handshake, it stops
+    # with 78; listed and reloaded (SIGHUP), it is admitted below.
+    h_start "$name-early-worker-2" "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --cluster.ps "$ep" --worker.id 2 \
+      --security.client_secret_key "$K/later/worker-2.secret" --security.server_public_key "$K/ps.pub"
+    h_wait "$H_PID" 20
+    [ "$H_STATUS" = 78 ] || h_fail "a worker with a key not yet listed exited $H_STATUS, expected 78"
+    grep -q "refused this daemon's CURVE key" "$H_DIR/$name-early-worker-2.log" ||
+      h_fail "the refused worker does not say why: $(tail -n 3 "$H_DIR/$name-early-worker-2.log")"
+    cp "$K/later/worker-2.pub" "$K/workers/" || h_fail "cp"
+    kill -HUP "$ps"
+    h_wait_log "$H_DIR/$name-ps.log" "allowlists reloaded: 2 worker, 0 statsd and 1 invertd keys" 10 ||
+      h_fail "kfac-ps did not reload its allowlists on SIGHUP"
   fi
   for i in 1 2; do
     csec=""
-    [ "$2" = 1 ] && csec="--security.client_secret_key $K/workers/worker-$i.secret --security.server_public_key $K/ps.pub"
+    wk=$K/workers/worker-1.secret
+    [ "$i" = 2 ] && wk=$K/later/worker-2.secret
+    [ "$2" = 1 ] && csec="--security.client_secret_key $wk --security.server_public_key $K/ps.pub"
     # shellcheck disable=SC2086
     h_start "$name-worker-$i" "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --cluster.ps "$ep" --worker.id "$i" $csec
   done
@@ -135,8 +152,8 @@ run() {
 }
 run plain 0
 run curve 1
-grep -q "CURVE on: kfac-ps public key $(grep -v '^#' "$K/ps.pub")" "$H_DIR/curve-ps.log" || h_fail "kfac-ps did not report CURVE on"
-grep -Eq "CURVE: [4-9] handshakes accepted, [1-9][0-9]* refused \(unlisted key\), [1-9][0-9]* messages refused" "$H_DIR/curve-ps.log" ||
+grep -qF "CURVE on: kfac-ps public key $(grep -v '^#' "$K/ps.pub")" "$H_DIR/curve-ps.log" || h_fail "kfac-ps did not report CURVE on"
+grep -Eq "CURVE: [4-9] handshakes accepted, [2-9][0-9]* refused \(unlisted key\), [1-9][0-9]* messages refused" "$H_DIR/curve-ps.log" ||
   h_fail "kfac-ps's CURVE summary is not as expected: $(grep 'CURVE:' "$H_DIR/curve-ps.log")"
 cmp -s "$H_DIR/loss-plain" "$H_DIR/loss-curve" ||
   h_fail "the CURVE run with intruders differs from the plain run: $(diff "$H_DIR/loss-plain" "$H_DIR/loss-curve" | head -n 4 | tr '\n' ' ')"
