@@ -309,7 +309,6 @@ static void s_close_handles(ps_server_t *s) {
     }
     zloop_signals_free(&s->sigs);
     zloop_socket_free(&s->sock);
-    auth_server_log_summary(s->auth);
     auth_server_free(&s->auth);
 }
 
@@ -324,6 +323,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
     ps_metrics_free(&s->metrics);
+    auth_server_log_summary(s->auth); /* before the summary: the last two lines stay "done:" and "sent Shutdown" */
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
