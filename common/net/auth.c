@@ -160,10 +160,13 @@ struct auth_server {
     int enabled;
     auth_key_t secret, public_key;
     auth_allow_t *allow;
-    s_watch_t zap;
-    int zap_open;
+    s_watch_t zap;                 /* the ZAP handler (REP) */
+    s_watch_t mon;                 /* handshake events of the ROUTER (PAIR) */
+    int n_watches;                 /* watches not yet released; the memory goes at 0 */
+    uv_loop_t *loop;               /* borrowed */
+    void *zctx;                    /* borrowed */
     auth_server_stats_t st;
-    ratelimit_t rl_key, rl_role;
+    ratelimit_t rl_key, rl_role, rl_handshake;
 };
 
 /* The allowlist settings in role order. */
@@ -331,8 +334,34 @@ done:
 
 static void s_server_release(void *owner) {
     auth_server_t *a = owner;
+    if (--a->n_watches > 0) return;
     auth_allow_free(&a->allow);
     free(a);
+}
+
+/* A handshake that failed before the ZAP handler saw it (a client without
+ * keys, or one that trusts another kfac-ps key): the ROUTER's monitor. */
+static int s_ps_mon_one(void *owner) {
+    auth_server_t *a = owner;
+    zmq_msg_t f[2];
+    int n = s_recv_frames(a->mon.zsock, f, 2);
+    if (n == 0) return 0;
+    if (n >= 1 && zmq_msg_size(&f[0]) == 6) {
+        const uint8_t *d = zmq_msg_data(&f[0]);
+        uint16_t event = (uint16_t)(d[0] | d[1] << 8);
+        uint32_t value = (uint32_t)d[2] | (uint32_t)d[3] << 8 | (uint32_t)d[4] << 16 | (uint32_t)d[5] << 24;
+        uint64_t skipped = 0;
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            a->st.n_failed_handshakes++;
+            if (ratelimit_ok(&a->rl_handshake, clock_now_ns(), AUTH_LOG_EVERY_MS, &skipped))
+                log_warn("refused a connection that failed the CURVE handshake (event 0x%x, value 0x%" PRIx32
+                         "): a client without keys, or one trusting another kfac-ps key (%" PRIu64
+                         " so far, %" PRIu64 " lines not logged)",
+                         event, value, a->st.n_failed_handshakes, skipped);
+        }
+    }
+    for (int i = 0; i < (n < 0 ? 2 : n); i++) zmq_msg_close(&f[i]);
+    return 1;
 }
 
 auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg, char *err, size_t err_len) {
@@ -344,7 +373,10 @@ auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg,
     a->zap.owner = a;
     a->zap.one = s_zap_one;
     a->zap.release = s_server_release;
-    a->zap_open = 1;
+    a->mon.owner = a;
+    a->mon.one = s_ps_mon_one;
+    a->mon.release = s_server_release;
+    a->n_watches = 2;
     if (s_server_load(a, cfg, err, err_len) < 0) goto fail;
     if (!a->enabled) {
         if (!auth_endpoint_is_loopback(cfg->bind))
@@ -352,6 +384,8 @@ auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg,
                      cfg->bind);
         return a;
     }
+    a->loop = loop;
+    a->zctx = zctx;
     if (!(a->zap.zsock = zmq_socket(zctx, ZMQ_REP))) {
         snprintf(err, err_len, "cannot create the ZAP socket: %s", zmq_strerror(errno));
         goto fail;
@@ -379,6 +413,17 @@ fail:
 int auth_server_secure(auth_server_t *a, void *zsock, char *err, size_t err_len) {
     if (!a || !a->enabled) return 0;
     int one = 1;
+    if (!a->mon.zsock && !a->mon.closing) {
+        char ep[80];
+        snprintf(ep, sizeof ep, "inproc://kfac-auth-ps-monitor-%p", (void *)a);
+        if (zmq_socket_monitor(zsock, ep, ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) !=
+                0 ||
+            !(a->mon.zsock = zmq_socket(a->zctx, ZMQ_PAIR)) || zmq_connect(a->mon.zsock, ep) != 0 ||
+            s_watch_start(&a->mon, a->loop) < 0)
+            /* Not fatal: only the log lines of such handshakes are lost. */
+            log_warn("cannot watch the ROUTER's handshakes (failed CURVE handshakes will not be logged): %s",
+                     zmq_strerror(errno));
+    }
     if (zmq_setsockopt(zsock, ZMQ_ZAP_DOMAIN, "kfac", 4) != 0 ||
         zmq_setsockopt(zsock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
         zmq_setsockopt(zsock, ZMQ_CURVE_SECRETKEY, a->secret.raw, AUTH_KEY_BYTES) != 0) {
@@ -459,14 +504,15 @@ void auth_server_stats(const auth_server_t *a, auth_server_stats_t *out) {
 void auth_server_log_summary(const auth_server_t *a) {
     if (!a || !a->enabled) return;
     log_info("CURVE: %" PRIu64 " handshakes accepted, %" PRIu64 " refused (unlisted key), %" PRIu64
-             " messages refused (key used for another role)",
-             a->st.n_accepted, a->st.n_refused_key, a->st.n_refused_role);
+             " messages refused (key used for another role), %" PRIu64 " failed handshakes (no keys, another PS key)",
+             a->st.n_accepted, a->st.n_refused_key, a->st.n_refused_role, a->st.n_failed_handshakes);
 }
 
 void auth_server_free(auth_server_t **ap) {
     if (!ap || !*ap) return;
     auth_server_t *a = *ap;
     *ap = NULL;
+    s_watch_close(&a->mon);
     s_watch_close(&a->zap);
 }
 

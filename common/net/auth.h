@@ -67,7 +67,9 @@ int auth_server_check(const runcfg_t *cfg, char *err, size_t err_len);
 auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg, char *err, size_t err_len);
 
 /* Make zsock (the PS's ROUTER, before it binds) a CURVE server with the
- * PS's secret key and the ZAP domain "kfac"; nothing without CURVE.
+ * PS's secret key and the ZAP domain "kfac", and watch its handshakes (a
+ * client without keys fails before ZAP: logged, rate-limited, counted);
+ * nothing without CURVE. Call once.
  * Returns 0 or -errno from zmq_setsockopt. */
 int auth_server_secure(auth_server_t *a, void *zsock, char *err, size_t err_len);
 
@@ -94,6 +96,7 @@ typedef struct auth_server_stats {
     uint64_t n_refused_key;    /* handshakes with an unlisted key */
     uint64_t n_refused_role;   /* messages of a listed key claiming another role */
     uint64_t n_bad_requests;   /* malformed ZAP requests (a libzmq bug if ever non-zero) */
+    uint64_t n_failed_handshakes; /* failed before ZAP: no keys, or trusting another PS key */
 } auth_server_stats_t;
 void auth_server_stats(const auth_server_t *a, auth_server_stats_t *out);
 

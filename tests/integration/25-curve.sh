@@ -2,7 +2,7 @@
 # tests/integration/25-curve.sh — CURVE authentication (docs/security.md).
 #   1. kfac-ps refuses a non-loopback bind without keys: exit 78 and a
 #      message naming the fixes ([security] server_secret_key, a loopback
-#      address, insecure = true).
+#      address, insecure = true); with insecure = true it serves and warns.
 #   2. A deterministic K-FAC schedule (stats = sync, every step waits for
 #      fresh inverses: see 55-deterministic.sh) trains 30 steps of the MNIST
 #      MLP twice on 127.0.0.1: once without keys, once with CURVE (keys from
@@ -10,7 +10,8 @@
 #      a file) while
 #        - kfac-poke with a key in no allowlist tries to send 3 frames: every
 #          handshake is refused, nothing is sent, kfac-ps logs the refusal
-#          with the key and a count;
+#          with the key and a count; kfac-poke without keys neither gets
+#          through, and kfac-ps logs the failed handshake;
 #        - a kfac-invertd started with a listed *worker* key says Hello as
 #          invertd: kfac-ps refuses it (logged), and it exits 1 with the
 #          reason.
@@ -46,6 +47,14 @@ st=$?
 for w in "server_secret_key" "tcp://127.0.0.1" "insecure = true" "docs/security.md"; do
   grep -qF "$w" "$H_DIR/open.log" || h_fail "the refusal does not mention '$w': $(cat "$H_DIR/open.log")"
 done
+# ... unless told that the network is trusted: it serves, with a warning.
+h_start insecure "$BUILD/kfac-ps" --model.file models/mnist-mlp.model --run.out_dir "$H_DIR/insecure" \
+  --ps.bind "tcp://0.0.0.0:$port" --security.insecure true
+h_wait_log "$H_DIR/insecure.log" "listening on" 30 || h_fail "kfac-ps with insecure = true does not listen"
+grep -q "insecure = true: tcp://0.0.0.0:$port is open to anyone" "$H_DIR/insecure.log" || h_fail "no warning with insecure = true"
+kill -TERM "$H_PID"
+h_wait "$H_PID" 20
+[ "$H_STATUS" = 0 ] || h_fail "kfac-ps with insecure = true exited $H_STATUS after SIGTERM"
 
 # ---- 2. the same run without and with CURVE -----------------------------------------
 cat >"$H_DIR/run.ini" <<EOF2
@@ -94,6 +103,9 @@ run() {
     h_start poke "$BUILD/kfac-poke" --endpoint "$ep" --count 3 --seed 5 --wait_ms 300 \
       --client_secret_key "$K/intruder.secret" --server_public_key "$K/ps.pub"
     poke=$H_PID
+    # ... a client without keys, which fails the handshake before ZAP ...
+    h_start poke-nokey "$BUILD/kfac-poke" --endpoint "$ep" --count 2 --seed 6 --wait_ms 300
+    poke_nokey=$H_PID
     # ... and a listed worker key claiming the invertd role.
     h_start "$name-rogue" "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --cluster.ps "$ep" --invertd.id 9 \
       --security.client_secret_key "$K/workers/worker-1.secret" --security.server_public_key "$K/ps.pub"
@@ -134,6 +146,11 @@ run() {
     h_wait_log "$H_DIR/$name-ps.log" "refused a connection from 127.0.0.1: its CURVE key .* is in no allowlist .*refused so far" 10 ||
       h_fail "kfac-ps did not log the unlisted key"
     grep -qF "$ikey" "$H_DIR/$name-ps.log" || h_fail "kfac-ps's refusal does not name the key $ikey"
+    h_wait "$poke_nokey" 30
+    [ "$H_STATUS" = 1 ] || h_fail "kfac-poke without keys exited $H_STATUS, expected 1 (nothing sent)"
+    grep -q "(0 frames, 2 could not be sent)" "$H_DIR/poke-nokey.log" || h_fail "a client without keys got frames through"
+    h_wait_log "$H_DIR/$name-ps.log" "refused a connection that failed the CURVE handshake .*a client without keys.* so far" 10 ||
+      h_fail "kfac-ps did not log the client without keys"
     h_wait "$rogue" 20
     [ "$H_STATUS" = 1 ] || h_fail "a kfac-invertd with a worker key exited $H_STATUS, expected 1 (refused)"
     grep -q "refused this kfac-invertd: this CURVE key is listed for the worker role" "$H_DIR/$name-rogue.log" ||
@@ -153,7 +170,7 @@ run() {
 run plain 0
 run curve 1
 grep -qF "CURVE on: kfac-ps public key $(grep -v '^#' "$K/ps.pub")" "$H_DIR/curve-ps.log" || h_fail "kfac-ps did not report CURVE on"
-grep -Eq "CURVE: [4-9] handshakes accepted, [2-9][0-9]* refused \(unlisted key\), [1-9][0-9]* messages refused" "$H_DIR/curve-ps.log" ||
+grep -Eq "CURVE: [4-9] handshakes accepted, [2-9][0-9]* refused \(unlisted key\), [1-9][0-9]* messages refused .*, [1-9][0-9]* failed handshakes" "$H_DIR/curve-ps.log" ||
   h_fail "kfac-ps's CURVE summary is not as expected: $(grep 'CURVE:' "$H_DIR/curve-ps.log")"
 cmp -s "$H_DIR/loss-plain" "$H_DIR/loss-curve" ||
   h_fail "the CURVE run with intruders differs from the plain run: $(diff "$H_DIR/loss-plain" "$H_DIR/loss-curve" | head -n 4 | tr '\n' ' ')"
@@ -167,4 +184,4 @@ h_wait "$H_PID" 90
 grep -q "CURVE on: kfac-ps public key" "$H_DIR/launch/logs/ps.log" || h_fail "kfac-launch --curve: kfac-ps did not use CURVE"
 grep -q "CURVE: 3 handshakes accepted, 0 refused" "$H_DIR/launch/logs/ps.log" || h_fail "kfac-launch --curve: not every client was accepted"
 grep -q "4 of 4 daemons exited cleanly" "$H_DIR/launch.log" || h_fail "kfac-launch --curve: not every daemon exited cleanly"
-h_pass "bind refused without keys (78); CURVE run identical to the plain one ($STEPS steps) with an unlisted key and a role-swapped key refused; kfac-launch --curve"
+h_pass "bind refused without keys (78); CURVE run identical to the plain one ($STEPS steps) with an unlisted key, a role-swapped key and a keyless client refused, a key listed by SIGHUP admitted; kfac-launch --curve"
