@@ -304,7 +304,12 @@ int auth_allow_add_path(auth_allow_t *a, const char *path, msg_role_t role, cons
         snprintf(err, err_len, "%s = %s: %s", what, path, strerror(e));
         return -e;
     }
-    if (!S_ISDIR(st.st_mode)) return s_add_file(a, path, role, what, err, err_len);
+    size_t before = a->n; /* all or nothing: a failed path adds no key */
+    if (!S_ISDIR(st.st_mode)) {
+        int r = s_add_file(a, path, role, what, err, err_len);
+        if (r < 0) a->n = before;
+        return r;
+    }
     DIR *d = opendir(path);
     if (!d) {
         int e = errno;
@@ -336,7 +341,7 @@ int auth_allow_add_path(auth_allow_t *a, const char *path, msg_role_t role, cons
     }
     closedir(d);
     if (rc == -ENOMEM) snprintf(err, err_len, "%s = %s: out of memory", what, path);
-    if (rc == 0) qsort(names, n, sizeof *names, s_cmp_names);
+    if (rc == 0 && n > 1) qsort(names, n, sizeof *names, s_cmp_names);
     int added = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char full[4096];
@@ -353,6 +358,7 @@ int auth_allow_add_path(auth_allow_t *a, const char *path, msg_role_t role, cons
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
+    if (rc < 0) a->n = before;
     return rc < 0 ? rc : added;
 }
 

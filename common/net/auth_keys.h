@@ -71,7 +71,8 @@ auth_allow_t *auth_allow_new(void);
  * number of keys added (>= 0), or -errno: the path cannot be read, a line
  * is not a key (file and line named), a key already listed for another
  * role (-EEXIST, both roles named), out of memory. A folder with no *.pub
- * file adds 0 keys (not an error: the operator may fill it later). */
+ * file adds 0 keys (not an error: the operator may fill it later). All or
+ * nothing: on an error no key of path stays added. */
 int auth_allow_add_path(auth_allow_t *a, const char *path, msg_role_t role, const char *what, char *err,
                         size_t err_len);
 

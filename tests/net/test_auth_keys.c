@@ -10,7 +10,7 @@
  *   - allowlists: a folder of *.pub files (one holding two keys; a
  *     .secret file beside them is ignored) lists every key for its role and
  *     no other key; the same key for two roles is refused; a bad line is
- *     named by file and line;
+ *     named by file and line; an empty folder lists nothing (no error);
  *   - writing never replaces an existing file unless forced;
  *   - which bind endpoints count as loopback.
  * Every test works in its own mkdtemp folder; keys are fresh on every run. */
@@ -212,6 +212,12 @@ START_TEST(test_auth_allow_folder) {
     const char *bad = s_file("bad.pub", text, 0644);
     ck_assert_int_eq(auth_allow_add_path(a, bad, MSG_ROLE_STATSD, "[security] allow_statsd", err, sizeof err), -EINVAL);
     ck_assert_msg(strstr(err, "bad.pub:2"), "%s", err);
+    /* an empty folder lists nothing (and is no error) */
+    char empty[400];
+    snprintf(empty, sizeof empty, "%s/empty", s_dir);
+    ck_assert_int_eq(mkdir(empty, 0700), 0);
+    ck_assert_int_eq(auth_allow_add_path(a, empty, MSG_ROLE_STATSD, "[security] allow_statsd", err, sizeof err), 0);
+    ck_assert_uint_eq(auth_allow_count(a, MSG_ROLE_STATSD), 0);
     auth_allow_free(&a);
     ck_assert_ptr_null(a);
     auth_allow_free(&a);
