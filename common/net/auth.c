@@ -95,20 +95,19 @@ static void s_watch_closed(uv_handle_t *h) {
 static void s_watch_close(s_watch_t *w) {
     if (w->closing) return;
     w->closing = 1;
+    /* uv_close stops the poll (removing ZMQ_FD from epoll) before the ZeroMQ
+     * socket, which owns that descriptor, goes away. n_open counts the
+     * handles initialized, in this order. */
+    int n = w->n_open;
+    uv_handle_t *hs[3] = {(uv_handle_t *)&w->poll, (uv_handle_t *)&w->check, (uv_handle_t *)&w->idle};
+    for (int i = 0; i < n; i++) uv_close(hs[i], s_watch_closed);
     if (w->zsock) {
         int zero = 0;
         zmq_setsockopt(w->zsock, ZMQ_LINGER, &zero, sizeof zero);
         zmq_close(w->zsock);
         w->zsock = NULL;
     }
-    int n = w->n_open;
-    if (n == 0) {
-        w->release(w->owner);
-        return;
-    }
-    /* n_open counts the handles initialized, in this order. */
-    uv_handle_t *hs[3] = {(uv_handle_t *)&w->poll, (uv_handle_t *)&w->check, (uv_handle_t *)&w->idle};
-    for (int i = 0; i < n; i++) uv_close(hs[i], s_watch_closed);
+    if (n == 0) w->release(w->owner);
 }
 
 /* Receive the frames of one message into f[] (at most max; extra frames
