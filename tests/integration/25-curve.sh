@@ -1,5 +1,7 @@
 #!/bin/sh
 # tests/integration/25-curve.sh — CURVE authentication (docs/security.md).
+#   0. kfac-keygen writes the secret key with mode 0600 and refuses to
+#      overwrite a pair (without --force) or to write into a missing folder.
 #   1. kfac-ps refuses a non-loopback bind without keys: exit 78 and a
 #      message naming the fixes ([security] server_secret_key, a loopback
 #      address, insecure = true); with insecure = true it serves and warns.
@@ -37,6 +39,15 @@ for n in workers/worker-1 later/worker-2 invertd-1 intruder; do
   "$BUILD/kfac-keygen" --out "$K/$n" >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
 done
 [ "$(stat -c %a "$K/ps.secret")" = 600 ] || h_fail "kfac-keygen wrote $K/ps.secret with mode $(stat -c %a "$K/ps.secret")"
+# kfac-keygen's refusals: an existing pair (exit 1, names --force), a missing folder, no --out (2)
+before=$(cat "$K/ps.pub")
+"$BUILD/kfac-keygen" --out "$K/ps" >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen overwrote an existing key pair"
+grep -q -- "--force" "$H_DIR/kg.log" || h_fail "kfac-keygen's refusal to overwrite does not name --force: $(cat "$H_DIR/kg.log")"
+[ "$(cat "$K/ps.pub")" = "$before" ] || h_fail "kfac-keygen changed $K/ps.pub while refusing"
+"$BUILD/kfac-keygen" --out "$K/nowhere/x" >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen wrote into a missing folder"
+grep -q "mkdir -m 700 -p $K/nowhere" "$H_DIR/kg.log" || h_fail "no mkdir hint: $(cat "$H_DIR/kg.log")"
+"$BUILD/kfac-keygen" >/dev/null 2>&1
+[ $? = 2 ] || h_fail "kfac-keygen without --out is not a usage error (2)"
 
 # ---- 1. no keys, not loopback ------------------------------------------------------
 port=$(h_port) || exit 1
