@@ -14,7 +14,9 @@
  *   78  configuration error found at start-up (EX_CONFIG): the model file or
  *       a data file is missing, unreadable or malformed, or the data do not
  *       fit the model (the message names the file), or [run] out_dir holds
- *       a previous run and [run] force is off. systemd does not restart on
+ *       a previous run and [run] force is off, or the security configuration
+ *       is refused (a non-loopback bind without CURVE keys, an unreadable key
+ *       file or allowlist; common/net/auth.h). systemd does not restart on
  *       2 or 78 (RestartPreventExitStatus=2 78). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/net/auth.h"
 #include "common/run/rundir.h"
 #include "common/run/runcfg.h"
 #include "ps/server.h"
@@ -64,6 +67,11 @@ int main(int argc, char **argv) {
         log_error("%s", err);
         runcfg_release(&cfg);
         return 2;
+    }
+    if (auth_server_check(&cfg, err, sizeof err) < 0) { /* keys, or a loopback bind (docs/security.md) */
+        log_error("%s", err);
+        runcfg_release(&cfg);
+        return AUTH_EXIT_CONFIG;
     }
     blas_set_threads(cfg.ps_threads);
     int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */

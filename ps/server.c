@@ -21,6 +21,7 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 #include "common/base/version.h"
+#include "common/net/auth.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -189,6 +190,12 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         msg_clear(&m);
         return;
     }
+    if (auth_server_check_role(s->auth, zloop_socket_property(s->sock, "User-Id"), m.role, m.type, err,
+                               sizeof err) < 0) { /* a listed key speaking as another role (common/net/auth.h) */
+        ps_io_send_text(s, route, MSG_REFUSE, err);
+        msg_clear(&m);
+        return;
+    }
     if (m.type == MSG_HELLO) {
         s_on_hello(s, route, p, &m);
         msg_clear(&m);
@@ -303,6 +310,7 @@ static void s_close_handles(ps_server_t *s) {
     }
     zloop_signals_free(&s->sigs);
     zloop_socket_free(&s->sock);
+    auth_server_free(&s->auth);
 }
 
 static void s_on_grace_over(uv_timer_t *t) {
@@ -325,6 +333,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     }
     rundir_free(&s->metrics);
     ps_report_publish(s); /* the final evaluation, for whoever reads the endpoint last */
+    auth_server_log_summary(s->auth); /* before the summary: the last two lines stay "done:" and "sent Shutdown" */
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
@@ -351,7 +360,8 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
 static void s_on_signal(int signum, void *user) {
     ps_server_t *s = user;
     if (signum == SIGHUP) {
-        log_info("SIGHUP: nothing to reload (the configuration is read once)");
+        if (auth_server_enabled(s->auth)) (void)auth_server_reload(s->auth, s->cfg); /* key rotation */
+        else log_info("SIGHUP: nothing to reload (the configuration is read once)");
         return;
     }
     if (s->phase == PS_PHASE_CLOSED) {
@@ -475,6 +485,10 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
         return -ENOMEM;
     }
+    /* CURVE and the ZAP handler before the bind: no client connects unchecked. */
+    if (!(s->auth = auth_server_new(&s->loop, s->zctx, s->cfg, err, err_len)) ||
+        auth_server_secure(s->auth, zloop_socket_zmq(s->sock), err, err_len) < 0)
+        return -EINVAL;
     int rc = zloop_socket_bind(s->sock, s->cfg->bind, s->endpoint, sizeof s->endpoint);
     if (rc < 0 && rc != -ENOSPC) {
         snprintf(err, err_len, "cannot bind [ps] bind = %s: %s%s", s->cfg->bind, strerror(-rc),

@@ -23,6 +23,7 @@
 #include "common/nn/nn.h"
 #include "common/run/runcfg.h"
 #include "common/nn/sgd.h"
+#include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/eval.h"
@@ -64,6 +65,7 @@ struct ps_server {
     int loop_ok;
     void *zctx;
     zloop_socket_t *sock;
+    auth_server_t *auth;           /* CURVE and the ZAP handler (common/net/auth.h) */
     zloop_signals_t *sigs;
     uv_timer_t tick, hb;
     int tick_ok, hb_ok;

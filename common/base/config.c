@@ -44,7 +44,7 @@ static void s_err(char *err, size_t err_len, const char *fmt, ...) {
 const char *const *config_run_sections(void) {
     static const char *const sections[] = {
         "run", "model", "data", "optimizer", "kfac", "cluster", "ps", "worker", "statsd",
-        "invertd", "log", "metrics", "checkpoint", "experiment", NULL,
+        "invertd", "security", "log", "metrics", "checkpoint", "experiment", NULL,
     };
     return sections;
 }

@@ -15,6 +15,7 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "common/base/ratelimit.h"
 #include "common/base/clock.h"
@@ -39,6 +40,7 @@ struct client {
 
     void *zctx;
     zloop_socket_t *sock;
+    auth_client_t *auth;             /* CURVE handshake monitor, NULL without keys */
     zloop_signals_t *signals;
     uv_timer_t timer;
     int timer_open;
@@ -208,6 +210,7 @@ void client_stop(client_t *c, int exit_code, const char *reason, int say_bye) {
     }
     c->state = S_STOPPED;
     zloop_socket_free(&c->sock);
+    auth_client_free(&c->auth);
     /* The signal watchers stay (they do not keep the loop alive): a second
      * SIGTERM during the shutdown must not kill the process. */
     if (c->timer_open) {
@@ -383,6 +386,11 @@ static void s_on_tick(uv_timer_t *t) {
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
+/* kfac-ps refused our CURVE key (common/net/auth.h): ZeroMQ will not retry. */
+static void s_on_key_refused(void *user) {
+    client_stop(user, AUTH_EXIT_CONFIG, "kfac-ps refused this daemon's CURVE key", 0);
+}
+
 client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *local,
                      const client_handlers_t *h, void *user) {
     if (!loop || !local || !h || !local->ps) {
@@ -422,6 +430,13 @@ client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, c
         free(c);
         return NULL;
     }
+    char err[1200] = ""; /* CURVE keys, before the connect (common/net/auth.h) */
+    if (auth_client_secure(loop, c->zctx, zloop_socket_zmq(c->sock), local, c->endpoint, &c->auth, err, sizeof err) < 0) {
+        log_error("%s", err);
+        client_free(&c);
+        return NULL;
+    }
+    auth_client_on_refused(c->auth, s_on_key_refused, c);
     return c;
 }
 
@@ -454,6 +469,7 @@ void client_free(client_t **cp) {
     client_t *c = *cp;
     *cp = NULL;
     zloop_socket_free(&c->sock);
+    auth_client_free(&c->auth);
     if (c->signals) {
         zloop_signals_free(&c->signals);
         uv_run(c->loop, UV_RUN_DEFAULT); /* their close callbacks */

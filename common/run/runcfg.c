@@ -114,6 +114,25 @@ static const config_option_t s_table[] = {
     O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
     O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
     O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
+    /* [security]: CURVE keys (docs/security.md). Every daemon reads the whole
+     * section (so a typo is an error everywhere) and uses its own keys; it is
+     * never sent in Welcome. Values are paths of key files (tools/kfac-keygen). */
+    O("security", "server_secret_key", OPT_STRING, server_secret_key, "", 0, 4096,
+      "kfac-ps: file with its CURVE secret key (mode 0600); set: every client must present a listed key"),
+    O("security", "server_public_key", OPT_STRING, server_public_key, "", 0, 4096,
+      "kfac-ps: its public key file (optional; must match the secret key); clients: the kfac-ps public key to trust"),
+    O("security", "client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
+      "clients: file with this daemon's CURVE secret key (mode 0600); needs server_public_key"),
+    O("security", "client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
+      "clients: this daemon's public key file (optional; must match client_secret_key)"),
+    O("security", "allow_workers", OPT_STRING, allow_workers, "", 0, 4096,
+      "kfac-ps: file of public keys, or folder of *.pub files, that may connect as kfac-worker"),
+    O("security", "allow_statsd", OPT_STRING, allow_statsd, "", 0, 4096,
+      "kfac-ps: file or folder of public keys that may connect as kfac-statsd"),
+    O("security", "allow_invertd", OPT_STRING, allow_invertd, "", 0, 4096,
+      "kfac-ps: file or folder of public keys that may connect as kfac-invertd"),
+    O("security", "insecure", OPT_BOOL, insecure, "false", 0, 0,
+      "kfac-ps: allow binding a non-loopback address without CURVE keys (anyone who reaches the port can steer training)"),
     O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000, "worker id (its data shard)"),
     O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
     E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
@@ -183,7 +202,8 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
         size_t n = 0;
         for (size_t i = 0; i < CONFIG_COUNT(s_table); i++) {
             const char *sec = s_table[i].section;
-            if (s_is_shared(sec) || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0))
+            int security = strcmp(sec, "security") == 0 && s_role_section[role]; /* not kfac-train */
+            if (s_is_shared(sec) || security || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0))
                 s_role_opts[role][n++] = s_table[i];
         }
         s->program = s_programs[role];

@@ -9,6 +9,8 @@
  *                                             source of truth)
  *   [cluster]                                 everyone (addresses, role counts)
  *   [ps] [worker] [statsd] [invertd]          the daemon of that name
+ *   [security]                                every daemon (not kfac-train); never
+ *                                             sent in Welcome
  * A daemon skips the other daemons' sections of a shared file; it rejects
  * unknown keys in its own (see common/base/config.h).
  *
@@ -126,6 +128,15 @@ typedef struct runcfg {
     uint64_t progress_every;  /* steps between progress lines */
     int ps_threads;          /* OpenBLAS threads of the PS */
     char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
+    /* [security] (paths of CURVE key files; "": not set; docs/security.md) */
+    char *server_secret_key; /* kfac-ps */
+    char *server_public_key; /* kfac-ps: its own (optional); clients: the one to trust */
+    char *client_secret_key; /* clients */
+    char *client_public_key; /* clients (optional) */
+    char *allow_workers;     /* kfac-ps: allowlists, a file of keys or a folder of *.pub */
+    char *allow_statsd;
+    char *allow_invertd;
+    bool insecure;           /* kfac-ps: may bind beyond loopback without keys */
     /* [worker] */
     int worker_id;
     int worker_threads;
