@@ -240,8 +240,11 @@ int ps_ckpt_encode(const ps_ckpt_state_t *st, uint8_t **out, size_t *out_len, ch
     s_rec_end(&w, at);
 
     if (st->sgd) {
+        /* velocity (n), then SGD's Polyak average: its count and n_params floats */
         at = s_rec_begin(&w, S_SGDV);
         s_floats(&w, st->sgd->v, st->sgd->n);
+        s_i64(&w, st->sgd_polyak_count ? *st->sgd_polyak_count : 0);
+        s_floats(&w, st->sgd_polyak, st->sgd_polyak ? net->n_params : 0);
         s_rec_end(&w, at);
     }
     if (st->kfac) {
@@ -432,6 +435,20 @@ static int s_dec_floats(s_dec_t *d, s_rbuf_t *r, float *dst, size_t n, const cha
         return s_fail(d, -EBADMSG, "%s holds NaN or Inf", what);
     }
     if (s_rfloats(r, d->apply ? dst : NULL, n) < 0) return s_short(d, what);
+    return 0;
+}
+
+/* SGDV: the velocity, then the Polyak average's count and floats (n_params
+ * of them when the run keeps one, st->sgd_polyak, else none). */
+static int s_dec_sgdv(s_dec_t *d, s_rbuf_t *r) {
+    const ps_ckpt_state_t *st = d->st;
+    if (s_dec_floats(d, r, st->sgd->v, st->sgd->n, "the SGD velocity") < 0) return d->rc;
+    int64_t pc = s_ri64(r);
+    if (r->bad) return s_short(d, "SGDV");
+    if (pc < 0) return s_fail(d, -EBADMSG, "SGDV holds a negative Polyak count");
+    size_t n = st->sgd_polyak ? st->net->n_params : 0;
+    if (s_dec_floats(d, r, st->sgd_polyak, n, "SGD's Polyak average") < 0) return d->rc;
+    if (d->apply && st->sgd_polyak_count) *st->sgd_polyak_count = (long)pc;
     return 0;
 }
 
@@ -667,7 +684,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         case S_PRMS: s_dec_floats(d, &r, d->st->net->params, d->st->net->n_params, "the parameters"); break;
         case S_BNST: s_dec_floats(d, &r, d->st->net->state, d->st->net->n_state, "the batch-norm state"); break;
         case S_SGDV:
-            if ((need = d->st->sgd != NULL)) s_dec_floats(d, &r, d->st->sgd->v, d->st->sgd->n, "the SGD velocity");
+            if ((need = d->st->sgd != NULL)) s_dec_sgdv(d, &r);
             break;
         case S_KOPT:
             if ((need = d->st->kfac != NULL)) s_dec_kopt(d, &r);

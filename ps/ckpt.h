@@ -90,6 +90,8 @@ typedef struct ps_ckpt_state {
     net_t *net;
     kfac_opt_t *kfac;
     sgd_t *sgd;
+    float *sgd_polyak;        /* (n_params) SGD's Polyak average, or NULL (with sgd: stored empty) */
+    long *sgd_polyak_count;   /* its count (NULL with sgd_polyak) */
     ps_sched_block_t *sched;
     kfac_refresh_t **refresh;
     int n_blocks;

@@ -36,15 +36,17 @@ static uint64_t *s_counter(ps_server_t *s, int i) {
 static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     memset(st, 0, sizeof *st);
     st->model_text = s->net->source;
-    st->t = s->t;
-    st->steps_done = s->steps_done;
+    st->t = s->round.t;
+    st->steps_done = s->round.steps_done;
     st->wall_s = ps_io_wall_s(s);
-    st->round_folded = s->round_folded;
+    st->round_folded = s->round.folded;
     st->next_job_id = s->next_job_id;
     for (int i = 0; i < PS_CKPT_COUNTERS; i++) st->counters[i] = *s_counter(s, i);
     st->net = s->net;
     st->kfac = s->kfac;
     st->sgd = s->sgd;
+    st->sgd_polyak = s->sgd ? s->sgd_polyak : NULL;
+    st->sgd_polyak_count = s->sgd ? &s->sgd_polyak_count : NULL;
     st->sched = s->kfac ? s->sched : NULL;
     st->refresh = s->kfac ? s->refresh : NULL;
     st->n_blocks = s->kfac ? s->n_blocks : 0;
@@ -60,23 +62,23 @@ int ps_persist_save(ps_server_t *s, const char *why) {
     char err[1200] = "", path[4200] = "";
     double t0 = clock_now_ms();
     int rc = ps_ckpt_encode(&st, &buf, &len, err, sizeof err);
-    if (rc == 0) rc = ps_ckpt_write_file(s->ckpt_dir, (uint64_t)s->t, buf, len, path, sizeof path, err, sizeof err);
+    if (rc == 0) rc = ps_ckpt_write_file(s->ckpt_dir, (uint64_t)s->round.t, buf, len, path, sizeof path, err, sizeof err);
     free(buf);
     if (rc < 0) {
         s->n_ckpt_failed++;
-        log_error("checkpoint at step %ld (%s) not written: %s", s->t, why, err);
+        log_error("checkpoint at step %ld (%s) not written: %s", s->round.t, why, err);
         return rc;
     }
     s->n_ckpt_saved++;
     int pruned = ps_ckpt_prune(s->ckpt_dir, s->cfg->ckpt_keep);
-    log_info("checkpoint at step %ld (%s): %s, %.1f MB in %.0f ms%s", s->t, why, path, (double)len / 1e6,
+    log_info("checkpoint at step %ld (%s): %s, %.1f MB in %.0f ms%s", s->round.t, why, path, (double)len / 1e6,
              clock_now_ms() - t0, pruned > 0 ? "; older ones pruned" : "");
     return 0;
 }
 
 void ps_persist_after_step(ps_server_t *s) {
     uint64_t every = s->cfg->ckpt_every;
-    if (every == 0 || s->t <= 0 || (uint64_t)s->t % every != 0) return;
+    if (every == 0 || s->round.t <= 0 || (uint64_t)s->round.t % every != 0) return;
     char why[64];
     snprintf(why, sizeof why, "every %" PRIu64 " steps", every);
     ps_persist_save(s, why);
@@ -91,15 +93,15 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
         if (rc == 0) log_info("[checkpoint] resume: no checkpoint in %s; starting at step 0", s->ckpt_dir);
         return rc;
     }
-    s->t = st.t;
-    s->steps_done = st.steps_done;
-    s->round_folded = s->round_marked = st.round_folded;
+    s->round.t = st.t;
+    s->round.steps_done = st.steps_done;
+    s->round.folded = s->round.marked = st.round_folded;
     s->next_job_id = st.next_job_id > s->next_job_id ? st.next_job_id : s->next_job_id;
     for (int i = 0; i < PS_CKPT_COUNTERS; i++) *s_counter(s, i) = st.counters[i];
-    s->resumed_from = s->t;
+    s->resumed_from = s->round.t;
     /* the wall clock of steps.csv goes on from where it was */
     s->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
     ps_round_schedule(s);
-    log_info("resumed from %s: step %ld, %.1fs of training so far; metrics are appended to", path, s->t, st.wall_s);
+    log_info("resumed from %s: step %ld, %.1fs of training so far; metrics are appended to", path, s->round.t, st.wall_s);
     return 1;
 }

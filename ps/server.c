@@ -3,6 +3,7 @@
  * heartbeats, liveness) and the shutdown path. The training logic is in
  * ps/round.c. */
 #include "ps/server_int.h"
+#include "ps/export.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "ps/report.h"
@@ -21,6 +22,7 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 #include "common/base/version.h"
+#include "common/net/auth.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -184,7 +186,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
                      msg_role_name(m->role), m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?",
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
-            if (ps_member_takeover(p)) s->n_grads--; /* it pushes the same batch again */
+            if (ps_member_takeover(p)) s->round.n_grads--; /* it pushes the same batch again */
             p->route = *route;
             p->pid = m->hello.pid;
             p->echo_ns = 0;
@@ -218,7 +220,7 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
     w.welcome.model_text = s->net->source;
     w.welcome.config_text = s->config_text;
-    w.welcome.params_version = (uint64_t)s->t;
+    w.welcome.params_version = (uint64_t)s->round.t;
     w.welcome.n_params = s->net->n_params;
     w.welcome.n_state = s->net->n_state;
     w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;
@@ -281,6 +283,12 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         } else {
             ps_io_reject(s, route, p, MSG_NONE, MSG_ERR_BAD_MESSAGE, "%zu bytes: %s", len, err);
         }
+        msg_clear(&m);
+        return;
+    }
+    if (auth_server_check_role(s->auth, zloop_socket_property(s->sock, "User-Id"), m.role, m.type, err,
+                               sizeof err) < 0) { /* a listed key speaking as another role (common/net/auth.h) */
+        ps_io_send_text(s, route, MSG_REFUSE, err);
         msg_clear(&m);
         return;
     }
@@ -402,7 +410,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
 
 static void s_close_handles(ps_server_t *s) {
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
         uv_close((uv_handle_t *)&s->tick, NULL);
@@ -415,6 +423,7 @@ static void s_close_handles(ps_server_t *s) {
     }
     zloop_signals_free(&s->sigs);
     zloop_socket_free(&s->sock);
+    auth_server_free(&s->auth);
 }
 
 static void s_on_grace_over(uv_timer_t *t) {
@@ -427,7 +436,17 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    /* The weights of a run that ended well (all steps, the target, a
+     * signal); a failed one (diverged) leaves no manifest that would call
+     * its parameters complete. Weights that cannot be written fail the run. */
+    if (s->exit_code == 0) {
+        if (ps_export_weights(s) < 0) s->exit_code = 1;
+    } else {
+        log_warn("the run failed (exit %d): no weights written", s->exit_code);
+    }
+    rundir_free(&s->metrics);
+    ps_report_publish(s); /* the final evaluation, for whoever reads the endpoint last */
+    auth_server_log_summary(s->auth); /* before the summary: the last two lines stay "done:" and "sent Shutdown" */
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
@@ -454,7 +473,8 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
 static void s_on_signal(int signum, void *user) {
     ps_server_t *s = user;
     if (signum == SIGHUP) {
-        log_info("SIGHUP: nothing to reload (the configuration is read once)");
+        if (auth_server_enabled(s->auth)) (void)auth_server_reload(s->auth, s->cfg); /* key rotation */
+        else log_info("SIGHUP: nothing to reload (the configuration is read once)");
         return;
     }
     if (s->phase == PS_PHASE_CLOSED) {
@@ -471,6 +491,7 @@ static void s_on_signal(int signum, void *user) {
 /* ---- construction -------------------------------------------------------------- */
 
 int ps_config_check(const runcfg_t *c, char *err, size_t err_len) {
+    if (c->ps_metrics && c->ps_metrics[0] && ps_http_addr_check(c->ps_metrics, err, err_len) < 0) return -EINVAL;
     int k = c->max_inverse_staleness;
     kfac_schedule_t sched;
     int rc = runcfg_kfac_schedule(c, &sched, err, err_len);
@@ -504,26 +525,27 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         kfac_opts_t ko;
         runcfg_kfac_opts(c, &ko);
         if (!(s->kfac = kfac_opt_new(s->net, &ko, err, err_len))) return -EINVAL;
-        if (!(s->scratch = kfac_stats_new(s->net)) || !(s->round_stats = kfac_stats_new(s->net))) {
+        if (!(s->scratch = kfac_stats_new(s->net))) {
             snprintf(err, err_len, "out of memory (statistics)");
             return -ENOMEM;
         }
     } else {
-        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay))) {
+        /* SGD keeps the same Polyak average of the iterates that K-FAC
+         * keeps, evaluated beside the current parameters. */
+        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay)) ||
+            !(s->sgd_polyak = malloc(s->net->n_params * sizeof(float) + 1))) {
             snprintf(err, err_len, "out of memory (sgd)");
             return -ENOMEM;
         }
         runcfg_lr_sched(c, &s->lr);
+        s->sgd_polyak_decay = runcfg_polyak_decay(c);
     }
-    if (ps_wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
+    if (wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
         snprintf(err, err_len, "out of memory (model shape)");
         return -ENOMEM;
     }
-    size_t np = s->net->n_params ? s->net->n_params : 1, ns = s->net->n_state ? s->net->n_state : 1;
-    s->grad_acc = calloc(np, sizeof(float));
-    s->state_acc = calloc(ns, sizeof(float));
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
-    if (!s->grad_acc || !s->state_acc || !s->unpack_buf) {
+    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -577,6 +599,10 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
         return -ENOMEM;
     }
+    /* CURVE and the ZAP handler before the bind: no client connects unchecked. */
+    if (!(s->auth = auth_server_new(&s->loop, s->zctx, s->cfg, err, err_len)) ||
+        auth_server_secure(s->auth, zloop_socket_zmq(s->sock), err, err_len) < 0)
+        return -EINVAL;
     int rc = zloop_socket_bind(s->sock, s->cfg->bind, s->endpoint, sizeof s->endpoint);
     if (rc < 0 && rc != -ENOSPC) {
         snprintf(err, err_len, "cannot bind [ps] bind = %s: %s%s", s->cfg->bind, strerror(-rc),
@@ -604,7 +630,9 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     return 0;
 }
 
-ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
+ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
+    int rc = -ENOMEM;
+    if (rc_out) *rc_out = rc;
     ps_server_t *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_len, "out of memory");
@@ -615,7 +643,6 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     s->final_step = -1;
     s->last_inv_age_max = -1;
     s->next_job_id = 1;
-    s->pver[0] = s->pver[1] = -1;
     s->t0_ns = uv_hrtime();
     if (uv_loop_init(&s->loop) < 0) {
         snprintf(err, err_len, "uv_loop_init failed");
@@ -628,46 +655,67 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
-    if (s_setup_model(s, err, err_len) < 0) goto fail;
+    if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
     if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", cfg->ckpt_dir);
     else snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", cfg->out_dir);
     s->resumed_from = -1;
-    int rc = 0;
-    if (cfg->ckpt_every > 0 && (rc = ps_metrics_mkdirs(s->ckpt_dir)) < 0) {
+    if (cfg->ckpt_every > 0 && (rc = rundir_mkdirs(s->ckpt_dir)) < 0) {
         snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", s->ckpt_dir,
                  strerror(-rc));
         goto fail;
     }
     if (cfg->ckpt_resume) {
+        rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
-        if (s->resumed_from >= 0 && s->steps_done >= cfg->steps) {
+        if (s->resumed_from >= 0 && s->round.steps_done >= cfg->steps) {
             /* A finished run started again (a restart after its end): done,
              * exit 0, so that systemd does not restart it in a loop. */
             log_info("the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
                      ": the run is over, nothing left to do (raise --steps to go on)",
-                     s->ckpt_dir, s->steps_done, cfg->steps);
+                     s->ckpt_dir, s->round.steps_done, cfg->steps);
             s->done_at_start = 1;
+            if (rc_out) *rc_out = 0;
             return s;
         }
     }
-    if (!(s->metrics = ps_metrics_open(cfg->out_dir, s->resumed_from >= 0, why, sizeof why))) {
+    rc = -EIO;
+    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, &rc, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
-    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, why, sizeof why))) {
+    if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
+    if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
+        rc = -EIO; /* a busy port is not the configuration's fault: exit 1 */
+        if (!(s->http = ps_http_new(cfg->ps_metrics, s->n_blocks, err, err_len))) goto fail;
+        if (s->n_blocks && !(s->http_blocks = calloc((size_t)s->n_blocks, sizeof *s->http_blocks))) {
+            rc = -ENOMEM;
+            snprintf(err, err_len, "out of memory");
+            goto fail;
+        }
+        const char *colon = strrchr(cfg->ps_metrics, ':');
+        log_info("metrics (Prometheus text format) on http://%.*s:%d/metrics",
+                 (int)(colon ? colon - cfg->ps_metrics : 0), cfg->ps_metrics, ps_http_port(s->http));
+        ps_report_publish(s);
+    }
+    /* The run folder last: a start that fails (port busy, bad [ps] metrics)
+     * leaves no files that would make the next start refuse the folder. */
+    /* A run resumed from its checkpoint goes on in its own folder: rows are
+     * appended (docs/operations.md); a new run may not take a used folder. */
+    rundir_mode_t mode = s->resumed_from >= 0 ? RUNDIR_APPEND : rundir_mode_of(cfg);
+    if ((rc = rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, mode, &s->metrics, why, sizeof why)) < 0 ||
+        (s->kfac && (rc = rundir_ages_begin(s->metrics, s->kfac, why, sizeof why)) < 0)) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
-    if (s_setup_net(s, err, err_len) < 0) goto fail;
     char line[300];
     snprintf(line, sizeof line, "%s\n", s->endpoint);
-    if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
+    if (rundir_write_text(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
     uint64_t now_ns = uv_hrtime();
     s->t0_ns = now_ns > s->wall_offset_ns ? now_ns - s->wall_offset_ns : 0;
-    s->last_step_ns = s->prog_ns = uv_hrtime();
-    s->prog_step = s->steps_done;
-    s->round_open_ns = uv_hrtime();
+    s->round.last_step_ns = s->prog_ns = now_ns;
+    s->prog_step = s->round.steps_done;
+    s->round_open_ns = now_ns;
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->kfac) {
         char bound[32];
@@ -675,7 +723,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->net->n_params, s->n_blocks, s->shape.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
+                 cfg->model, s->net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
                  ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
         log_info("model %s: %zu parameters; sgd", cfg->model, s->net->n_params);
@@ -686,8 +734,10 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     if (cfg->ckpt_every > 0)
         log_info("checkpoints every %" PRIu64 " steps and on SIGTERM/SIGINT in %s (the newest %d kept)%s",
                  cfg->ckpt_every, s->ckpt_dir, cfg->ckpt_keep, cfg->ckpt_resume ? "" : "; start with --resume to go on from one");
+    if (rc_out) *rc_out = 0;
     return s;
 fail:
+    if (rc_out) *rc_out = rc;
     ps_server_free(&s);
     return NULL;
 }
@@ -708,8 +758,10 @@ void ps_server_free(ps_server_t **s_p) {
         uv_run(&s->loop, UV_RUN_DEFAULT); /* close callbacks */
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
+    ps_http_free(&s->http);
+    free(s->http_blocks);
     if (s->zctx) zmq_ctx_term(s->zctx);
-    ps_round_drop_params_cache(s);
+    ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
     if (s->refresh)
         for (int b = 0; b < s->n_blocks; b++) kfac_refresh_free(&s->refresh[b]);
@@ -718,15 +770,13 @@ void ps_server_free(ps_server_t **s_p) {
     free(s->diag);
     free(s->job_F);
     free(s->job_packed);
-    free(s->grad_acc);
-    free(s->state_acc);
     free(s->unpack_buf);
     free(s->config_text);
-    ps_wire_shape_release(&s->shape);
+    wire_shape_release(&s->shape);
     kfac_stats_free(&s->scratch);
-    kfac_stats_free(&s->round_stats);
     kfac_opt_free(&s->kfac);
     sgd_free(&s->sgd);
+    free(s->sgd_polyak);
     net_free(&s->net);
     free(s);
 }

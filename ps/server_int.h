@@ -2,9 +2,9 @@
  * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/io.c
  * (sending) and ps/round.c (gradient rounds, statistics, inversion jobs, the
  * step, evaluation and progress). Calls go one way: server.c -> round.c ->
- * member.c / sched.c / wire.c, and both server.c and round.c -> io.c; the
- * round never calls the server (it asks for the end of the run with
- * ps_round_request_shutdown). Not for other modules.
+ * member.c / sched.c / wire.c / round_state.c, and both server.c and
+ * round.c -> io.c; the round never calls the server (it asks for the end
+ * of the run with ps_round_request_shutdown). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
@@ -23,12 +23,15 @@
 #include "common/nn/nn.h"
 #include "common/run/runcfg.h"
 #include "common/nn/sgd.h"
+#include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/eval.h"
 #include "ps/member.h"
+#include "ps/http.h"
 #include "ps/metrics.h"
 #include "ps/peers.h"
+#include "ps/round_state.h"
 #include "ps/sched.h"
 #include "ps/server.h"
 #include "ps/wire.h"
@@ -63,6 +66,7 @@ struct ps_server {
     int loop_ok;
     void *zctx;
     zloop_socket_t *sock;
+    auth_server_t *auth;           /* CURVE and the ZAP handler (common/net/auth.h) */
     zloop_signals_t *sigs;
     uv_timer_t tick, hb;
     int tick_ok, hb_ok;
@@ -74,12 +78,13 @@ struct ps_server {
     net_t *net;                    /* params (n_params) and state (n_state) live here */
     kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
     sgd_t *sgd;                    /* optimizer sgd, else NULL */
+    float *sgd_polyak;             /* (n_params) sgd's Polyak average of the iterates, else NULL */
+    long sgd_polyak_count;         /* iterates averaged into sgd_polyak so far */
+    double sgd_polyak_decay;       /* runcfg_polyak_decay() */
     sgd_lr_sched_t lr;
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
-    ps_wire_shape_t shape;         /* message limits from the model */
+    wire_shape_t shape;            /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
-    kfac_stats_t *round_stats;     /* stats=sync: the round's statistics merged */
-    int round_stats_have;
     float *unpack_buf;             /* (shape.max_layer_floats) */
     int n_blocks;
     ps_sched_block_t *sched;       /* (n_blocks), mirrors kfac->blocks */
@@ -92,27 +97,7 @@ struct ps_server {
     float *job_packed;             /* (max n (n+1)/2) */
     uint64_t next_job_id;
 
-    /* the round of version t */
-    long t;
-    uint64_t steps_done;
-    float *grad_acc;               /* (n_params) sum of n_examples * gradient */
-    double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
-    uint64_t acc_correct;
-    int n_grads;                   /* gradients in */
-    float *state_acc;              /* (n_state) sum of n_examples * state */
-    double state_n;
-    int round_folded, round_marked;
-    int gate_open;                 /* the first step may start */
-    uint64_t first_worker_ns;      /* when the first worker joined */
-    uint64_t last_step_ns;         /* when the last step was applied (or the start) */
-    int consecutive_failures;
-    double step_ms_sum, step_ms_max; /* time the update held the loop thread */
-    int warned_slow_step;
-
-    /* encoded Params of version pver[i], want_stats = i */
-    uint8_t *pbuf[2];
-    size_t plen[2];
-    long pver[2];
+    ps_round_t round;              /* the round of version t (round.c's) */
 
     /* clients */
     ps_peers_t peers;
@@ -128,7 +113,7 @@ struct ps_server {
     int warned_eval_slow;
 
     /* metrics and progress */
-    ps_metrics_t *metrics;
+    rundir_t *metrics;             /* [run] out_dir */
     double prog_loss, prog_acc;    /* sums since the last progress line */
     int prog_n;
     uint64_t prog_ns;              /* time of the last progress line */
@@ -136,6 +121,16 @@ struct ps_server {
     double last_inv_age_mean;
     long last_inv_age_max;
     int warned_no_stats;
+    double last_train_loss, last_train_acc; /* the last step's */
+
+    /* live view ([ps] metrics) and curvature watch ([ps] curvature_warn_s): ps/report.c */
+    ps_http_t *http;               /* NULL: off */
+    ps_http_block_t *http_blocks;  /* (n_blocks) snapshot scratch */
+    uint64_t first_step_ns;        /* when the first step was applied (0: none yet) */
+    uint64_t curv_installed_seen, curv_folds_seen; /* counters at the last check */
+    uint64_t curv_inv_ns, curv_stats_ns;           /* when they last moved (or the first step) */
+    int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
+    int warned_curv_inv, warned_curv_stats;
 
     /* counters */
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */
@@ -236,8 +231,5 @@ void ps_round_tick(ps_server_t *s);
 
 /* An evaluation came back (ps_eval_done_fn). */
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user);
-
-/* Free the encoded Params cache. */
-void ps_round_drop_params_cache(ps_server_t *s);
 
 #endif

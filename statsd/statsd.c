@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include "common/net/client.h"
+#include "common/net/compute.h"
 #include "common/net/daemon.h"
 #include "common/base/log.h"
+#include "common/net/wire.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "common/base/ratelimit.h"
@@ -29,8 +31,8 @@ typedef enum { S_JOB_SETUP = 0, S_JOB_STATS } s_job_kind_t;
 
 typedef struct s_job {
     s_job_kind_t kind;
-    client_setup_t setup;     /* setup */
-    client_compute_t cc;      /* setup: built here, installed by the loop */
+    compute_setup_t setup;     /* setup */
+    compute_ctx_t cc;      /* setup: built here, installed by the loop */
     msg_t params;             /* stats: the Params message (owned) */
     uint32_t sender_id;
     uint8_t *buf;             /* stats: encoded StatsPush */
@@ -44,11 +46,11 @@ typedef struct s_job {
 struct statsd_server {
     const runcfg_t *cfg;          /* borrowed */
     client_daemon_t d;            /* loop, job pool, connection */
-    client_compute_t cc;          /* the compute thread's while busy */
+    compute_ctx_t cc;          /* the compute thread's while busy */
     int have_cc;
     int idle_mode;                /* sgd or stats=sync: nothing to compute */
     int busy;
-    client_setup_t *next_setup;
+    compute_setup_t *next_setup;
     msg_t *pending;
     int n_outstanding;
     uint64_t n_pushed, n_invalid;
@@ -62,11 +64,11 @@ static void s_next(statsd_server_t *s);
 
 static void s_work_stats(statsd_server_t *s, s_job_t *j) {
     double t0 = clock_now_ms();
-    client_compute_t *cc = &s->cc;
+    compute_ctx_t *cc = &s->cc;
     const msg_params_t *p = &j->params.params;
     double loss = 0.0;
     int hits = 0;
-    j->rc = client_compute_batch(cc, p->params, p->n_state ? p->state : NULL, 1, 0, &loss, &hits, &j->n_examples,
+    j->rc = compute_ctx_batch(cc, p->params, p->n_state ? p->state : NULL, 1, 0, &loss, &hits, &j->n_examples,
                                  j->err, sizeof j->err);
     if (j->rc < 0) return;
     msg_t m;
@@ -75,7 +77,7 @@ static void s_work_stats(statsd_server_t *s, s_job_t *j) {
     sp->params_version = p->version;
     sp->n_examples = (uint64_t)j->n_examples;
     float *packed = NULL;
-    if ((j->rc = client_stats_to_msg(cc->stats, &sp->stats, &packed)) < 0) {
+    if ((j->rc = wire_stats_to_msg(cc->stats, &sp->stats, &packed)) < 0) {
         snprintf(j->err, sizeof j->err, "packing the statistics failed (%d)", j->rc);
         return;
     }
@@ -83,12 +85,12 @@ static void s_work_stats(statsd_server_t *s, s_job_t *j) {
     sp->compute_ms = j->compute_ms;
     j->rc = msg_encode(&m, &j->buf, &j->len);
     if (j->rc < 0) snprintf(j->err, sizeof j->err, "encoding the statistics failed (%d)", j->rc);
-    client_stats_release(&sp->stats, &packed);
+    wire_stats_release(&sp->stats, &packed);
 }
 
 static void s_work(void *job, void *user) {
     s_job_t *j = job;
-    if (j->kind == S_JOB_SETUP) j->rc = client_compute_init(&j->cc, &j->setup, j->err, sizeof j->err);
+    if (j->kind == S_JOB_SETUP) j->rc = compute_ctx_init(&j->cc, &j->setup, j->err, sizeof j->err);
     else s_work_stats(user, j);
 }
 
@@ -96,8 +98,8 @@ static void s_work(void *job, void *user) {
 
 static void s_job_free(s_job_t *j) {
     if (!j) return;
-    client_setup_release(&j->setup);
-    client_compute_release(&j->cc);
+    compute_setup_release(&j->setup);
+    compute_ctx_release(&j->cc);
     msg_clear(&j->params);
     free(j->buf);
     free(j);
@@ -120,12 +122,13 @@ static void s_done(void *job, int status, void *user) {
     }
     if (j->kind == S_JOB_SETUP) {
         if (j->rc < 0) {
+            int code = config_exit_status(j->rc); /* 78: the data files or their shape */
             log_error("cannot set up the model and data: %s", j->err);
             s_job_free(j);
-            client_stop(s->d.client, 1, "setup failed", 1);
+            client_stop(s->d.client, code, "setup failed", 1);
             return;
         }
-        client_compute_move(&s->cc, &j->cc);
+        compute_ctx_move(&s->cc, &j->cc);
         s->have_cc = 1;
         log_info("ready: batches of %d from %d training examples, %s Fisher, %d preconditioned layers", s->cc.batch,
                  batcher_shard_size(s->cc.bat), s->cc.fisher == KFAC_FISHER_TRUE ? "true" : "empirical",
@@ -215,11 +218,12 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
         return 0;
     }
     s->idle_mode = 0;
-    client_setup_t *st = calloc(1, sizeof *st);
-    if (!st || client_setup_init(st, w, cfg) < 0) {
+    compute_setup_t *st = calloc(1, sizeof *st);
+    int rc = -ENOMEM;
+    if (!st || (rc = compute_setup_init(st, w, cfg)) < 0) {
         free(st);
-        log_error("out of memory");
-        return -ENOMEM;
+        if (rc == -ENOMEM) log_error("out of memory"); /* -EINVAL: compute_setup_init said why */
+        return rc;
     }
     st->device = cfg->statsd_device;
     /* Its own stream: the whole training split, seeded from the run seed and
@@ -233,7 +237,7 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
     st->label_seed = st->batch_seed ^ 0x1abe1ULL;
     st->with_stats = 1;
     if (s->next_setup) {
-        client_setup_release(s->next_setup);
+        compute_setup_release(s->next_setup);
         free(s->next_setup);
     }
     s->next_setup = st;
@@ -318,9 +322,9 @@ void statsd_server_free(statsd_server_t **sp) {
     statsd_server_t *s = *sp;
     *sp = NULL;
     client_daemon_release(&s->d);
-    client_compute_release(&s->cc);
+    compute_ctx_release(&s->cc);
     if (s->next_setup) {
-        client_setup_release(s->next_setup);
+        compute_setup_release(s->next_setup);
         free(s->next_setup);
     }
     s_drop_pending(s);

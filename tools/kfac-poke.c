@@ -19,6 +19,9 @@
  *   empty        a zero-length frame
  *   multipart    a message of two frames (dropped by the PS, no reply)
  *   oversize     --oversize-bytes of random data (ZeroMQ drops the connection)
+ * With --client_secret_key and --server_public_key it is a CURVE client
+ * (an unlisted key is refused in the handshake: nothing is sent, and the
+ * "handshakes:" line counts the refusals).
  * Every reply is decoded and, up to --print of them, printed one per line
  * ("reply 3: error INVALID: ..."); the last line sums up. Exit: 0 done,
  * 1 nothing could be sent, 2 usage error.
@@ -55,6 +58,7 @@
 #include "common/base/log.h"
 #include "common/base/rng.h"
 #include "common/base/version.h"
+#include "common/net/auth_keys.h"
 #include "proto/msg.h"
 
 typedef struct poke_cfg {
@@ -68,6 +72,7 @@ typedef struct poke_cfg {
     int oversize_bytes;
     int member_id;
     char *member_kind;
+    char *client_secret_key, *client_public_key, *server_public_key; /* CURVE (docs/security.md) */
 } poke_cfg_t;
 
 #define O(key, type, field, def, lo, hi, help) CONFIG_OPT("poke", key, type, poke_cfg_t, field, def, lo, hi, help)
@@ -86,6 +91,11 @@ static const config_option_t s_opts[] = {
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
       "what the hostile member does: examples, huge, nan, stall or hello (see the header of tools/kfac-poke.c)"),
+    O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
+      "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
+    O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
+      "CURVE: this probe's public key file (optional; must match client_secret_key)"),
+    O("server_public_key", OPT_STRING, server_public_key, "", 0, 4096, "CURVE: the kfac-ps public key file"),
 };
 static const char *const s_sections[] = {"poke", NULL};
 
@@ -435,6 +445,70 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     return 0;
 }
 
+/* ---- CURVE keys: make sock a CURVE client and watch its handshakes ---------- */
+
+#define S_MONITOR_EP "inproc://kfac-poke-monitor"
+
+/* With keys configured: set the CURVE options on sock and open a monitor of
+ * its handshakes (*mon, a PAIR socket). Returns 0 (also without keys, *mon
+ * NULL) or -1 after printing why. */
+static int s_curve_setup(const poke_cfg_t *c, void *ctx, void *sock, void **mon) {
+    *mon = NULL;
+    if (!c->client_secret_key[0] && !c->server_public_key[0] && !c->client_public_key[0]) return 0;
+    if (!c->client_secret_key[0] || !c->server_public_key[0]) {
+        fprintf(stderr, "kfac-poke: CURVE needs both --client_secret_key and --server_public_key\n");
+        return -1;
+    }
+    auth_key_t sec, pub, given, server;
+    char err[1200];
+    if (auth_key_read(c->client_secret_key, 1, &sec, err, sizeof err) < 0 ||
+        auth_key_read(c->server_public_key, 0, &server, err, sizeof err) < 0 ||
+        (c->client_public_key[0] && auth_key_read(c->client_public_key, 0, &given, err, sizeof err) < 0)) {
+        fprintf(stderr, "kfac-poke: %s\n", err);
+        return -1;
+    }
+    if (auth_key_public_of(&sec, &pub) < 0 ||
+        (c->client_public_key[0] && memcmp(given.raw, pub.raw, AUTH_KEY_BYTES) != 0)) {
+        fprintf(stderr, "kfac-poke: --client_public_key is not the public key of --client_secret_key\n");
+        return -1;
+    }
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server.raw, AUTH_KEY_BYTES) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub.raw, AUTH_KEY_BYTES) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec.raw, AUTH_KEY_BYTES) ||
+        zmq_socket_monitor(sock, S_MONITOR_EP, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) ||
+        !(*mon = zmq_socket(ctx, ZMQ_PAIR)) || zmq_connect(*mon, S_MONITOR_EP)) {
+        fprintf(stderr, "kfac-poke: cannot set up CURVE: %s\n", zmq_strerror(errno));
+        return -1;
+    }
+    int linger = 0;
+    zmq_setsockopt(*mon, ZMQ_LINGER, &linger, sizeof linger);
+    printf("kfac-poke: CURVE client, public key %s\n", pub.z85);
+    return 0;
+}
+
+/* Count the handshake events waiting on mon: [0] refused (authentication),
+ * [1] succeeded, [2] protocol errors. */
+static void s_curve_events(void *mon, uint64_t *n) {
+    for (int guard = 0; mon && guard < 100000; guard++) {
+        zmq_msg_t ev, ep;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t id = 0;
+        if (zmq_msg_size(&ev) >= 2) memcpy(&id, zmq_msg_data(&ev), 2); /* little-endian hosts */
+        zmq_msg_close(&ev);
+        zmq_msg_init(&ep);
+        if (zmq_msg_recv(&ep, mon, ZMQ_DONTWAIT) >= 0) zmq_msg_close(&ep);
+        else zmq_msg_close(&ep);
+        if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) n[0]++;
+        else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) n[1]++;
+        else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) n[2]++;
+    }
+}
+
 int main(int argc, char **argv) {
     config_spec_t spec = {.program = "kfac-poke",
                           .summary = "send malformed frames to a kfac-ps and print its replies",
@@ -471,6 +545,12 @@ int main(int argc, char **argv) {
     void *ctx = zmq_ctx_new();
     void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
     int linger = 0, one = 1, sndtimeo = 2000;
+    void *mon = NULL;
+    uint64_t hs[3] = {0, 0, 0};
+    if (sock && s_curve_setup(&c, ctx, sock, &mon) < 0) {
+        status = 2;
+        goto done;
+    }
     if (!sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) ||
         zmq_setsockopt(sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
         zmq_setsockopt(sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo) || zmq_connect(sock, c.endpoint)) {
@@ -533,11 +613,18 @@ int main(int argc, char **argv) {
         }
     if (t.n_undecodable) printf("%sundecodable %" PRIu64, sep, t.n_undecodable);
     printf(")\n");
+    s_curve_events(mon, hs);
+    if (mon)
+        printf("handshakes: %" PRIu64 " refused by kfac-ps (authentication), %" PRIu64 " succeeded, %" PRIu64
+               " failed (protocol)\n",
+               hs[0], hs[1], hs[2]);
     if (total == 0) {
-        fprintf(stderr, "kfac-poke: nothing could be sent to %s (is kfac-ps running there?)\n", c.endpoint);
+        fprintf(stderr, "kfac-poke: nothing could be sent to %s (%s)\n", c.endpoint,
+                hs[0] ? "kfac-ps refused this key" : "is kfac-ps running there?");
         status = 1;
     }
 done:
+    if (mon) zmq_close(mon);
     if (sock) zmq_close(sock);
     if (ctx) zmq_ctx_term(ctx);
     config_release(&spec, &c);

@@ -43,6 +43,8 @@ typedef struct {
     net_t *net;
     kfac_opt_t *kfac;
     sgd_t *sgd;
+    float *sgd_polyak; /* (n_params) with sgd */
+    long sgd_polyak_count;
     ps_sched_block_t *sched;
     kfac_refresh_t **refresh;
     ps_norm_hist_t norms;
@@ -75,6 +77,8 @@ static void s_world(world_t *w, const char *kind, const char *model) {
     if (strcmp(kind, "sgd") == 0) {
         w->sgd = sgd_new(w->net, 0.9, 0.0);
         ck_assert_ptr_nonnull(w->sgd);
+        w->sgd_polyak = calloc(w->net->n_params, sizeof(float));
+        ck_assert_ptr_nonnull(w->sgd_polyak);
     } else {
         kfac_opts_t o;
         kfac_opts_default(&o);
@@ -98,6 +102,8 @@ static void s_world(world_t *w, const char *kind, const char *model) {
     w->st.net = w->net;
     w->st.kfac = w->kfac;
     w->st.sgd = w->sgd;
+    w->st.sgd_polyak = w->sgd_polyak;
+    w->st.sgd_polyak_count = w->sgd ? &w->sgd_polyak_count : NULL;
     w->st.sched = w->sched;
     w->st.refresh = w->refresh;
     w->st.n_blocks = w->kfac ? w->kfac->n_blocks : 0;
@@ -111,6 +117,7 @@ static void s_world_free(world_t *w) {
     free(w->sched);
     kfac_opt_free(&w->kfac);
     sgd_free(&w->sgd);
+    free(w->sgd_polyak);
     net_free(&w->net);
 }
 
@@ -127,7 +134,11 @@ static void s_randomize(rng_t *r, world_t *w) {
     for (int i = 0; i < PS_CKPT_COUNTERS; i++) w->st.counters[i] = rng_u64(r) >> 16;
     int n_norms = (int)rng_below(r, 2 * PS_NORM_HISTORY);
     for (int i = 0; i < n_norms; i++) ps_norm_hist_add(&w->norms, exp(3.0 * rng_normal(r)));
-    if (w->sgd) s_fill(r, w->sgd->v, w->sgd->n);
+    if (w->sgd) {
+        s_fill(r, w->sgd->v, w->sgd->n);
+        s_fill(r, w->sgd_polyak, net->n_params);
+        w->sgd_polyak_count = 1 + (long)rng_below(r, 1000000);
+    }
     if (!w->kfac) return;
     kfac_opt_t *k = w->kfac;
     s_fill(r, k->mom, net->n_params);
@@ -198,7 +209,11 @@ static void s_expect_equal(const world_t *a, const world_t *b, double inv_now_s)
     ck_assert_int_eq(a->norms.next, b->norms.next);
     ck_assert(memcmp(a->norms.v, b->norms.v, (size_t)a->norms.n * sizeof(double)) == 0);
     ck_assert(ps_norm_hist_median(&a->norms) == ps_norm_hist_median(&b->norms));
-    if (a->sgd) EQF(a->sgd->v, b->sgd->v, a->sgd->n, "sgd velocity");
+    if (a->sgd) {
+        EQF(a->sgd->v, b->sgd->v, a->sgd->n, "sgd velocity");
+        EQF(a->sgd_polyak, b->sgd_polyak, na->n_params, "sgd polyak");
+        ck_assert_int_eq(a->sgd_polyak_count, b->sgd_polyak_count);
+    }
     if (!a->kfac) return;
     const kfac_opt_t *ka = a->kfac, *kb = b->kfac;
     EQF(ka->mom, kb->mom, na->n_params, "momentum");
