@@ -47,6 +47,11 @@ install: all
 	  $(EXAMPLE_SED) $$e > $(DESTDIR)$(PREFIX)/share/kfac/examples/$${e##*/} && \
 	  chmod 644 $(DESTDIR)$(PREFIX)/share/kfac/examples/$${e##*/} || exit 1; done
 	install -m 755 tools/fetch-data.sh $(DESTDIR)$(PREFIX)/share/kfac/fetch-data.sh
+	install -m 755 tools/kfac-plot $(DESTDIR)$(PREFIX)/share/kfac/kfac-plot
+	install -m 644 tools/run-plot.gp tools/plot-style.gp $(DESTDIR)$(PREFIX)/share/kfac/
+	printf '#!/bin/sh\n# kfac-plot OUT_DIR: the figures of one run (its gnuplot files live beside it)\nexec %s "$$@"\n' \
+	  '$(PREFIX)/share/kfac/kfac-plot' >$(DESTDIR)$(PREFIX)/bin/kfac-plot
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/kfac-plot
 	install -d $(DESTDIR)$(PREFIX)/share/doc/kfac
 	install -m 644 $(wildcard README.md docs/*.md) $(DESTDIR)$(PREFIX)/share/doc/kfac/
 	@echo "kfac: installed under $(DESTDIR)$(PREFIX); units in $(DESTDIR)$(SYSTEMD_UNIT_DIR)"
@@ -54,7 +59,7 @@ install: all
 	@echo "kfac: data: KFAC_DATA=$(KFAC_DATA) sh $(PREFIX)/share/kfac/fetch-data.sh"
 
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)) kfac-launch)
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)) kfac-launch kfac-plot)
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMD_UNIT_DIR)/,$(notdir $(DEPLOY_UNITS)))
 	rm -f $(DESTDIR)$(SYSCONFDIR)/kfac/kfac.ini.example
 	rm -rf $(DESTDIR)$(PREFIX)/share/kfac $(DESTDIR)$(PREFIX)/share/doc/kfac

@@ -13,8 +13,11 @@
  *   2   usage error: a bad option or value (command line or --config file);
  *   78  configuration error found at start-up (EX_CONFIG): the model file or
  *       a data file is missing, unreadable or malformed, or the data do not
- *       fit the model; the message names the file. systemd does not restart
- *       on 2 or 78 (RestartPreventExitStatus=2 78). */
+ *       fit the model (the message names the file), or [run] out_dir holds
+ *       a previous run and [run] force is off, or the security configuration
+ *       is refused (a non-loopback bind without CURVE keys, an unreadable key
+ *       file or allowlist; common/net/auth.h). systemd does not restart on
+ *       2 or 78 (RestartPreventExitStatus=2 78). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,8 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/net/auth.h"
+#include "common/run/rundir.h"
 #include "common/run/runcfg.h"
 #include "ps/server.h"
 
@@ -46,6 +51,14 @@ int main(int argc, char **argv) {
         runcfg_release(&cfg);
         return 2;
     }
+    /* With --resume the folder may hold this very run: the server appends to
+     * it when a checkpoint is there, and refuses it (EEXIST, exit 78) when
+     * none is and the folder is not free. */
+    if (!cfg.force && !cfg.ckpt_resume && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
+        fprintf(stderr, "kfac-ps: %s\n", err);
+        runcfg_release(&cfg);
+        return CONFIG_EXIT_CONFIG;
+    }
     log_init(level, "kfac-ps");
     if (log_level_now >= LOG_LEVEL_DEBUG) {
         char *text = config_to_text(runcfg_spec(RUNCFG_ROLE_PS), &cfg, NULL, 0);
@@ -57,6 +70,11 @@ int main(int argc, char **argv) {
         log_error("%s", err);
         runcfg_release(&cfg);
         return 2;
+    }
+    if (auth_server_check(&cfg, err, sizeof err) < 0) { /* keys, or a loopback bind (docs/security.md) */
+        log_error("%s", err);
+        runcfg_release(&cfg);
+        return AUTH_EXIT_CONFIG;
     }
     blas_set_threads(cfg.ps_threads);
     int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */

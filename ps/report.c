@@ -75,6 +75,77 @@ void ps_report_wait(ps_server_t *s) {
     log_info("step %ld has waited %.0fs for %s", s->round.t, (double)(now - s->round.last_step_ns) * 1e-9, what);
 }
 
+void ps_report_curvature(ps_server_t *s) {
+    if (!s->kfac || !s->first_step_ns) return;
+    uint64_t now = uv_hrtime();
+    if (!s->curv_inv_ns) s->curv_inv_ns = s->curv_stats_ns = s->first_step_ns;
+    if (s->n_installed != s->curv_installed_seen) {
+        s->curv_installed_seen = s->n_installed;
+        s->curv_inv_ns = now;
+    }
+    if (s->n_folds != s->curv_folds_seen) {
+        s->curv_folds_seen = s->n_folds;
+        s->curv_stats_ns = now;
+    }
+    uint64_t limit = (uint64_t)(s->cfg->curvature_warn_s * 1e9);
+    s->curv_stale_inv = now - s->curv_inv_ns > limit;
+    s->curv_stale_stats = now - s->curv_stats_ns > limit;
+    if (s->curv_stale_inv && !s->warned_curv_inv++)
+        log_warn("kind = kfac, but %s for %.0fs (%d kfac-invertd connected, %d jobs in flight): the steps use "
+                 "inverses that old%s; start inverse daemons, or raise [ps] curvature_warn_s to silence this",
+                 s->n_installed ? "no inverse was installed" : "no inverse has been installed since the first step",
+                 (double)(now - s->curv_inv_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1),
+                 ps_sched_in_flight(s->sched, s->n_blocks),
+                 s->n_installed ? "" : " (none: every layer steps as [kfac] identity says)");
+    if (s->curv_stale_stats && !s->warned_curv_stats++)
+        log_warn("kind = kfac, but no statistics were folded for %.0fs (%d kfac-statsd connected; [kfac] stats = %s): "
+                 "the factors are that old; check kfac-statsd, or raise [ps] curvature_warn_s to silence this",
+                 (double)(now - s->curv_stats_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1),
+                 s->cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync" : "async");
+}
+
+void ps_report_publish(ps_server_t *s) {
+    if (!s->http) return;
+    ps_http_snapshot_t x;
+    memset(&x, 0, sizeof x);
+    x.step = (uint64_t)s->round.t;
+    x.steps_target = s->cfg->steps;
+    x.wall_s = ps_io_wall_s(s);
+    x.train_loss = s->last_train_loss;
+    x.train_acc = s->last_train_acc;
+    if ((x.have_eval = s->have_eval)) {
+        x.eval_step = s->last_eval.step;
+        x.test_loss = s->last_eval.loss;
+        x.test_acc = s->last_eval.acc;
+        x.polyak_loss = s->last_eval.polyak_loss;
+        x.polyak_acc = s->last_eval.polyak_acc;
+    }
+    x.workers = ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1);
+    x.statsd = ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1);
+    x.invertd = ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1);
+    memcpy(x.rejected, s->rejected, sizeof x.rejected);
+    if (s->kfac) {
+        uint64_t now = uv_hrtime();
+        x.kfac = 1;
+        x.inverses_installed = s->n_installed;
+        x.stats_folded = s->n_folds;
+        x.idle_inverses_s = s->curv_inv_ns ? (double)(now - s->curv_inv_ns) * 1e-9 : 0.0;
+        x.idle_stats_s = s->curv_stats_ns ? (double)(now - s->curv_stats_ns) * 1e-9 : 0.0;
+        x.stale_inverses = s->curv_stale_inv;
+        x.stale_stats = s->curv_stale_stats;
+        for (int b = 0; b < s->n_blocks && s->http_blocks; b++) {
+            const kfac_block_t *k = &s->kfac->blocks[b];
+            ps_http_block_t *o = &s->http_blocks[b];
+            snprintf(o->layer, sizeof o->layer, "%s", s->net->layers[k->layer].name);
+            o->factor = k->factor;
+            o->age_steps = k->inv->valid && k->inv_version >= 0 ? s->round.t - k->inv_version : -1;
+        }
+        x.n_blocks = s->http_blocks ? s->n_blocks : 0;
+        x.blocks = s->http_blocks;
+    }
+    ps_http_publish(s->http, &x);
+}
+
 void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     double wall = ps_io_wall_s(s);
     size_t off = 0;

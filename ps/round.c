@@ -77,7 +77,8 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     }
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
-        if (s->round.steps_done == 0 && s->phase == PS_PHASE_RUNNING) {
+        p->params_ns = uv_hrtime();
+        if (s->steps_run == 0 && s->phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
             if (!s->round.first_worker_ns) s->round.first_worker_ns = uv_hrtime();
         }
@@ -151,6 +152,7 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_grad_push_t *g = &m->grad_push;
     char err[600];
+    p->stalled = 0; /* it pushes: a member again from the next round */
     switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version)) {
     case PS_PUSH_RUN_OVER:
         p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
@@ -175,6 +177,29 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     case PS_PUSH_ACCEPT:
         break;
     }
+    /* What one member may put into the round: at most a batch of examples,
+     * a norm near the recent ones (msg_validate rejected NaN and Inf). */
+    double norm2 = 0.0;
+    for (size_t i = 0; i < s->net->n_params; i++) norm2 += (double)g->grad[i] * g->grad[i];
+    double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
+    switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
+    case PS_GRAD_TOO_MANY_EXAMPLES:
+        s->n_rej_examples++;
+        ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_NORM_OUTLIER:
+        s->n_rej_norm++;
+        ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
+                     "last %d accepted (%" PRIu64 " rejected so far)",
+                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_OK:
+        break;
+    }
     /* Held until the step (or the fold, for statistics) and summed there in
      * rank order: the round's result does not depend on arrival order. */
     const size_t np = s->net->n_params, ns = s->net->n_state;
@@ -195,6 +220,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
         p->has_stats = 1;
     }
+    ps_norm_hist_add(&s->norms, norm);
     memcpy(p->grad, g->grad, np * sizeof(float));
     p->has_state = ns && g->n_state == ns;
     if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
@@ -476,6 +502,7 @@ void ps_round_schedule(ps_server_t *s) {
 
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
+    s->round_open_ns = uv_hrtime();
     ps_member_open_round(&s->peers);
     ps_round_state_clear(&s->round, s->net);
 }
@@ -592,9 +619,12 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->inverses_installed = s->n_installed;
     row->stats_folded = s->n_folds;
     row->workers = s->round.n_grads;
-    ps_metrics_step(s->metrics, row);
+    rundir_step(s->metrics, row);
+    if (s->kfac) rundir_ages(s->metrics, s->kfac, row->step, s->round.t);
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
+    s->last_train_loss = row->train_loss;
+    s->last_train_acc = row->train_acc;
     s->prog_loss += row->train_loss;
     s->prog_acc += row->train_acc;
     s->prog_n++;
@@ -605,7 +635,9 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
 static void s_step_publish(ps_server_t *s) {
     s->round.t++;
     s->round.steps_done++;
+    s->steps_run++;
     s->round.last_step_ns = uv_hrtime();
+    if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
@@ -615,14 +647,18 @@ static void s_step_publish(ps_server_t *s) {
     /* Members of the new round: the workers present that hold parameters. */
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params;
+        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params && !p->stalled;
     }
+    ps_persist_after_step(s);
     if (s->round.steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
     if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
-    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->round.steps_done == 20 &&
-        !s->warned_no_stats++)
-        log_warn("no statistics after 20 steps: is kfac-statsd running? ([kfac] stats = async); until then every "
-                 "layer steps with the identity ([kfac] identity)");
+    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
+     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
+    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_run == 20 &&
+        ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
+        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
+                 "then every layer steps with the identity ([kfac] identity)");
+    ps_report_publish(s);
     if (s->round.steps_done >= s->cfg->steps) {
         char why[96];
         snprintf(why, sizeof why, "all %" PRIu64 " steps done", s->cfg->steps);
@@ -650,7 +686,7 @@ void ps_round_try_step(ps_server_t *s) {
     if (s->phase != PS_PHASE_RUNNING) return;
     uint64_t waited = s->round.first_worker_ns ? uv_hrtime() - s->round.first_worker_ns : 0;
     ps_gate_t gate;
-    ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->round.steps_done == 0, &s->round.gate_open,
+    ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->steps_run == 0, &s->round.gate_open,
                                                 s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
     if (st != PS_ROUND_COMPLETE) return;
     if (gate == PS_GATE_OPEN_TIMEOUT) {
@@ -693,12 +729,41 @@ void ps_round_try_step(ps_server_t *s) {
 
 /* ---- timer -------------------------------------------------------------------------- */
 
+/* Members that heartbeat but do not push leave the round after [ps]
+ * stall_timeout_ms. */
+static void s_drop_stalled(ps_server_t *s) {
+    ps_peer_t *out[PS_MAX_PEERS];
+    uint64_t now = uv_hrtime();
+    int n = ps_member_stalled(&s->peers, now, s->round_open_ns, s->cfg->stall_timeout_ms * 1000000ULL, out,
+                              PS_MAX_PEERS);
+    for (int i = 0; i < n; i++) {
+        ps_peer_t *p = out[i];
+        ps_member_drop_stalled(p);
+        s->n_stalled++;
+        s->n_dropped++;
+        uint64_t held = 0;
+        if (ratelimit_ok(&s->rl_stall, now, PS_LOG_EVERY_MS, &held)) {
+            char name[160];
+            log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs ([ps] stall_timeout_ms): "
+                     "dropped from the rounds until it pushes (%" PRIu64 " so far%s)",
+                     ps_peer_name(p, name, sizeof name), s->round.t,
+                     (double)(now - (p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns)) * 1e-9,
+                     s->n_stalled, held ? ", some not logged" : "");
+        }
+    }
+    if (n > 0) ps_round_try_step(s);
+}
+
 void ps_round_tick(ps_server_t *s) {
+    if (s->phase != PS_PHASE_RUNNING) return;
+    s_drop_stalled(s);
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_round_dispatch_jobs(s); /* overdue jobs become available */
     ps_round_try_step(s);      /* the start-up gate may have opened */
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_report_wait(s);
+    ps_report_curvature(s);
+    ps_report_publish(s);
 }
 
 /* ---- evaluation and summary --------------------------------------------------------- */
@@ -706,7 +771,7 @@ void ps_round_tick(ps_server_t *s) {
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_server_t *s = user;
     if (status != 0) return;
-    ps_metrics_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
+    rundir_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
     s->last_eval = *r;
     s->have_eval = 1;
     log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",

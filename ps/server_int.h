@@ -23,9 +23,12 @@
 #include "common/nn/nn.h"
 #include "common/run/runcfg.h"
 #include "common/nn/sgd.h"
+#include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/eval.h"
+#include "ps/member.h"
+#include "ps/http.h"
 #include "ps/metrics.h"
 #include "ps/peers.h"
 #include "ps/refresh.h"
@@ -64,6 +67,7 @@ struct ps_server {
     int loop_ok;
     void *zctx;
     zloop_socket_t *sock;
+    auth_server_t *auth;           /* CURVE and the ZAP handler (common/net/auth.h) */
     zloop_signals_t *sigs;
     uv_timer_t tick, hb;
     int tick_ok, hb_ok;
@@ -109,7 +113,7 @@ struct ps_server {
     int warned_eval_slow;
 
     /* metrics and progress */
-    ps_metrics_t *metrics;
+    rundir_t *metrics;             /* [run] out_dir */
     double prog_loss, prog_acc;    /* sums since the last progress line */
     int prog_n;
     uint64_t prog_ns;              /* time of the last progress line */
@@ -117,6 +121,16 @@ struct ps_server {
     double last_inv_age_mean;
     long last_inv_age_max;
     int warned_no_stats;
+    double last_train_loss, last_train_acc; /* the last step's */
+
+    /* live view ([ps] metrics) and curvature watch ([ps] curvature_warn_s): ps/report.c */
+    ps_http_t *http;               /* NULL: off */
+    ps_http_block_t *http_blocks;  /* (n_blocks) snapshot scratch */
+    uint64_t first_step_ns;        /* when the first step was applied (0: none yet) */
+    uint64_t curv_installed_seen, curv_folds_seen; /* counters at the last check */
+    uint64_t curv_inv_ns, curv_stats_ns;           /* when they last moved (or the first step) */
+    int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
+    int warned_curv_inv, warned_curv_stats;
 
     /* counters */
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */
@@ -124,6 +138,23 @@ struct ps_server {
     uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
     uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
     ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
+
+    /* members that may not poison or hold the run */
+    ps_norm_hist_t norms;          /* norms of recently accepted gradients */
+    uint64_t round_open_ns;        /* when the round of version t opened */
+    uint64_t n_rej_examples, n_rej_norm, n_stalled;
+    ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup;
+    uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
+    ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
+
+    /* checkpoints (ps/persist.c) */
+    char ckpt_dir[4096];           /* [checkpoint] dir, or out_dir/checkpoints */
+    uint64_t steps_run;            /* steps applied by this process: round 0's rules (every worker that asks is a
+                                      member, the start-up gate) hold for the first round after a resume too */
+    long resumed_from;             /* the step resumed from (-1: a fresh start) */
+    uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
+    uint64_t n_ckpt_saved, n_ckpt_failed;
+    int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
     ps_phase_t phase;
@@ -149,6 +180,22 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code);
  * held (answered at the first step that makes a layer due). Returns 0 or
  * -errno. */
 int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p);
+
+/* ---- persist.c ------------------------------------------------------------ */
+
+/* Write a checkpoint of the current state now ([checkpoint] every > 0),
+ * then prune to [checkpoint] keep files; why is logged ("step 300",
+ * "SIGTERM"). A failure is logged and counted, never fatal. Returns 0 or
+ * -errno. */
+int ps_persist_save(ps_server_t *s, const char *why);
+
+/* After a step: a checkpoint when t is a multiple of [checkpoint] every. */
+void ps_persist_after_step(ps_server_t *s);
+
+/* [checkpoint] resume: restore the newest valid checkpoint (see
+ * ps_ckpt_restore_newest). Returns 1 (resumed), 0 (nothing to resume) or a
+ * negative errno with the reason in err. */
+int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 
 /* ---- round.c --------------------------------------------------------------- */
 

@@ -246,10 +246,11 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
     }
     s->idle_mode = 0;
     compute_setup_t *st = calloc(1, sizeof *st);
-    if (!st || compute_setup_init(st, w, cfg) < 0) {
+    int rc = -ENOMEM;
+    if (!st || (rc = compute_setup_init(st, w, cfg)) < 0) {
         free(st);
-        log_error("out of memory");
-        return -ENOMEM;
+        if (rc == -ENOMEM) log_error("out of memory"); /* -EINVAL: compute_setup_init said why */
+        return rc;
     }
     st->device = cfg->statsd_device;
     /* Its own stream: the whole training split, seeded from the run seed and

@@ -226,12 +226,14 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
     (void)c;
     worker_server_t *s = user;
     compute_setup_t *st = calloc(1, sizeof *st);
-    if (!st || compute_setup_init(st, w, cfg) < 0) {
+    int rc = -ENOMEM;
+    if (!st || (rc = compute_setup_init(st, w, cfg)) < 0) {
         free(st);
-        log_error("out of memory");
-        return -ENOMEM;
+        if (rc == -ENOMEM) log_error("out of memory"); /* -EINVAL: compute_setup_init said why */
+        return rc;
     }
     st->device = cfg->device;
+    st->skip_batches = w->params_version; /* the data position of a worker present since step 0 */
     if (s->next_setup) {
         compute_setup_release(s->next_setup);
         free(s->next_setup);

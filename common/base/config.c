@@ -44,7 +44,7 @@ static void s_err(char *err, size_t err_len, const char *fmt, ...) {
 const char *const *config_run_sections(void) {
     static const char *const sections[] = {
         "run", "model", "data", "optimizer", "kfac", "cluster", "ps", "worker", "statsd",
-        "invertd", "log", "metrics", "checkpoint", "experiment", NULL,
+        "invertd", "security", "log", "metrics", "checkpoint", "experiment", NULL,
     };
     return sections;
 }
@@ -763,7 +763,7 @@ int config_apply_env(const config_spec_t *spec, void *cfg, char *err, size_t err
 int config_exit_status(int rc) {
     switch (rc) {
     case -ENOENT: case -EACCES: case -EPERM: case -ENOTDIR: case -EISDIR: case -ELOOP: case -ENAMETOOLONG:
-    case -EINVAL:
+    case -EINVAL: case -EEXIST: /* EEXIST: [run] out_dir holds a previous run */
         return CONFIG_EXIT_CONFIG;
     default:
         return CONFIG_EXIT_FAILURE;

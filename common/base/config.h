@@ -131,7 +131,7 @@ int config_exit_status(int rc);
 #define CONFIG_TEXT_COMMENTS 1 /* a header line and each option's help as a comment */
 
 /* The sections of a kfac run file: run model data optimizer kfac cluster
- * ps worker statsd invertd log metrics checkpoint experiment.
+ * ps worker statsd invertd security log metrics checkpoint experiment.
  * NULL-terminated, static. */
 const char *const *config_run_sections(void);
 

@@ -15,6 +15,7 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "common/base/ratelimit.h"
 #include "common/base/clock.h"
@@ -39,6 +40,7 @@ struct client {
 
     void *zctx;
     zloop_socket_t *sock;
+    auth_client_t *auth;             /* CURVE handshake monitor, NULL without keys */
     zloop_signals_t *signals;
     uv_timer_t timer;
     int timer_open;
@@ -53,6 +55,7 @@ struct client {
     uint64_t t_start_ns;             /* when the current Hello phase began */
     uint64_t t_last_hello_ns;
     int hello_sent;                  /* the last Hello left (was not refused with EAGAIN) */
+    uint64_t busy_backoff_ms;        /* kfac-ps could not take it yet (Error INTERNAL to Hello): next try in this */
     uint64_t t_last_wait_log_ns;
     uint64_t t_last_rx_ns;
     uint64_t t_last_tx_ns;
@@ -208,6 +211,7 @@ void client_stop(client_t *c, int exit_code, const char *reason, int say_bye) {
     }
     c->state = S_STOPPED;
     zloop_socket_free(&c->sock);
+    auth_client_free(&c->auth);
     /* The signal watchers stay (they do not keep the loop alive): a second
      * SIGTERM during the shutdown must not kill the process. */
     if (c->timer_open) {
@@ -257,6 +261,7 @@ static void s_on_welcome(client_t *c, msg_t *m) {
     c->cfg_valid = 1;
     c->id = w->assigned_id;
     c->state = S_READY;
+    c->busy_backoff_ms = 0;
     log_info("welcomed by kfac-ps at %s: id %" PRIu32 ", rank %" PRIu32 "/%" PRIu32 ", params version %" PRIu64
              ", %" PRIu64 " parameters%s",
              c->endpoint, w->assigned_id, w->rank, w->n_ranks, w->params_version, w->n_params,
@@ -334,6 +339,14 @@ static void s_on_recv(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t
             }
             break;
         }
+        if (c->state == S_HELLO && m.error.code == MSG_ERR_INTERNAL) {
+            /* Not now (its id still held by a dying predecessor, no room): again later, less and less often. */
+            c->busy_backoff_ms = c->busy_backoff_ms ? 2 * c->busy_backoff_ms : 1000;
+            if (c->busy_backoff_ms > 30000) c->busy_backoff_ms = 30000;
+            log_warn("kfac-ps at %s cannot take this %s now: %s; trying again in %.0fs", c->endpoint, c->program,
+                     m.error.text ? m.error.text : "", (double)c->busy_backoff_ms / 1000.0);
+            break;
+        }
         if (c->state == S_READY && c->h && c->h->on_message) c->h->on_message(c, &m, c->user);
         else log_warn("kfac-ps: error %s: %s", msg_error_code_name(m.error.code), m.error.text ? m.error.text : "");
         break;
@@ -356,7 +369,7 @@ static void s_on_tick(uv_timer_t *t) {
     uint64_t now = uv_hrtime();
     if (c->state == S_HELLO) {
         /* Not connected yet: try again soon; sent but unanswered: now and then. */
-        uint64_t retry_ms = c->hello_sent ? CLIENT_HELLO_RETRY_MS : 100;
+        uint64_t retry_ms = c->busy_backoff_ms ? c->busy_backoff_ms : c->hello_sent ? CLIENT_HELLO_RETRY_MS : 100;
         if (now - c->t_last_hello_ns >= retry_ms * S_NS_PER_MS) s_send_hello(c);
         if (now - c->t_last_wait_log_ns >= (uint64_t)CLIENT_WAIT_LOG_MS * S_NS_PER_MS) {
             c->t_last_wait_log_ns = now;
@@ -382,6 +395,11 @@ static void s_on_tick(uv_timer_t *t) {
 }
 
 /* ---- life cycle ------------------------------------------------------------------ */
+
+/* kfac-ps refused our CURVE key (common/net/auth.h): ZeroMQ will not retry. */
+static void s_on_key_refused(void *user) {
+    client_stop(user, AUTH_EXIT_CONFIG, "kfac-ps refused this daemon's CURVE key", 0);
+}
 
 client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *local,
                      const client_handlers_t *h, void *user) {
@@ -422,6 +440,13 @@ client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, c
         free(c);
         return NULL;
     }
+    char err[1200] = ""; /* CURVE keys, before the connect (common/net/auth.h) */
+    if (auth_client_secure(loop, c->zctx, zloop_socket_zmq(c->sock), local, c->endpoint, &c->auth, err, sizeof err) < 0) {
+        log_error("%s", err);
+        client_free(&c);
+        return NULL;
+    }
+    auth_client_on_refused(c->auth, s_on_key_refused, c);
     return c;
 }
 
@@ -454,6 +479,7 @@ void client_free(client_t **cp) {
     client_t *c = *cp;
     *cp = NULL;
     zloop_socket_free(&c->sock);
+    auth_client_free(&c->auth);
     if (c->signals) {
         zloop_signals_free(&c->signals);
         uv_run(c->loop, UV_RUN_DEFAULT); /* their close callbacks */

@@ -24,6 +24,9 @@
  *   Welcome while already welcomed is the answer to a repeated Hello that
  *   was queued before the daemon's first request, so it is ignored.
  *   Refuse: logged, the client stops with exit code 1.
+ *   Error INTERNAL in answer to Hello (kfac-ps cannot take it now: its id
+ *   still held by a predecessor, no free slot): logged, Hello again after
+ *   1 s, 2 s, 4 s, ... at most 30 s between tries.
  *   Shutdown: logged, the client stops with exit code 0 (no Bye).
  *   Error NOT_WELCOMED (the PS restarted and forgot us): Hello again; the
  *   next Welcome runs on_welcome again, and the daemon re-issues its

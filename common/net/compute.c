@@ -98,6 +98,15 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
                          .shuffle = 1, .aug_crop_pad = s->augment ? 4 : 0, .aug_flip = s->augment,
                          .drop_last = 1};
     if (!(cc->bat = batcher_new(cc->train, &bo, err, err_len))) goto fail;
+    rc = -ENOMEM;
+    if (!(cc->x = malloc((size_t)s->batch * (size_t)cc->net->in_size * sizeof(float))) ||
+        !(cc->y = malloc((size_t)s->batch * sizeof(int)))) {
+        snprintf(err, err_len, "out of memory");
+        goto fail;
+    }
+    for (uint64_t i = 0; i < s->skip_batches; i++) batcher_next(cc->bat, cc->x, cc->y);
+    if (s->skip_batches) log_info("data: shard position %" PRIu64 " (one batch per version before it)", s->skip_batches);
+    rc = -EINVAL;
     if (s->with_stats && !(cc->stats = kfac_stats_new(cc->net))) {
         snprintf(err, err_len, "cannot build the K-FAC statistics of this model (see the log)");
         goto fail;
@@ -107,8 +116,6 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
-    cc->x = malloc((size_t)s->batch * (size_t)cc->net->in_size * sizeof(float));
-    cc->y = malloc((size_t)s->batch * sizeof(int));
     cc->ys = malloc((size_t)s->batch * sizeof(int));
     cc->probs = malloc((size_t)s->batch * (size_t)cc->net->n_classes * sizeof(float));
     if (!cc->x || !cc->y || !cc->ys || !cc->probs) {

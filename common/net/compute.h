@@ -55,12 +55,16 @@ typedef struct compute_setup {
     uint64_t label_seed;      /* sampled labels and dropout */
     int rank, n_ranks;        /* the shard */
     int device;               /* backend_kind_t: auto, cpu or cuda (the caller sets it) */
+    uint64_t skip_batches;    /* batches of the shard's sequence passed over first (0; a gradient worker sets
+                                 the Welcome's params_version: batch v of its shard is the one of version v) */
 } compute_setup_t;
 
 /* Fill s from w and cfg (both borrowed): the seeds are cfg->seed, the shard
  * (rank, n_ranks) from w (n_ranks 0 becomes 1), batch = cfg->batch,
  * with_stats when the optimizer is kfac. The caller adjusts seeds, shard or
- * batch afterwards. Returns 0 or -ENOMEM (s is then released). */
+ * batch afterwards. Returns 0; -EINVAL when cfg's [data] source is not
+ * usable (logged, naming the key: a configuration error, exit 78), or
+ * -ENOMEM (s is then released either way). */
 int compute_setup_init(compute_setup_t *s, const msg_welcome_t *w, const runcfg_t *cfg);
 
 /* Free the strings and zero s. NULL is a no-op. */

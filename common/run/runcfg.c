@@ -42,7 +42,7 @@ static const config_option_t s_table[] = {
     O("run", "target_acc", OPT_DOUBLE, target_acc, "0", 0, 1, "stop once the test accuracy reaches this (0: run all steps)"),
     O("run", "eval_every", OPT_UINT64, eval_every, "100", 1, 1e9, "steps between evaluations on the test set"),
     O("run", "eval_n", OPT_INT, eval_n, "0", 0, INT_MAX, "test examples per evaluation (0: the whole test set)"),
-    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder for metrics CSVs (steps.csv, eval.csv)"),
+    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder of the run: steps.csv, eval.csv, config.ini, model.txt, the weights (docs/operations.md)"),
     O("run", "log_level", OPT_STRING, log_level, "info", 1, 8, "error, warn, info or debug"),
     O("model", "file", OPT_STRING, model, "models/mnist-cnn.model", 1, 4096, "model description file (see models/README.md)"),
     O("model", "doubly_min_in", OPT_DOUBLE, doubly_min_in, "1e30", 1, INFINITY,
@@ -114,7 +114,43 @@ static const config_option_t s_table[] = {
     O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
     O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
     O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
-    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000, "worker id (its data shard)"),
+    /* [security]: CURVE keys (docs/security.md). Every daemon reads the whole
+     * section (so a typo is an error everywhere) and uses its own keys; it is
+     * never sent in Welcome. Values are paths of key files (tools/kfac-keygen). */
+    O("security", "server_secret_key", OPT_STRING, server_secret_key, "", 0, 4096,
+      "kfac-ps: file with its CURVE secret key (mode 0600); set: every client must present a listed key"),
+    O("security", "server_public_key", OPT_STRING, server_public_key, "", 0, 4096,
+      "kfac-ps: its public key file (optional; must match the secret key); clients: the kfac-ps public key to trust"),
+    O("security", "client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
+      "clients: file with this daemon's CURVE secret key (mode 0600); needs server_public_key"),
+    O("security", "client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
+      "clients: this daemon's public key file (optional; must match client_secret_key)"),
+    O("security", "allow_workers", OPT_STRING, allow_workers, "", 0, 4096,
+      "kfac-ps: file of public keys, or folder of *.pub files, that may connect as kfac-worker"),
+    O("security", "allow_statsd", OPT_STRING, allow_statsd, "", 0, 4096,
+      "kfac-ps: file or folder of public keys that may connect as kfac-statsd"),
+    O("security", "allow_invertd", OPT_STRING, allow_invertd, "", 0, 4096,
+      "kfac-ps: file or folder of public keys that may connect as kfac-invertd"),
+    O("security", "insecure", OPT_BOOL, insecure, "false", 0, 0,
+      "kfac-ps: allow binding a non-loopback address without CURVE keys (anyone who reaches the port can steer training)"),
+    /* failure handling and checkpoints of kfac-ps (docs/operations.md) */
+    O("ps", "grad_norm_max_ratio", OPT_DOUBLE, grad_norm_max_ratio, "100", 0, 1e30,
+      "a gradient whose norm is more than this many times the median of the last 32 accepted ones is rejected (0: "
+      "off)"),
+    O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
+      "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
+      "the rounds until it pushes again (0: never)"),
+    O("ps", "handshake_timeout_ms", OPT_UINT64, handshake_timeout_ms, "10000", 10, 1e9,
+      "a client that has not asked for work this long after Hello is forgotten"),
+    O("checkpoint", "dir", OPT_STRING, ckpt_dir, "", 0, 4096, "checkpoint folder (empty: [run] out_dir/checkpoints)"),
+    O("checkpoint", "every", OPT_UINT64, ckpt_every, "0", 0, 1e9,
+      "steps between checkpoints, also written on SIGTERM and SIGINT (0: no checkpoints)"),
+    O("checkpoint", "keep", OPT_INT, ckpt_keep, "3", 1, 1000000, "checkpoint files kept (the newest)"),
+    O("checkpoint", "resume", OPT_BOOL, ckpt_resume, "false", 0, 0,
+      "on start (--resume), go on from the newest valid checkpoint in dir (none there: start afresh)"),
+    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000,
+      "stable member id: the data shard it asks for; restarted with the same id it gets its shard and its place in "
+      "the round back (while another live worker holds the id, it is told so and tries again later)"),
     O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
     E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
     O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
@@ -128,6 +164,13 @@ static const config_option_t s_table[] = {
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
+    /* the run's output folder and live view (docs/operations.md) */
+    O("run", "force", OPT_BOOL, force, "false", 0, 0,
+      "overwrite a previous run in out_dir (otherwise a folder holding steps.csv, eval.csv or manifest.json is refused)"),
+    O("ps", "metrics", OPT_STRING, ps_metrics, "", 0, 256,
+      "serve Prometheus metrics over HTTP at HOST:PORT, e.g. 127.0.0.1:9464 (empty: off)"),
+    O("ps", "curvature_warn_s", OPT_DOUBLE, curvature_warn_s, "30", 1, 1e9,
+      "kfac: warn when no inverse was installed or no statistics folded for this many seconds"),
 };
 
 static const char *const s_shared[] = {"run", "model", "data", "optimizer", "kfac", "cluster", NULL};
@@ -176,7 +219,9 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
         size_t n = 0;
         for (size_t i = 0; i < CONFIG_COUNT(s_table); i++) {
             const char *sec = s_table[i].section;
-            if (s_is_shared(sec) || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0))
+            int security = strcmp(sec, "security") == 0 && s_role_section[role]; /* not kfac-train */
+            if (s_is_shared(sec) || security || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0) ||
+                (role == RUNCFG_ROLE_PS && strcmp(sec, "checkpoint") == 0))
                 s_role_opts[role][n++] = s_table[i];
         }
         s->program = s_programs[role];

@@ -9,6 +9,8 @@
  *                                             source of truth)
  *   [cluster]                                 everyone (addresses, role counts)
  *   [ps] [worker] [statsd] [invertd]          the daemon of that name
+ *   [security]                                every daemon (not kfac-train); never
+ *                                             sent in Welcome
  * A daemon skips the other daemons' sections of a shared file; it rejects
  * unknown keys in its own (see common/base/config.h).
  *
@@ -126,6 +128,23 @@ typedef struct runcfg {
     uint64_t progress_every;  /* steps between progress lines */
     int ps_threads;          /* OpenBLAS threads of the PS */
     char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
+    double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
+    uint64_t stall_timeout_ms;   /* drop a member that has not pushed this long into a round (0: never) */
+    uint64_t handshake_timeout_ms; /* forget a client that has not asked for work this long after Hello */
+    /* [checkpoint] (kfac-ps) */
+    char *ckpt_dir;          /* "": out_dir/checkpoints */
+    uint64_t ckpt_every;     /* steps between checkpoints (0: none) */
+    int ckpt_keep;           /* files kept */
+    bool ckpt_resume;        /* start from the newest valid checkpoint */
+    /* [security] (paths of CURVE key files; "": not set; docs/security.md) */
+    char *server_secret_key; /* kfac-ps */
+    char *server_public_key; /* kfac-ps: its own (optional); clients: the one to trust */
+    char *client_secret_key; /* clients */
+    char *client_public_key; /* clients (optional) */
+    char *allow_workers;     /* kfac-ps: allowlists, a file of keys or a folder of *.pub */
+    char *allow_statsd;
+    char *allow_invertd;
+    bool insecure;           /* kfac-ps: may bind beyond loopback without keys */
     /* [worker] */
     int worker_id;
     int worker_threads;
@@ -143,6 +162,10 @@ typedef struct runcfg {
     uint64_t invertd_delay_ms;  /* injected delay per job (staleness studies) */
     int invertd_max_n;
     char *invertd_cpus;      /* CPU list ("": no pinning) */
+    /* the run's output and live view */
+    bool force;              /* [run] force: a new run may replace the one in out_dir */
+    char *ps_metrics;        /* [ps] metrics: HOST:PORT of the Prometheus endpoint ("": off) */
+    double curvature_warn_s; /* [ps] curvature_warn_s: warn when kfac has had no inverse / statistics this long */
 } runcfg_t;
 
 /* The option spec a role uses (static, built on first call; not thread-safe

@@ -22,7 +22,7 @@ for prog in kfac-ps kfac-train; do
   if [ "$prog" = kfac-ps ]; then
     h_start "$prog-model" "$BUILD/$prog" --model.file "$missing" --run.out-dir "$H_DIR/out-ps" --bind "tcp://127.0.0.1:$port"
   else
-    h_start "$prog-model" "$BUILD/$prog" --model.file "$missing" --steps 1
+    h_start "$prog-model" "$BUILD/$prog" --model.file "$missing" --run.out-dir "$H_DIR/out-train" --steps 1
   fi
   h_wait "$H_PID" 30
   [ "$H_STATUS" = 78 ] || h_fail "$prog with a missing model file: expected exit 78, got $H_STATUS"
@@ -33,7 +33,8 @@ h_start ps-data "$BUILD/kfac-ps" --model.file models/mnist-mlp.model --data.dir 
 h_wait "$H_PID" 30
 [ "$H_STATUS" = 78 ] || h_fail "kfac-ps with a missing data file: expected exit 78, got $H_STATUS"
 grep -q "$H_DIR/empty/mnist/t10k-images-idx3-ubyte" "$H_DIR/ps-data.log" || h_fail "kfac-ps did not name the missing test images"
-h_start train-data "$BUILD/kfac-train" --model.file models/mnist-mlp.model --data.dir "$H_DIR/empty" --steps 1
+h_start train-data "$BUILD/kfac-train" --model.file models/mnist-mlp.model --data.dir "$H_DIR/empty" \
+  --run.out-dir "$H_DIR/out-train-data" --steps 1
 h_wait "$H_PID" 30
 [ "$H_STATUS" = 78 ] || h_fail "kfac-train with a missing data file: expected exit 78, got $H_STATUS"
 grep -q "$H_DIR/empty/mnist/train-images-idx3-ubyte" "$H_DIR/train-data.log" || h_fail "kfac-train did not name the missing file"
@@ -84,7 +85,8 @@ done
 
 # 6: the launcher.
 sed "s|^file = .*|file = $missing|; s|^bind = .*|bind = tcp://127.0.0.1:0|" "$H_DIR/run.ini" >"$H_DIR/launch.ini"
-h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/launch.ini" --port auto --quiet
+# (--force: the steps above left a run in out_dir; the model file must be what fails)
+h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/launch.ini" --port auto --quiet --force
 h_wait "$H_PID" 60
 [ "$H_STATUS" = 78 ] || h_fail "the launcher with a missing model file: expected exit 78, got $H_STATUS"
 grep -q "configuration error" "$H_DIR/launch.log" || h_fail "the launcher did not call it a configuration error"

@@ -58,7 +58,7 @@ common="--model.file models/mnist-mlp.model --kind sgd --lr 0.05 --steps 60 --ev
 # shellcheck disable=SC2086
 run() { # name args...
   n=$1; shift
-  "$BUILD/kfac-train" $common "$@" >"$H_DIR/$n.log" 2>&1
+  "$BUILD/kfac-train" $common --run.out_dir "$H_DIR/out-$n" "$@" >"$H_DIR/$n.log" 2>&1
   st=$?
   [ "$st" = 0 ] || h_fail "kfac-train ($n) exited $st"
   # the evaluation line of the last step, without the timings (the final
@@ -116,7 +116,8 @@ flatten
 fc name=out out=10
 softmax_xent
 EOF
-"$BUILD/kfac-train" --model.file "$H_DIR/wide.model" --kind sgd --steps 1 --data.set npy --data.dir "$d" \
+"$BUILD/kfac-train" --model.file "$H_DIR/wide.model" --run.out_dir "$H_DIR/out-wide" --kind sgd --steps 1 \
+  --data.set npy --data.dir "$d" \
   --train-images train-images.npy --train-labels train-labels.npy --test-images test-images.npy \
   --test-labels test-labels.npy --data.mean 0.1 --data.std 0.3 >"$H_DIR/wide.log" 2>&1
 st=$?
