@@ -392,18 +392,31 @@ static void s_on_tick(uv_timer_t *t) {
     s_settle(s);
 }
 
+/* The heartbeat doubles as the check that a peer's connection is still
+ * open. The ROUTER is ZMQ_ROUTER_MANDATORY: a send to a routing id whose
+ * connection has closed (the process died, the host reset the TCP
+ * connection) fails at once with EHOSTUNREACH, so a dead peer is noticed
+ * within one heartbeat_ms instead of after worker_timeout_ms of silence,
+ * and is treated as a peer silent past that timeout. (ZMQ_ROUTER_NOTIFY is
+ * a draft API that Debian's libzmq 4.3.4 is built without, and a socket
+ * monitor reports a file descriptor, not a routing id, and would replace
+ * the CURVE handshake monitor: the ROUTER takes one.) A full pipe
+ * (EAGAIN) is not a closed one. */
 static void s_on_heartbeat(uv_timer_t *t) {
     ps_server_t *s = t->data;
     if (s->phase == PS_PHASE_CLOSED) return;
     msg_t m;
     msg_init(&m, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
     m.heartbeat.mono_ns = uv_hrtime();
-    for (int i = 0; i < s->peers.n; i++) {
+    for (int i = 0; i < s->peers.n && s->phase == PS_PHASE_RUNNING; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present) continue;
         m.heartbeat.echo_ns = p->echo_ns;
-        ps_io_send(s, &p->route, &m);
+        if (ps_io_send(s, &p->route, &m) != -EHOSTUNREACH) continue;
+        p->present = 0; /* logged once, by ps_round_peer_gone; the tick skips absent peers */
+        ps_round_peer_gone(s, p, "connection closed");
     }
+    s_settle(s);
 }
 
 /* ---- shutdown ---------------------------------------------------------------- */
