@@ -1,22 +1,25 @@
 #!/bin/sh
 # tests/integration/62-memory-burst.sh — kfac-ps gives memory back after a
-# burst of large frames. A kfac-ps (the MNIST MLP, no clients) is sent, by
-# kfac-poke, BURST GradPush frames just under its message limit (each is
-# received, decoded whole and refused) and a few frames over it (ZeroMQ
-# drops the connection); its VmRSS (/proc/PID/status) is read before, at
-# the peak (sampled every 0.1 s) and after IDLE_S seconds of quiet. Pass:
-# after <= 1.2 x before. The three figures are printed (bench/RESULTS.md,
-# "Memory after a burst of large frames").
+# burst of large frames. A kfac-ps with no clients (the wide MNIST CNN, whose
+# message limit is 20.7 MB) is sent by kfac-poke BURST GradPush frames just
+# under that limit (each is received, decoded whole and refused) and a few
+# over it (ZeroMQ drops the connection); its VmRSS (/proc/PID/status) is
+# read before, at the peak (sampled every 0.1 s) and after IDLE_S seconds
+# of quiet. Pass: after <= 1.2 x before (without the fixed mmap threshold
+# of ps/server.c it stayed at 1.59 x). The figures are printed
+# (bench/RESULTS.md, "Memory after a burst of large frames"). KFAC_BURST
+# (frames, default 20) and KFAC_BURST_MODEL change the burst.
 . tests/integration/harness.inc
 h_init 62-memory-burst
-BURST=${KFAC_BURST:-40}
+BURST=${KFAC_BURST:-20}
+MODEL=${KFAC_BURST_MODEL:-models/mnist-cnn-wide.model}
 IDLE_S=3
 [ -r /proc/self/status ] || h_skip "no /proc/PID/status to read VmRSS from"
 cat >"$H_DIR/run.ini" <<EOF2
 [run]
 steps = 100
 [model]
-file = models/mnist-mlp.model
+file = $MODEL
 [cluster]
 workers = 1
 statsd = 0
