@@ -409,7 +409,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
     msg_t m;
     msg_init(&m, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
     m.heartbeat.mono_ns = uv_hrtime();
-    for (int i = 0; i < s->peers.n && s->phase == PS_PHASE_RUNNING; i++) {
+    for (int i = 0; i < s->peers.n && s->phase != PS_PHASE_CLOSED; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present) continue;
         m.heartbeat.echo_ns = p->echo_ns;
