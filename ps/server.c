@@ -649,10 +649,11 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
  * mmap threshold to the size of each large block freed (up to 32 MiB), so
  * after the first large message every later one of up to that size comes
  * from a heap arena (libzmq's I/O thread has its own) and stays there when
- * freed: 40 frames of 3.7 MB left the PS 25% larger for good
- * (bench/RESULTS.md). A fixed threshold keeps blocks of PS_MMAP_MIN_BYTES
- * and more (messages, their decoded copies) in their own mappings, which
- * free() returns to the system at once. Before any thread starts. */
+ * freed: 20 frames of 20.7 MB left the PS 59% larger for good
+ * (bench/RESULTS.md). A fixed threshold (which also stops the dynamic
+ * one) keeps blocks of PS_MMAP_MIN_BYTES and more (messages, their decoded
+ * copies) in their own mappings, which free() returns to the system at
+ * once. The settings are process-wide: once, at start-up. */
 #define PS_MMAP_MIN_BYTES (256 * 1024)
 static void s_malloc_setup(void) {
     if (mallopt(M_MMAP_THRESHOLD, PS_MMAP_MIN_BYTES) != 1) log_warn("mallopt(M_MMAP_THRESHOLD) failed");
