@@ -4,7 +4,8 @@
 #   fuzz_config      the run-file parser with every role's option table
 #   fuzz_model_file  the model-file parser (and one forward pass of what parses)
 #   fuzz_ckpt        the checkpoint reader ps_ckpt_decode (CRCs fixed up, so
-#                    the record parser is reached), in three configurations
+#                    the record parser is reached), in three configurations;
+#                    a refused image must leave the state as it was
 # Corpora start from real inputs: every message type (fuzz_msg_seeds), the
 # example and experiment run files, the model files, checkpoints written by
 # the encoder kfac-ps uses (fuzz_ckpt_seeds); tests/fuzz/regress/<h>/
