@@ -6,6 +6,7 @@
 #include "ps/ckpt.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -527,6 +528,7 @@ static int s_dec_blck(s_dec_t *d, s_rbuf_t *r) {
         if (r->bad) return s_short(d, "BLCK");
         if (n != (uint32_t)kb->n) return s_fail(d, -EINVAL, "block %d has n=%u, this model n=%d", b, n, kb->n);
         if (fv < -1 || iv < -1 || valid > 1 || method > KFAC_INV_EIGEN || !isfinite(damping) || damping < 0 ||
+            damping > FLT_MAX || /* the loaders take a float: checked here, not after the first write */
             (valid && iv < 0) || (!valid && iv >= 0))
             return s_fail(d, -EBADMSG, "block %d holds impossible values", b);
         size_t nn = (size_t)n * n;

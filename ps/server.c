@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -392,18 +393,31 @@ static void s_on_tick(uv_timer_t *t) {
     s_settle(s);
 }
 
+/* The heartbeat doubles as the check that a peer's connection is still
+ * open. The ROUTER is ZMQ_ROUTER_MANDATORY: a send to a routing id whose
+ * connection has closed (the process died, the host reset the TCP
+ * connection) fails at once with EHOSTUNREACH, so a dead peer is noticed
+ * within one heartbeat_ms instead of after worker_timeout_ms of silence,
+ * and is treated as a peer silent past that timeout. (ZMQ_ROUTER_NOTIFY is
+ * a draft API that Debian's libzmq 4.3.4 is built without, and a socket
+ * monitor reports a file descriptor, not a routing id, and would replace
+ * the CURVE handshake monitor: the ROUTER takes one.) A full pipe
+ * (EAGAIN) is not a closed one. */
 static void s_on_heartbeat(uv_timer_t *t) {
     ps_server_t *s = t->data;
     if (s->phase == PS_PHASE_CLOSED) return;
     msg_t m;
     msg_init(&m, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
     m.heartbeat.mono_ns = uv_hrtime();
-    for (int i = 0; i < s->peers.n; i++) {
+    for (int i = 0; i < s->peers.n && s->phase != PS_PHASE_CLOSED; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present) continue;
         m.heartbeat.echo_ns = p->echo_ns;
-        ps_io_send(s, &p->route, &m);
+        if (ps_io_send(s, &p->route, &m) != -EHOSTUNREACH) continue;
+        p->present = 0; /* logged once, by ps_round_peer_gone; the tick skips absent peers */
+        ps_round_peer_gone(s, p, "connection closed");
     }
+    s_settle(s);
 }
 
 /* ---- shutdown ---------------------------------------------------------------- */
@@ -589,6 +603,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     zloop_socket_opts_default(&o);
     int64_t max_bytes = msg_limits_max_bytes(&s->shape.limits);
     o.max_msg_bytes = max_bytes > 0 ? max_bytes : -1;
+    log_info("largest message accepted: %" PRId64 " bytes (ZMQ_MAXMSGSIZE, from the model's shapes)", max_bytes);
     o.linger_ms = PS_LINGER_MS;
     if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
@@ -625,8 +640,23 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     return 0;
 }
 
+/* Memory that comes back after a burst of large frames. glibc raises its
+ * mmap threshold to the size of each large block freed (up to 32 MiB), so
+ * after the first large message every later one of up to that size comes
+ * from a heap arena (libzmq's I/O thread has its own) and stays there when
+ * freed: 20 frames of 20.7 MB left the PS 59% larger for good
+ * (bench/RESULTS.md). A fixed threshold (which also stops the dynamic
+ * one) keeps blocks of PS_MMAP_MIN_BYTES and more (messages, their decoded
+ * copies) in their own mappings, which free() returns to the system at
+ * once. The settings are process-wide: once, at start-up. */
+#define PS_MMAP_MIN_BYTES (256 * 1024)
+static void s_malloc_setup(void) {
+    if (mallopt(M_MMAP_THRESHOLD, PS_MMAP_MIN_BYTES) != 1) log_warn("mallopt(M_MMAP_THRESHOLD) failed");
+}
+
 ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
     int rc = -ENOMEM;
+    s_malloc_setup();
     if (rc_out) *rc_out = rc;
     ps_server_t *s = calloc(1, sizeof *s);
     if (!s) {

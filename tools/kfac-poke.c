@@ -19,6 +19,12 @@
  *   empty        a zero-length frame
  *   multipart    a message of two frames (dropped by the PS, no reply)
  *   oversize     --oversize-bytes of random data (ZeroMQ drops the connection)
+ *   large        a GradPush of random floats, --large_bytes long in all, from a
+ *                peer that never said Hello: decoded whole, then refused
+ *                (Error NOT_WELCOMED). With --large_bytes just under the PS's
+ *                limit (it logs "largest message accepted: N bytes") this is
+ *                the memory burst of tests/integration/62-memory-burst.sh:
+ *                  kfac-poke --kinds large --large_bytes N --count 40
  * With --client_secret_key and --server_public_key it is a CURVE client
  * (an unlisted key is refused in the handshake: nothing is sent, and the
  * "handshakes:" line counts the refusals).
@@ -70,6 +76,7 @@ typedef struct poke_cfg {
     char *kinds;
     int print;
     int oversize_bytes;
+    int large_bytes;
     int member_id;
     char *member_kind;
     char *client_secret_key, *client_public_key, *server_public_key; /* CURVE (docs/security.md) */
@@ -84,9 +91,11 @@ static const config_option_t s_opts[] = {
     O("interval_ms", OPT_INT, interval_ms, "0", 0, 60000, "pause between frames"),
     O("kinds", OPT_STRING, kinds, "all", 1, 512,
       "comma-separated frame kinds: random truncated version body role unwelcomed nan shape job empty multipart "
-      "oversize, or all"),
+      "oversize large, or all (all but large)"),
     O("print", OPT_INT, print, "20", 0, 1000000, "replies printed one per line (the rest are only counted)"),
     O("oversize_bytes", OPT_INT, oversize_bytes, "33554432", 1, 1073741824, "size of an oversize frame"),
+    O("large_bytes", OPT_INT, large_bytes, "1048576", 64, 1073741824,
+      "size of a large frame (a whole GradPush; pick one just under the kfac-ps limit)"),
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
@@ -101,17 +110,18 @@ static const char *const s_sections[] = {"poke", NULL};
 
 typedef enum {
     K_RANDOM = 0, K_TRUNCATED, K_VERSION, K_BODY, K_ROLE, K_UNWELCOMED, K_NAN, K_SHAPE, K_JOB, K_EMPTY,
-    K_MULTIPART, K_OVERSIZE, K_COUNT
+    K_MULTIPART, K_OVERSIZE, K_LARGE, K_COUNT
 } kind_t;
 static const char *const s_kind_names[K_COUNT] = {"random", "truncated", "version", "body", "role", "unwelcomed",
-                                                  "nan", "shape", "job", "empty", "multipart", "oversize"};
+                                                  "nan", "shape", "job", "empty", "multipart", "oversize",
+                                                  "large"};
 
 /* Parse "all" or a comma list into on[]. Returns the number chosen or -1. */
 static int s_parse_kinds(const char *text, bool *on) {
     memset(on, 0, K_COUNT * sizeof *on);
     if (strcmp(text, "all") == 0) {
-        for (int k = 0; k < K_COUNT; k++) on[k] = true;
-        return K_COUNT;
+        for (int k = 0; k < K_COUNT; k++) on[k] = k != K_LARGE; /* large: only when named (a memory burst) */
+        return K_COUNT - 1;
     }
     int n = 0;
     const char *p = text;
@@ -253,6 +263,13 @@ static void s_make(kind_t k, rng_t *r, const poke_cfg_t *c, uint8_t **buf, size_
         if (*buf) s_fill_random(r, *buf, *len < 4096 ? *len : 4096); /* the rest: whatever malloc gave */
         if (*buf && *len > 4096) memset(*buf + 4096, 0x5a, *len - 4096);
         return;
+    case K_LARGE: {
+        /* as many floats as keep the encoded GradPush within large_bytes
+         * (the envelope and the other fields take under 64 bytes) */
+        size_t n = ((size_t)c->large_bytes - 64) / sizeof(float);
+        *buf = s_grad_push(r, n ? n : 1, 0, len);
+        return;
+    }
     case K_COUNT:
         break;
     }

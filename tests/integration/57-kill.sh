@@ -11,7 +11,8 @@
 #            the version they are welcomed at);
 #   worker   worker 2 is killed after step 80 and started again at once with
 #            its id: kfac-ps answers "in use" (the old one was heard less than
-#            3 heartbeats ago), the new one tries again 1 s later and takes
+#            3 heartbeats ago) unless it has already seen the old one's
+#            connection close; the new one tries again 1 s later and takes
 #            over the shard and the place in the round;
 #   invertd  the inverse daemon is killed after step 80 and started again:
 #            its job goes back to the queue.
@@ -127,7 +128,7 @@ acc2=$ACC
 grep -q "worker id 2 rejoins .* takes over shard $shard " "$H_DIR/worker-ps.log" ||
   h_fail "worker: the restarted worker 2 did not get shard $shard back"
 grep -q "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" "$H_DIR/worker-worker2b.log" ||
-  h_fail "worker: the restarted worker 2 was not told to wait while its predecessor could still be alive"
+  grep -q "worker#.* connection closed" "$H_DIR/worker-ps.log" || h_fail "worker: the restarted worker 2 was not told to wait while its predecessor could still be alive"
 close "$acc0" "$acc2" || h_fail "worker: final accuracy $acc2, undisturbed $acc0: more than 0.3 points apart"
 
 # the inverse daemon
