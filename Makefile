@@ -28,7 +28,7 @@ Q := @
 msg = @printf '  %-7s %s\n' $(1) $(2)
 endif
 
-PKGS := openblas lapacke libzmq libprotobuf-c libuv zlib
+PKGS := openblas lapacke libzmq libprotobuf-c libuv zlib libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -122,7 +122,7 @@ DEMO_CONFIG ?= deploy/examples/mnist-cnn-kfac.ini
 demo: $(DEPS_STAMP)
 	$(Q)$(SUBMAKE) build-all
 	$(Q)sh tools/fetch-data.sh
-	$(Q)KFAC_BIN=$(BUILD) sh deploy/kfac-launch $(DEMO_CONFIG)
+	$(Q)KFAC_BIN=$(BUILD) sh deploy/kfac-launch $(DEMO_CONFIG) --force
 
 clean:
 	rm -rf build build-asan

@@ -27,7 +27,9 @@
 
 #include "common/net/client.h"
 #include "common/net/daemon.h"
+#include "common/net/wire.h"
 #include "common/kfac/kfac_inverse.h"
+#include "common/kfac/kfac_linalg.h"
 #include "common/base/log.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
@@ -107,14 +109,11 @@ static void s_work(void *job, void *user) {
         s->dense_cap = n * n;
     }
     float *F = s->dense;
-    /* Packed upper (row-major) -> dense, mirrored onto the lower triangle. */
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        for (size_t c = i; c < n; c++) {
-            float v = jb->packed[k++];
-            F[i * n + c] = v;
-            F[c * n + i] = v;
-        }
+    /* packed upper (row-major) -> full n x n, both triangles */
+    if ((j->rc = kfac_linalg_unpack_upper(jb->packed, (int)n, F)) < 0) {
+        snprintf(j->err, sizeof j->err, "bad job shape (n=%zu)", n);
+        return;
+    }
     kfac_inverse_t *inv = s_holder(s, (int)n);
     if (!inv) {
         j->rc = -ENOMEM;
@@ -138,31 +137,10 @@ static void s_work(void *job, void *user) {
     r->layer = jb->layer;
     r->factor = jb->factor;
     r->factor_version = jb->factor_version;
-    r->n = jb->n;
-    r->damping = inv->damping_used;
-    float *packed = NULL;
-    if (inv->method == KFAC_INV_CHOLESKY) {
-        r->method = MSG_METHOD_CHOLESKY;
-        packed = malloc(msg_packed_len(n) * sizeof(float));
-        if (!packed) {
-            j->rc = -ENOMEM;
-            snprintf(j->err, sizeof j->err, "out of memory");
-            return;
-        }
-        /* Upper triangle of the full (n, n) inverse, row by row. */
-        k = 0;
-        for (size_t i = 0; i < n; i++) {
-            memcpy(packed + k, inv->inv + i * n + i, (n - i) * sizeof(float));
-            k += n - i;
-        }
-        r->inverse = packed;
-        r->n_inverse = k;
-    } else {
-        r->method = MSG_METHOD_EIGEN;
-        r->eigvecs = inv->Q;
-        r->n_eigvecs = n * n;
-        r->eigvals = inv->v;
-        r->n_eigvals = n;
+    float *packed = NULL; /* cholesky: the packed inverse; eigen: Q and v are borrowed from inv */
+    if ((j->rc = wire_result_from_inverse(inv, r, &packed)) < 0) {
+        snprintf(j->err, sizeof j->err, "%s", j->rc == -ENOMEM ? "out of memory" : "no inverse to send");
+        return;
     }
     j->method_used = r->method;
     j->damping_used = r->damping;

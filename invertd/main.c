@@ -3,7 +3,13 @@
  *   kfac-invertd --config run.ini --id 3
  *   kfac-invertd --ps tcp://10.0.0.5:5555 --id 4 --threads 4 --delay-ms 200
  *
- * Exit codes: 0 clean (Shutdown, SIGINT/SIGTERM), 1 fatal, 2 usage error.
+ * Environment: KFAC_PS ([cluster] ps), KFAC_ID ([invertd] id), between the
+ * --config file and the command line (KFAC_DATA_DIR is accepted and unused).
+ *
+ * Exit codes (common/base/config.h): 0 clean (Shutdown, SIGINT/SIGTERM), 1
+ * runtime failure, 2 usage error. Never 78: kfac-invertd reads no model or
+ * data file (factors arrive from kfac-ps in jobs), so a missing one is not
+ * its error.
  */
 #include "common/net/client.h"
 #include "common/run/runcfg.h"

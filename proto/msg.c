@@ -171,6 +171,8 @@ int64_t msg_limits_max_bytes(const msg_limits_t *lim) {
     stats = s_add(stats, 2 * S_FIELD_OVERHEAD);
     uint64_t scalars = 16 * S_FIELD_OVERHEAD; /* every scalar field of any body, generously */
     uint64_t tensors = s_mul(4, s_add(n_params, n_state));
+    /* params.stats_layers: up to max_layers varints of <= 5 bytes */
+    tensors = s_add(tensors, s_add(S_FIELD_OVERHEAD, s_mul(5, lim->model ? lim->model->n_layers : lim->max_layers)));
     uint64_t best = s_add(scalars, s_add(tensors, stats));             /* grad_push */
     uint64_t job = s_add(scalars, s_add(lim->max_string,
                                         s_mul(4, s_add(s_mul(nn, nn), s_add(nn, msg_packed_len(nn))))));
@@ -332,6 +334,9 @@ int msg_encode(const msg_t *m, uint8_t **buf, size_t *len) {
         params.n_state = m->params.n_state;
         params.state = S_ARR(m->params.state, m->params.n_state);
         params.want_stats = m->params.want_stats ? 1 : 0;
+        if (m->params.n_stats_layers && !m->params.stats_layers) return -EINVAL;
+        params.n_stats_layers = m->params.n_stats_layers;
+        params.stats_layers = m->params.n_stats_layers ? (uint32_t *)m->params.stats_layers : NULL;
         env.body_case = KFAC__ENVELOPE__BODY_PARAMS;
         env.params = &params;
         break;
@@ -565,6 +570,12 @@ int msg_decode(const uint8_t *buf, size_t len, msg_t *out, char *err, size_t err
         out->params.want_stats = b->want_stats ? 1 : 0;
         s_take(&out->params.params, &out->params.n_params, &b->params, &b->n_params);
         s_take(&out->params.state, &out->params.n_state, &b->state, &b->n_state);
+        if (b->n_stats_layers) { /* moved like the float arrays */
+            out->params.stats_layers = b->stats_layers;
+            out->params.n_stats_layers = b->n_stats_layers;
+            b->stats_layers = NULL;
+            b->n_stats_layers = 0;
+        }
         break;
     }
     case KFAC__ENVELOPE__BODY_GRAD_PUSH: {
@@ -681,6 +692,7 @@ void msg_clear(msg_t *m) {
     case MSG_PARAMS:
         free(m->params.params);
         free(m->params.state);
+        free(m->params.stats_layers);
         break;
     case MSG_GRAD_PUSH:
         free(m->grad_push.grad);

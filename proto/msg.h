@@ -161,6 +161,8 @@ typedef struct msg_params {
     float *state;             /* (n_state) batch-norm running stats, or none */
     size_t n_state;
     int want_stats;           /* worker: send statistics with the next GradPush */
+    uint32_t *stats_layers;   /* (n_stats_layers) layers wanted, strictly increasing; none: all */
+    size_t n_stats_layers;
 } msg_params_t;
 
 typedef struct msg_grad_push {

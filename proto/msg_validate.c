@@ -139,6 +139,37 @@ static int s_check_n(const char *field, uint32_t n, const msg_limits_t *lim, cha
     return 0;
 }
 
+/* params.stats_layers: strictly increasing layer indices below the limit,
+ * each (with a model) a layer that has Kronecker factors. */
+static int s_check_stats_layers(const msg_params_t *p, const msg_limits_t *lim, char *err, size_t err_len) {
+    if (p->n_stats_layers > lim->max_layers) {
+        s_err(err, err_len, "params.stats_layers: %zu entries is over the limit of %" PRIu32 " layers",
+              p->n_stats_layers, lim->max_layers);
+        return -EINVAL;
+    }
+    const msg_model_shape_t *md = lim->model;
+    for (size_t i = 0; i < p->n_stats_layers; i++) {
+        uint32_t l = p->stats_layers[i];
+        if (l >= lim->max_layers) {
+            s_err(err, err_len, "params.stats_layers[%zu]: layer %" PRIu32 " is over the limit of %" PRIu32 " layers",
+                  i, l, lim->max_layers);
+            return -EINVAL;
+        }
+        if (i > 0 && l <= p->stats_layers[i - 1]) {
+            s_err(err, err_len,
+                  "params.stats_layers[%zu]: layer %" PRIu32 " after %" PRIu32 " (the list must be strictly increasing)",
+                  i, l, p->stats_layers[i - 1]);
+            return -EINVAL;
+        }
+        if (md && (l >= md->n_layers || !md->layers || md->layers[l].n_factors == 0)) {
+            s_err(err, err_len, "params.stats_layers[%zu]: layer %" PRIu32 " has no Kronecker factors in this model", i,
+                  l);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* A job / job result's (layer, factor, n) against the model. */
 static int s_check_job_target(const char *field, uint32_t layer, uint32_t factor, uint32_t n,
                               const msg_limits_t *lim, char *err, size_t err_len) {
@@ -383,8 +414,10 @@ int msg_validate(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_
     case MSG_HEARTBEAT:
         break;
     case MSG_PARAMS:
-        rc = s_check_params_arrays("params.params", m->params.params, m->params.n_params, "params.state",
-                                   m->params.state, m->params.n_state, lim, err, err_len);
+        if ((rc = s_check_params_arrays("params.params", m->params.params, m->params.n_params, "params.state",
+                                        m->params.state, m->params.n_state, lim, err, err_len)) < 0)
+            break;
+        rc = s_check_stats_layers(&m->params, lim, err, err_len);
         break;
     case MSG_GRAD_PUSH: {
         const msg_grad_push_t *g = &m->grad_push;

@@ -83,7 +83,8 @@ static void s_done(void *job, int status, void *user) {
 }
 
 ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *cfg, ps_eval_done_fn done,
-                       void *user, char *err, size_t err_len) {
+                       void *user, int *rc_out, char *err, size_t err_len) {
+    *rc_out = -ENOMEM;
     ps_eval_t *e = calloc(1, sizeof *e);
     if (!e) {
         snprintf(err, err_len, "evaluation: out of memory");
@@ -94,15 +95,17 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
     e->prio = cfg->ps_eval_priority;
     e->threads = cfg->ps_eval_threads > 0 ? cfg->ps_eval_threads : 1;
     char perr[512] = "";
+    *rc_out = -EINVAL;
     if (!(e->net = net_parse(model_text, cfg->model, PS_EVAL_BATCH, perr, sizeof perr))) {
         snprintf(err, err_len, "evaluation: %s", perr);
         goto fail;
     }
     const char *set = runcfg_dataset_name(cfg);
-    if (dataset_load_named(set, cfg->data_dir, 0, &e->test, perr, sizeof perr) < 0) {
+    if ((*rc_out = runcfg_data_load(cfg, e->net, 0, &e->test, perr, sizeof perr)) < 0) {
         snprintf(err, err_len, "evaluation: %s", perr);
         goto fail;
     }
+    *rc_out = -EINVAL;
     if (e->test->c * e->test->h * e->test->w != e->net->in_size) {
         snprintf(err, err_len,
                  "evaluation: %s test examples are %dx%dx%d but the model's input is %dx%dx%d; check [data] set "
@@ -116,6 +119,7 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
         goto fail;
     }
     e->n = cfg->eval_n > 0 && cfg->eval_n < e->test->n ? cfg->eval_n : e->test->n;
+    *rc_out = -ENOMEM;
     if (!(e->pool = zloop_pool_new(loop, 1, s_work, s_done, e))) {
         snprintf(err, err_len, "evaluation: cannot start its thread");
         goto fail;

@@ -52,9 +52,11 @@ typedef struct ps_eval ps_eval_t;
 
 /* Parse model_text, load the test split of cfg's data set ([data] set, dir;
  * [run] eval_n) and start the thread. Returns NULL with the reason in err
- * (e.g. the data loader's message naming the missing file and `make data`). */
+ * (e.g. the data loader's message naming the missing file and `make data`)
+ * and the negative errno in *rc_out (not NULL): the loader's for the data,
+ * -EINVAL for a data set that does not fit the model, -ENOMEM otherwise. */
 ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *cfg, ps_eval_done_fn done,
-                       void *user, char *err, size_t err_len);
+                       void *user, int *rc_out, char *err, size_t err_len);
 
 /* Queue an evaluation of params (n_params floats), polyak (n_params floats
  * or NULL) and state (n_state floats, or NULL when the model has none), all

@@ -42,28 +42,47 @@ void ps_io_send_text(ps_server_t *s, const zloop_peer_t *route, msg_type_t type,
     ps_io_send(s, route, &m);
 }
 
-void ps_io_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
-                   msg_error_code_t code, const char *fmt, ...) {
+static void s_vreject(ps_server_t *s, ratelimit_t *rl, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
+                      msg_error_code_t code, const char *fmt, va_list ap) {
     char text[600];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
     if ((unsigned)type >= MSG_TYPE_COUNT) type = MSG_NONE;
     s->rejected[type]++;
     if ((unsigned)code < MSG_ERR_COUNT) s->rejected_code[code]++;
     if (p) p->n_rejected++;
     uint64_t skipped = 0;
-    if (ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
+    if (!rl) rl = &s->rl_reject_by[type][(unsigned)code < MSG_ERR_COUNT ? code : MSG_ERR_NONE];
+    if (ratelimit_ok(rl, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
         char name[160];
         if (p) ps_peer_name(p, name, sizeof name);
         else snprintf(name, sizeof name, "an unknown client");
-        log_warn("rejected %s from %s (%s): %s%s", type == MSG_NONE ? "a message" : msg_type_name(type), name,
-                 msg_error_code_name(code), text, skipped ? " [more rejections held back]" : "");
+        if (skipped)
+            log_warn("rejected %s from %s (%s): %s [%" PRIu64 " more like it not logged]",
+                     type == MSG_NONE ? "a message" : msg_type_name(type), name, msg_error_code_name(code), text,
+                     skipped);
+        else
+            log_warn("rejected %s from %s (%s): %s", type == MSG_NONE ? "a message" : msg_type_name(type), name,
+                     msg_error_code_name(code), text);
     }
     msg_t m;
     msg_init(&m, MSG_ERROR, MSG_ROLE_PS, 0);
     m.error.code = code;
     m.error.text = text;
     ps_io_send(s, route, &m);
+}
+
+void ps_io_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
+                   msg_error_code_t code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    s_vreject(s, NULL, route, p, type, code, fmt, ap);
+    va_end(ap);
+}
+
+void ps_io_reject_rl(ps_server_t *s, ratelimit_t *rl, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
+                     msg_error_code_t code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    s_vreject(s, rl, route, p, type, code, fmt, ap);
+    va_end(ap);
 }

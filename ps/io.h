@@ -23,8 +23,14 @@ int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m);
 void ps_io_send_text(ps_server_t *s, const zloop_peer_t *route, msg_type_t type, const char *text);
 
 /* Answer a message with Error(code, text) and count it under type. p may be
- * NULL (unknown sender). The line logged is rate-limited. */
+ * NULL (unknown sender). The line logged is rate-limited, one line a
+ * second per message type and error code, with the count held back. */
 void ps_io_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type, msg_error_code_t code,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* The same, logged under the caller's limiter rl: one line a second for
+ * one cause (e.g. gradients with too many examples). */
+void ps_io_reject_rl(ps_server_t *s, ratelimit_t *rl, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
+                     msg_error_code_t code, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
 #endif

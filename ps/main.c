@@ -3,8 +3,21 @@
  *
  *   kfac-ps --config deploy/examples/mnist-cnn.ini [--key value ...]
  *
- * Exit codes: 0 clean (all steps, target accuracy, SIGINT/SIGTERM), 1 fatal
- * (model or data missing, port busy, diverged), 2 usage (bad option). */
+ * Environment: KFAC_PS ([cluster] ps, passed on to the clients in Welcome)
+ * and KFAC_DATA_DIR ([data] dir), between the --config file and the
+ * command line.
+ *
+ * Exit codes (common/base/config.h):
+ *   0   clean: all steps, the target accuracy, SIGINT/SIGTERM;
+ *   1   runtime failure: port busy, out of memory, diverged;
+ *   2   usage error: a bad option or value (command line or --config file);
+ *   78  configuration error found at start-up (EX_CONFIG): the model file or
+ *       a data file is missing, unreadable or malformed, or the data do not
+ *       fit the model (the message names the file), or [run] out_dir holds
+ *       a previous run and [run] force is off, or the security configuration
+ *       is refused (a non-loopback bind without CURVE keys, an unreadable key
+ *       file or allowlist; common/net/auth.h). systemd does not restart on
+ *       2 or 78 (RestartPreventExitStatus=2 78). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +25,8 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/net/auth.h"
+#include "common/run/rundir.h"
 #include "common/run/runcfg.h"
 #include "ps/server.h"
 
@@ -36,6 +51,14 @@ int main(int argc, char **argv) {
         runcfg_release(&cfg);
         return 2;
     }
+    /* With --resume the folder may hold this very run: the server appends to
+     * it when a checkpoint is there, and refuses it (EEXIST, exit 78) when
+     * none is and the folder is not free. */
+    if (!cfg.force && !cfg.ckpt_resume && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
+        fprintf(stderr, "kfac-ps: %s\n", err);
+        runcfg_release(&cfg);
+        return CONFIG_EXIT_CONFIG;
+    }
     log_init(level, "kfac-ps");
     if (log_level_now >= LOG_LEVEL_DEBUG) {
         char *text = config_to_text(runcfg_spec(RUNCFG_ROLE_PS), &cfg, NULL, 0);
@@ -48,12 +71,19 @@ int main(int argc, char **argv) {
         runcfg_release(&cfg);
         return 2;
     }
-    blas_set_threads(cfg.ps_threads);
-    ps_server_t *s = ps_server_new(&cfg, err, sizeof err);
-    if (!s) {
+    if (auth_server_check(&cfg, err, sizeof err) < 0) { /* keys, or a loopback bind (docs/security.md) */
         log_error("%s", err);
         runcfg_release(&cfg);
-        return 1;
+        return AUTH_EXIT_CONFIG;
+    }
+    blas_set_threads(cfg.ps_threads);
+    int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */
+    ps_server_t *s = new_rc < 0 ? NULL : ps_server_new(&cfg, &new_rc, err, sizeof err);
+    if (!s) {
+        int status = config_exit_status(new_rc);
+        log_error("%s%s", err, status == CONFIG_EXIT_CONFIG ? " (configuration error: exit 78)" : "");
+        runcfg_release(&cfg);
+        return status;
     }
     rc = ps_server_run(s);
     ps_server_free(&s);

@@ -1,7 +1,9 @@
 /* ps/member.c — see member.h. */
 #include "ps/member.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version) {
     if (!running) return PS_PUSH_RUN_OVER;
@@ -15,7 +17,7 @@ void ps_member_open_round(ps_peers_t *peers) {
     for (int i = 0; i < peers->n; i++) {
         ps_peer_t *p = peers->v[i];
         if (p->role != MSG_ROLE_WORKER) continue;
-        p->member = p->present && p->has_params;
+        p->member = p->present && p->has_params && !p->stalled;
         p->pushed = p->skipped = 0;
         p->committed = p->has_stats = p->has_state = 0;
     }
@@ -77,4 +79,78 @@ ps_leave_t ps_member_leave(ps_peer_t *p) {
     l.blocking = p->member && !p->pushed && !p->skipped;
     p->member = 0;
     return l;
+}
+
+ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t asked_id, uint64_t now_ns,
+                             uint64_t live_ns, ps_peer_t **holder) {
+    if (holder) *holder = NULL;
+    if (role != MSG_ROLE_WORKER && role != MSG_ROLE_STATSD) return PS_REJOIN_NEW;
+    ps_peer_t *h = NULL;
+    for (int i = 0; i < peers->n && !h; i++)
+        if (peers->v[i]->role == role && peers->v[i]->asked_id == asked_id) h = peers->v[i];
+    if (holder) *holder = h;
+    if (!h) return PS_REJOIN_NEW;
+    int alive = h->present && now_ns >= h->last_ns && now_ns - h->last_ns < live_ns;
+    return alive ? PS_REJOIN_DUPLICATE : PS_REJOIN_TAKEOVER;
+}
+
+int ps_member_takeover(ps_peer_t *p) {
+    int dropped = 0;
+    if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) {
+        p->pushed = 0;
+        p->has_stats = p->has_state = 0;
+        dropped = 1;
+    }
+    p->skipped = 0;
+    p->stalled = 0;
+    p->wait = PS_WAIT_NONE;
+    return dropped;
+}
+
+void ps_norm_hist_add(ps_norm_hist_t *h, double norm) {
+    h->v[h->next] = norm;
+    h->next = (h->next + 1) % PS_NORM_HISTORY;
+    if (h->n < PS_NORM_HISTORY) h->n++;
+}
+
+static int s_dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double ps_norm_hist_median(const ps_norm_hist_t *h) {
+    if (h->n < PS_NORM_MIN_HISTORY) return 0.0;
+    double v[PS_NORM_HISTORY];
+    memcpy(v, h->v, (size_t)h->n * sizeof *v);
+    qsort(v, (size_t)h->n, sizeof *v, s_dcmp);
+    return h->n % 2 ? v[h->n / 2] : 0.5 * (v[h->n / 2 - 1] + v[h->n / 2]);
+}
+
+ps_grad_verdict_t ps_member_check_grad(uint64_t n_examples, int batch, double norm, const ps_norm_hist_t *h,
+                                       double max_ratio) {
+    if (batch > 0 && n_examples > (uint64_t)batch) return PS_GRAD_TOO_MANY_EXAMPLES;
+    if (!isfinite(norm)) return PS_GRAD_NORM_OUTLIER;
+    if (max_ratio <= 0) return PS_GRAD_OK;
+    double med = ps_norm_hist_median(h);
+    if (med <= 0) return PS_GRAD_OK;
+    if (norm > max_ratio * med) return PS_GRAD_NORM_OUTLIER;
+    return PS_GRAD_OK;
+}
+
+int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_open_ns, uint64_t stall_ns,
+                      ps_peer_t **out, int cap) {
+    if (stall_ns == 0) return 0;
+    int n = 0;
+    for (int i = 0; i < peers->n && n < cap; i++) {
+        ps_peer_t *p = peers->v[i];
+        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present || p->pushed || p->skipped) continue;
+        uint64_t since = p->params_ns > round_open_ns ? p->params_ns : round_open_ns;
+        if (now_ns > since && now_ns - since >= stall_ns) out[n++] = p;
+    }
+    return n;
+}
+
+void ps_member_drop_stalled(ps_peer_t *p) {
+    ps_member_leave(p);
+    p->stalled = 1;
 }

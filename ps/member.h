@@ -31,9 +31,9 @@ typedef enum {
 /* Decide on a push. running: the run still takes steps. */
 ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version);
 
-/* Open the round of a new version: every gradient worker that is present
- * and has had Params becomes a member; every worker's per-round flags are
- * cleared. */
+/* Open the round of a new version: every gradient worker that is present,
+ * has had Params and is not marked stalled becomes a member; every
+ * worker's per-round flags are cleared. */
 void ps_member_open_round(ps_peers_t *peers);
 
 /* Present members whose gradient of this round is still awaited; *n_members
@@ -78,5 +78,72 @@ typedef struct ps_leave {
     int blocking; /* the round was waiting for its gradient */
 } ps_leave_t;
 ps_leave_t ps_member_leave(ps_peer_t *p);
+
+/* A Hello from a new connection of a worker or stats worker with member id
+ * asked_id (its --id). Another connection may hold that id already. */
+typedef enum {
+    PS_REJOIN_NEW = 0,    /* nobody holds the id: a new member */
+    PS_REJOIN_TAKEOVER,   /* the holder is gone or silent: the new connection takes its place and shard */
+    PS_REJOIN_DUPLICATE,  /* the holder is alive (heard within live_ns): refuse the new one */
+} ps_rejoin_t;
+
+/* Decide for a Hello of role with asked_id at now_ns; *holder (may be
+ * NULL) gets the peer holding the id (NULL when none). Only gradient
+ * workers and stats workers have member ids; other roles are always NEW.
+ * A holder is alive when present and heard within live_ns. */
+ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t asked_id, uint64_t now_ns,
+                             uint64_t live_ns, ps_peer_t **holder);
+
+/* A restarted member takes over its old record p (PS_REJOIN_TAKEOVER): it
+ * keeps p's shard and its membership of the round; a gradient of this
+ * round that p pushed and that is not summed yet is dropped, since the new
+ * process computes the same batch again (its data position follows the
+ * version). Returns 1 when a held gradient was dropped (the round has one
+ * gradient less), else 0. */
+int ps_member_takeover(ps_peer_t *p);
+
+/* ---- what a gradient may be ------------------------------------------------ */
+
+/* Norms of recently accepted gradients (a ring), for the outlier rule. */
+#define PS_NORM_HISTORY 32
+/* Fewer norms than this: no outlier rule yet. */
+#define PS_NORM_MIN_HISTORY 8
+typedef struct ps_norm_hist {
+    double v[PS_NORM_HISTORY];
+    int n, next;
+} ps_norm_hist_t;
+
+/* Record an accepted gradient's norm. */
+void ps_norm_hist_add(ps_norm_hist_t *h, double norm);
+
+/* The median of the recorded norms; 0 while fewer than
+ * PS_NORM_MIN_HISTORY are recorded. */
+double ps_norm_hist_median(const ps_norm_hist_t *h);
+
+typedef enum {
+    PS_GRAD_OK = 0,
+    PS_GRAD_TOO_MANY_EXAMPLES, /* n_examples > [data] batch: it would outweigh the honest workers */
+    PS_GRAD_NORM_OUTLIER,      /* norm > max_ratio * median (a small norm can only dilute the mean by at most
+                                  a batch's weight, and honest batches near a minimum have them) */
+} ps_grad_verdict_t;
+
+/* May a gradient of n_examples examples and L2 norm `norm` enter the
+ * round? batch: the configured per-worker batch; h: recent norms;
+ * max_ratio: [ps] grad_norm_max_ratio (0: no norm rule). A norm that is not
+ * finite is an outlier. */
+ps_grad_verdict_t ps_member_check_grad(uint64_t n_examples, int batch, double norm, const ps_norm_hist_t *h,
+                                       double max_ratio);
+
+/* Members of the round that are present (they heartbeat) but have not
+ * pushed their gradient stall_ns after the later of the round's opening
+ * and the Params they were last sent: up to cap of them into out, returns
+ * their number. stall_ns 0: none. */
+int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_open_ns, uint64_t stall_ns,
+                      ps_peer_t **out, int cap);
+
+/* A stalled member (ps_member_stalled) leaves the round and is no member
+ * of the following ones until it pushes again (the caller clears
+ * p->stalled then): one that never pushes holds up one round, not all. */
+void ps_member_drop_stalled(ps_peer_t *p);
 
 #endif

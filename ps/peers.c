@@ -41,14 +41,31 @@ ps_peer_t *ps_peers_find(const ps_peers_t *t, const zloop_peer_t *r) {
     return NULL;
 }
 
-ps_peer_t *ps_peers_add(ps_peers_t *t, const zloop_peer_t *r) {
-    if (t->n >= t->cap) {
-        ps_peer_t *old = NULL;
-        for (int i = 0; i < t->n; i++)
-            if (!t->v[i]->present && (!old || t->v[i]->last_ns < old->last_ns)) old = t->v[i];
-        if (!old) return NULL;
-        ps_peers_remove(t, old);
+ps_peer_t *ps_peers_victim(const ps_peers_t *t, msg_role_t role) {
+    ps_peer_t *absent = NULL, *idle = NULL;
+    for (int i = 0; i < t->n; i++) {
+        ps_peer_t *p = t->v[i];
+        if (role != MSG_ROLE_NONE && p->role != role) continue;
+        if (!p->present) {
+            if (!absent || p->last_ns < absent->last_ns) absent = p;
+        } else if (!p->engaged) {
+            if (!idle || p->hello_ns < idle->hello_ns) idle = p;
+        }
     }
+    return absent ? absent : idle;
+}
+
+int ps_peers_unengaged(const ps_peers_t *t, uint64_t now_ns, uint64_t timeout_ns, ps_peer_t **out, int cap) {
+    int n = 0;
+    for (int i = 0; i < t->n && n < cap; i++) {
+        ps_peer_t *p = t->v[i];
+        if (!p->engaged && now_ns > p->hello_ns && now_ns - p->hello_ns >= timeout_ns) out[n++] = p;
+    }
+    return n;
+}
+
+ps_peer_t *ps_peers_add(ps_peers_t *t, const zloop_peer_t *r) {
+    if (t->n >= t->cap) return NULL;
     ps_peer_t *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->route = *r;

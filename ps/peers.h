@@ -2,9 +2,10 @@
  * ZeroMQ routing id: role, assigned id, liveness, the long-poll request each
  * one is waiting on, and a worker's place in the synchronous round.
  *
- * A peer enters the table with an accepted Hello and leaves it with Bye, or
- * when the table is full and a new client needs the slot of the one silent
- * the longest. Peers are heap objects: pointers stay valid until
+ * A peer enters the table with an accepted Hello and leaves it with Bye,
+ * when it has not asked for work within [ps] handshake_timeout_ms of its
+ * Hello, or when a new client needs its slot (ps_peers_victim: never a
+ * present member). Peers are heap objects: pointers stay valid until
  * ps_peers_remove() (or ps_peers_release()).
  *
  * Threads: the PS's loop thread only.
@@ -37,12 +38,16 @@ typedef struct ps_peer {
     int present;             /* heard from within worker_timeout_ms */
     uint64_t last_ns;        /* when its last accepted message came (uv_hrtime) */
     uint64_t echo_ns;        /* mono_ns of its last heartbeat, echoed back */
+    uint64_t hello_ns;       /* when its Hello was accepted */
+    int engaged;             /* it has asked for work since (GetParams, a push, a job request or result) */
     ps_wait_t wait;
     uint64_t min_version;    /* PS_WAIT_PARAMS */
     uint32_t max_n;          /* PS_WAIT_JOB (0: any), kept from its last JobRequest */
     uint64_t wait_seq;       /* PS_WAIT_JOB: arrival order, served first come first served */
     /* gradient workers */
     int has_params;          /* has been sent Params at least once */
+    uint64_t params_ns;      /* when it was last sent Params (uv_hrtime) */
+    int stalled;             /* dropped for not pushing ([ps] stall_timeout_ms): no member until it pushes */
     int member;              /* the current round waits for its gradient */
     int pushed;              /* its gradient of the current version is in */
     int skipped;             /* its push for the current round was rejected */
@@ -75,10 +80,20 @@ void ps_peers_release(ps_peers_t *t);
 /* The peer with routing id r, or NULL. */
 ps_peer_t *ps_peers_find(const ps_peers_t *t, const zloop_peer_t *r);
 
-/* A new zeroed peer for routing id r (caller fills it). When the table is
- * full the peer silent the longest among those not present is evicted
- * first; returns NULL when every peer is present (or out of memory). */
+/* A new zeroed peer for routing id r (caller fills it). Returns NULL when
+ * the table is full (make room with ps_peers_victim) or out of memory. */
 ps_peer_t *ps_peers_add(ps_peers_t *t, const zloop_peer_t *r);
+
+/* The peer to forget so that a new client of role fits under a limit:
+ * among the peers of that role (MSG_ROLE_NONE: any role), the one silent
+ * the longest of those not present, else the oldest of those that never
+ * asked for work after Hello (not engaged); never a present, engaged peer
+ * (a member). NULL when there is none. */
+ps_peer_t *ps_peers_victim(const ps_peers_t *t, msg_role_t role);
+
+/* Peers that said Hello at least timeout_ns before now_ns and have not
+ * asked for work since: up to cap into out, returns their number. */
+int ps_peers_unengaged(const ps_peers_t *t, uint64_t now_ns, uint64_t timeout_ns, ps_peer_t **out, int cap);
 
 /* Remove and free p (NULL: no-op). */
 void ps_peers_remove(ps_peers_t *t, ps_peer_t *p);

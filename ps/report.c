@@ -13,7 +13,7 @@
 void ps_report_progress(ps_server_t *s) {
     uint64_t now = uv_hrtime();
     double dt = (double)(now - s->prog_ns) * 1e-9;
-    double rate = dt > 0 ? (double)(s->steps_done - s->prog_step) / dt : 0.0;
+    double rate = dt > 0 ? (double)(s->round.steps_done - s->prog_step) / dt : 0.0;
     char test[64] = "test -", age[48] = "", eta[32] = "?";
     if (s->have_eval)
         snprintf(test, sizeof test, "test %.1f%% (polyak %.1f%%)", 100.0 * s->last_eval.acc,
@@ -24,21 +24,21 @@ void ps_report_progress(ps_server_t *s) {
         else
             snprintf(age, sizeof age, "  inv age -");
     }
-    if (rate > 0) ps_format_duration((double)(s->cfg->steps - s->steps_done) / rate, eta, sizeof eta);
+    if (rate > 0) ps_format_duration((double)(s->cfg->steps - s->round.steps_done) / rate, eta, sizeof eta);
     double n = s->prog_n ? (double)s->prog_n : 1.0;
     log_info("step %" PRIu64 "/%" PRIu64 "  loss %.4f  acc %.1f%%  %s%s  workers %d  invertd %d  %.1f steps/s  ETA %s",
-             s->steps_done, s->cfg->steps, s->prog_loss / n, 100.0 * s->prog_acc / n, test, age,
+             s->round.steps_done, s->cfg->steps, s->prog_loss / n, 100.0 * s->prog_acc / n, test, age,
              ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1), rate,
              eta);
     s->prog_loss = s->prog_acc = 0.0;
     s->prog_n = 0;
     s->prog_ns = now;
-    s->prog_step = s->steps_done;
+    s->prog_step = s->round.steps_done;
 }
 
 void ps_report_wait(ps_server_t *s) {
     uint64_t now = uv_hrtime();
-    if (now - s->last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
+    if (now - s->round.last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
     if (!ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
     char what[700] = "";
     size_t off = 0;
@@ -54,16 +54,16 @@ void ps_report_wait(ps_server_t *s) {
             listed++;
         }
         if (waiting > listed) off += (size_t)snprintf(what + off, sizeof what - off, " and %d more", waiting - listed);
-    } else if (s->n_grads == 0) {
+    } else if (s->round.n_grads == 0) {
         snprintf(what, sizeof what, "a gradient (%d gradient worker%s connected)", n_workers, n_workers == 1 ? "" : "s");
-    } else if (s->steps_done == 0 && !s->gate_open) {
+    } else if (s->round.steps_done == 0 && !s->round.gate_open) {
         snprintf(what, sizeof what, "[cluster] workers = %d gradient workers to join (%d so far)", s->cfg->workers,
                  n_members);
     } else if (s->kfac && s->cfg->max_inverse_staleness >= 0) {
         int blocking = 0;
-        ps_sched_bound_ok(s->sched, s->n_blocks, s->t, s->cfg->max_inverse_staleness, &blocking);
+        ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, s->cfg->max_inverse_staleness, &blocking);
         int no_stats = 0;
-        for (int b = 0; b < s->n_blocks; b++) no_stats += s->sched[b].factor_version < s->t - s->cfg->max_inverse_staleness;
+        for (int b = 0; b < s->n_blocks; b++) no_stats += s->sched[b].factor_version < s->round.t - s->cfg->max_inverse_staleness;
         snprintf(what, sizeof what,
                  "inverses at most %d versions old: %d block%s too old (%d without fresh enough statistics; %d jobs in "
                  "flight; %d invertd connected)",
@@ -72,7 +72,78 @@ void ps_report_wait(ps_server_t *s) {
     } else {
         snprintf(what, sizeof what, "nothing known (please report)");
     }
-    log_info("step %ld has waited %.0fs for %s", s->t, (double)(now - s->last_step_ns) * 1e-9, what);
+    log_info("step %ld has waited %.0fs for %s", s->round.t, (double)(now - s->round.last_step_ns) * 1e-9, what);
+}
+
+void ps_report_curvature(ps_server_t *s) {
+    if (!s->kfac || !s->first_step_ns) return;
+    uint64_t now = uv_hrtime();
+    if (!s->curv_inv_ns) s->curv_inv_ns = s->curv_stats_ns = s->first_step_ns;
+    if (s->n_installed != s->curv_installed_seen) {
+        s->curv_installed_seen = s->n_installed;
+        s->curv_inv_ns = now;
+    }
+    if (s->n_folds != s->curv_folds_seen) {
+        s->curv_folds_seen = s->n_folds;
+        s->curv_stats_ns = now;
+    }
+    uint64_t limit = (uint64_t)(s->cfg->curvature_warn_s * 1e9);
+    s->curv_stale_inv = now - s->curv_inv_ns > limit;
+    s->curv_stale_stats = now - s->curv_stats_ns > limit;
+    if (s->curv_stale_inv && !s->warned_curv_inv++)
+        log_warn("kind = kfac, but %s for %.0fs (%d kfac-invertd connected, %d jobs in flight): the steps use "
+                 "inverses that old%s; start inverse daemons, or raise [ps] curvature_warn_s to silence this",
+                 s->n_installed ? "no inverse was installed" : "no inverse has been installed since the first step",
+                 (double)(now - s->curv_inv_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1),
+                 ps_sched_in_flight(s->sched, s->n_blocks),
+                 s->n_installed ? "" : " (none: every layer steps as [kfac] identity says)");
+    if (s->curv_stale_stats && !s->warned_curv_stats++)
+        log_warn("kind = kfac, but no statistics were folded for %.0fs (%d kfac-statsd connected; [kfac] stats = %s): "
+                 "the factors are that old; check kfac-statsd, or raise [ps] curvature_warn_s to silence this",
+                 (double)(now - s->curv_stats_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1),
+                 s->cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync" : "async");
+}
+
+void ps_report_publish(ps_server_t *s) {
+    if (!s->http) return;
+    ps_http_snapshot_t x;
+    memset(&x, 0, sizeof x);
+    x.step = (uint64_t)s->round.t;
+    x.steps_target = s->cfg->steps;
+    x.wall_s = ps_io_wall_s(s);
+    x.train_loss = s->last_train_loss;
+    x.train_acc = s->last_train_acc;
+    if ((x.have_eval = s->have_eval)) {
+        x.eval_step = s->last_eval.step;
+        x.test_loss = s->last_eval.loss;
+        x.test_acc = s->last_eval.acc;
+        x.polyak_loss = s->last_eval.polyak_loss;
+        x.polyak_acc = s->last_eval.polyak_acc;
+    }
+    x.workers = ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1);
+    x.statsd = ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1);
+    x.invertd = ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1);
+    memcpy(x.rejected, s->rejected, sizeof x.rejected);
+    if (s->kfac) {
+        uint64_t now = uv_hrtime();
+        x.kfac = 1;
+        x.inverses_installed = s->n_installed;
+        x.stats_folded = s->n_folds;
+        x.idle_inverses_s = s->curv_inv_ns ? (double)(now - s->curv_inv_ns) * 1e-9 : 0.0;
+        x.idle_stats_s = s->curv_stats_ns ? (double)(now - s->curv_stats_ns) * 1e-9 : 0.0;
+        x.stale_inverses = s->curv_stale_inv;
+        x.stale_stats = s->curv_stale_stats;
+        for (int b = 0; b < s->n_blocks && s->http_blocks; b++) {
+            const kfac_block_t *k = &s->kfac->blocks[b];
+            ps_http_block_t *o = &s->http_blocks[b];
+            snprintf(o->layer, sizeof o->layer, "%s", s->net->layers[k->layer].name);
+            o->factor = k->factor;
+            o->age_steps = k->inv->valid && k->inv_version >= 0 ? s->round.t - k->inv_version : -1;
+        }
+        x.n_blocks = s->http_blocks ? s->n_blocks : 0;
+        x.blocks = s->http_blocks;
+    }
+    ps_http_publish(s->http, &x);
 }
 
 void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
@@ -82,21 +153,21 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     do {                                                                    \
         if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); \
     } while (0)
-    S_ADD("%s: %" PRIu64 " steps in %.1fs", s->exit_code ? "failed" : "done", s->steps_done, wall);
+    S_ADD("%s: %" PRIu64 " steps in %.1fs", s->exit_code ? "failed" : "done", s->round.steps_done, wall);
     if (s->signum) S_ADD(" (stopped by %s)", s->signum == SIGINT ? "SIGINT" : "SIGTERM");
     if (s->have_eval) {
         S_ADD(", test acc %.2f%% (polyak %.2f%%), test loss %.4f", 100.0 * s->last_eval.acc,
               100.0 * s->last_eval.polyak_acc, s->last_eval.loss);
-        if ((long)s->last_eval.step != s->t) S_ADD(" at step %" PRIu64, s->last_eval.step);
+        if ((long)s->last_eval.step != s->round.t) S_ADD(" at step %" PRIu64, s->last_eval.step);
     } else {
         S_ADD(", test acc n/a");
     }
-    S_ADD(", %.1f steps/s", wall > 0 ? (double)s->steps_done / wall : 0.0);
+    S_ADD(", %.1f steps/s", wall > 0 ? (double)s->round.steps_done / wall : 0.0);
     if (s->kfac)
         S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, s->n_installed,
               s->last_inv_age_mean, s->last_inv_age_max, s->n_folds);
-    if (s->steps_done)
-        S_ADD(", update %.1f ms mean %.1f max", s->step_ms_sum / (double)s->steps_done, s->step_ms_max);
+    if (s->round.steps_done)
+        S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);
     uint64_t total = 0;
     for (int t = 0; t < MSG_TYPE_COUNT; t++) total += s->rejected[t];

@@ -17,6 +17,16 @@ void ps_report_progress(ps_server_t *s);
  * interval): log what the current step waits for. */
 void ps_report_wait(ps_server_t *s);
 
+/* kind = kfac: note when inverses were last installed and statistics last
+ * folded (counted from the first step), and warn once each when that is
+ * longer ago than [ps] curvature_warn_s: K-FAC then runs on old curvature
+ * (or none). Called on the timer. */
+void ps_report_curvature(ps_server_t *s);
+
+/* Publish the state to the metrics endpoint (no-op when [ps] metrics is
+ * off): after each step and on the timer. */
+void ps_report_publish(ps_server_t *s);
+
 /* "done: ..." for the end of the run into buf (always NUL-terminated). */
 void ps_report_summary(const ps_server_t *s, char *buf, size_t len);
 

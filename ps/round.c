@@ -23,7 +23,6 @@
 #include "ps/member.h"
 #include "ps/report.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -39,53 +38,49 @@
 
 /* ---- Params ------------------------------------------------------------------ */
 
-void ps_round_drop_params_cache(ps_server_t *s) {
-    for (int i = 0; i < 2; i++) {
-        free(s->pbuf[i]);
-        s->pbuf[i] = NULL;
-        s->plen[i] = 0;
-        s->pver[i] = -1;
-    }
-}
-
 /* Does a worker sent Params now compute statistics with its next gradient? */
 static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
     return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == RUNCFG_STATS_SYNC &&
-           kfac_schedule_due(s->t, s->fac_interval);
+           (s->refresh ? ps_refresh_wanted(s->refresh, s->round.t, NULL) > 0
+                       : kfac_schedule_due(s->round.t, s->fac_interval));
 }
 
 int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (!s->sock) return -EPIPE;
+    if (s->refresh && p->role == MSG_ROLE_STATSD) return ps_refresh_send_statsd(s, p); /* ps/refresh_send.c */
     int ws = s_want_stats(s, p);
-    if (s->pver[ws] != s->t || !s->pbuf[ws]) {
-        free(s->pbuf[ws]);
-        s->pbuf[ws] = NULL;
+    if (s->round.pver[ws] != s->round.t || !s->round.pbuf[ws]) {
+        free(s->round.pbuf[ws]);
+        s->round.pbuf[ws] = NULL;
         msg_t m;
         msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 0);
-        m.params.version = (uint64_t)s->t;
+        m.params.version = (uint64_t)s->round.t;
         m.params.params = s->net->params;
         m.params.n_params = s->net->n_params;
         m.params.state = s->net->n_state ? s->net->state : NULL;
         m.params.n_state = s->net->n_state;
         m.params.want_stats = ws;
-        int rc = msg_encode(&m, &s->pbuf[ws], &s->plen[ws]);
+        if (ws && s->refresh) /* adaptive: only the layers due (ps/refresh.h) */
+            m.params.n_stats_layers = (size_t)ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
+        int rc = msg_encode(&m, &s->round.pbuf[ws], &s->round.plen[ws]);
         if (rc < 0) {
             log_error("encoding Params failed: %s", strerror(-rc));
             return rc;
         }
-        s->pver[ws] = s->t;
+        s->round.pver[ws] = s->round.t;
     }
-    int rc = zloop_send(s->sock, &p->route, s->pbuf[ws], s->plen[ws]);
+    int rc = zloop_send(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws]);
     p->wait = PS_WAIT_NONE;
     if (rc < 0) {
-        log_debug("Params %ld not delivered to %s#%u: %s", s->t, msg_role_name(p->role), p->id, strerror(-rc));
+        log_debug("Params %ld not delivered to %s#%u: %s", s->round.t, msg_role_name(p->role), p->id, strerror(-rc));
         return rc;
     }
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
-        if (s->steps_done == 0 && s->phase == PS_PHASE_RUNNING) {
+        p->params_ns = uv_hrtime();
+        if (s->steps_run == 0 && s->phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
-            if (!s->first_worker_ns) s->first_worker_ns = uv_hrtime();
+            if (!s->round.first_worker_ns) s->round.first_worker_ns = uv_hrtime();
         }
     }
     return 0;
@@ -93,7 +88,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
 
 /* Answer now if the version is there, else hold the request. */
 static void s_wait_params(ps_server_t *s, ps_peer_t *p, uint64_t min_version) {
-    if (s->phase == PS_PHASE_RUNNING && min_version <= (uint64_t)s->t) {
+    if (s->phase == PS_PHASE_RUNNING && min_version <= (uint64_t)s->round.t) {
         ps_round_send_params(s, p);
         return;
     }
@@ -113,46 +108,21 @@ void ps_round_peer_joined(ps_server_t *s, ps_peer_t *p) {
     (void)p; /* a worker becomes a member when it is sent Params; an invertd when it asks for work */
 }
 
-/* Add a worker's held gradient (and batch-norm state) of this round to the
- * round's sums. */
-static void s_commit_grad(ps_server_t *s, ps_peer_t *p) {
-    if (!p->pushed || p->committed || !p->grad) return;
-    const float w = (float)p->n_examples;
-    /* grad_acc += n_examples * grad  (n_params floats) */
-    cblas_saxpy((int)s->net->n_params, w, p->grad, 1, s->grad_acc, 1);
-    s->acc_n += (double)p->n_examples;
-    s->acc_loss += (double)p->n_examples * p->loss;
-    s->acc_correct += p->n_correct;
-    if (p->has_state) {
-        /* state_acc += n_examples * state  (n_state floats) */
-        cblas_saxpy((int)s->net->n_state, w, p->state, 1, s->state_acc, 1);
-        s->state_n += (double)p->n_examples;
-    }
-    p->committed = 1;
-}
-
-/* Merge a worker's held statistics of this round into the round's. */
-static void s_commit_stats(ps_server_t *s, ps_peer_t *p) {
-    if (!p->has_stats || !s->round_stats) return;
-    if (kfac_stats_merge(s->round_stats, p->stats) == 0) s->round_stats_have = 1;
-    p->has_stats = 0;
-}
-
 void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
     ps_leave_t leave = ps_member_leave(p);
     if (leave.sum_now) {
         /* It may be forgotten before the step: its gradient counts now
          * (before the others', which keeps the sum deterministic for the
          * same sequence of events). */
-        s_commit_grad(s, p);
-        if (!s->round_folded) s_commit_stats(s, p);
+        ps_round_state_commit_grad(&s->round, s->net, p);
+        if (!s->round.folded) ps_round_state_commit_stats(&s->round, p);
     }
     char name[160];
     ps_peer_name(p, name, sizeof name);
     if (p->role == MSG_ROLE_WORKER) {
         if (leave.blocking) {
             if (!p->present) s->n_dropped++;
-            log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->t);
+            log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->round.t);
         } else if (!p->present) {
             log_info("%s %s", name, why);
         }
@@ -182,28 +152,52 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_grad_push_t *g = &m->grad_push;
     char err[600];
-    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->t, g->version)) {
+    p->stalled = 0; /* it pushes: a member again from the next round */
+    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version)) {
     case PS_PUSH_RUN_OVER:
         p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
-        p->min_version = (uint64_t)s->t + 1;
+        p->min_version = (uint64_t)s->round.t + 1;
         return;
     case PS_PUSH_AHEAD:
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                      "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->t);
+                      "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->round.t);
         return;
     case PS_PUSH_STALE:
         /* Taken at old parameters (the worker was dropped, or joined late):
          * discarded; the worker gets the current ones. */
         s->n_stale_grads++;
         log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
-                  msg_role_name(p->role), p->id, s->t);
+                  msg_role_name(p->role), p->id, s->round.t);
         ps_round_send_params(s, p);
         return;
     case PS_PUSH_DUPLICATE:
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_UNEXPECTED,
-                      "a second gradient for version %ld from the same worker", s->t);
+                      "a second gradient for version %ld from the same worker", s->round.t);
         return;
     case PS_PUSH_ACCEPT:
+        break;
+    }
+    /* What one member may put into the round: at most a batch of examples,
+     * a norm near the recent ones (msg_validate rejected NaN and Inf). */
+    double norm2 = 0.0;
+    for (size_t i = 0; i < s->net->n_params; i++) norm2 += (double)g->grad[i] * g->grad[i];
+    double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
+    switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
+    case PS_GRAD_TOO_MANY_EXAMPLES:
+        s->n_rej_examples++;
+        ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_NORM_OUTLIER:
+        s->n_rej_norm++;
+        ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
+                     "last %d accepted (%" PRIu64 " rejected so far)",
+                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_OK:
         break;
     }
     /* Held until the step (or the fold, for statistics) and summed there in
@@ -226,6 +220,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
         p->has_stats = 1;
     }
+    ps_norm_hist_add(&s->norms, norm);
     memcpy(p->grad, g->grad, np * sizeof(float));
     p->has_state = ns && g->n_state == ns;
     if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
@@ -233,12 +228,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     p->n_examples = g->n_examples;
     p->n_correct = g->n_correct;
     p->committed = 0;
-    s->n_grads++;
+    s->round.n_grads++;
     s->n_grads_total++;
     p->pushed = 1;
     p->n_accepted++;
     p->wait = PS_WAIT_PARAMS;
-    p->min_version = (uint64_t)s->t + 1;
+    p->min_version = (uint64_t)s->round.t + 1;
     ps_round_try_step(s);
 }
 
@@ -257,12 +252,12 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     if (s->phase != PS_PHASE_RUNNING) {
         p->wait = PS_WAIT_PARAMS;
-        p->min_version = (uint64_t)s->t + 1;
+        p->min_version = (uint64_t)s->round.t + 1;
         return;
     }
-    if (sp->params_version > (uint64_t)s->t) {
+    if (sp->params_version > (uint64_t)s->round.t) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
-                      "stats_push.params_version %" PRIu64 " is ahead of the server's %ld", sp->params_version, s->t);
+                      "stats_push.params_version %" PRIu64 " is ahead of the server's %ld", sp->params_version, s->round.t);
         ps_round_send_params(s, p);
         return;
     }
@@ -284,6 +279,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     s->n_folds++;
     p->n_accepted++;
     s_sync_factor_versions(s);
+    if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->kfac, s->sched);
     ps_round_send_params(s, p);
     ps_round_dispatch_jobs(s);
     ps_round_try_step(s);
@@ -399,13 +395,13 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     switch (m->type) {
     case MSG_GRAD_PUSH:
         if (p->role != MSG_ROLE_WORKER) return;
-        if (m->grad_push.version == (uint64_t)s->t && !p->pushed) {
+        if (m->grad_push.version == (uint64_t)s->round.t && !p->pushed) {
             /* Not waited for in this round; it gets the next version. */
             p->skipped = 1;
             p->wait = PS_WAIT_PARAMS;
-            p->min_version = (uint64_t)s->t + 1;
+            p->min_version = (uint64_t)s->round.t + 1;
             ps_round_try_step(s);
-        } else if (m->grad_push.version < (uint64_t)s->t) {
+        } else if (m->grad_push.version < (uint64_t)s->round.t) {
             ps_round_send_params(s, p);
         }
         break;
@@ -492,51 +488,27 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
 
 /* ---- the step ----------------------------------------------------------------------- */
 
-/* SP-NGD Algorithm 1 per block: at its refresh step, record a summary of the
- * running factor (its diagonal) and ask for a new inverse; Algorithm 2 sets
- * the next refresh step from how much the summary moved. */
-static void s_adaptive_mark(ps_server_t *s) {
-    for (int b = 0; b < s->n_blocks; b++) {
-        ps_sched_block_t *sb = &s->sched[b];
-        if (sb->factor_version < 0 || !kfac_refresh_due(s->refresh[b], s->t)) continue;
-        if (sb->inv_version >= 0 && sb->factor_version <= sb->inv_version) continue; /* nothing new yet */
-        const kfac_block_t *kb = &s->kfac->blocks[b];
-        const float *F = s->kfac->avg->layers[kb->stat].f[kb->factor].data;
-        for (int i = 0; i < kb->n; i++) s->diag[i] = F[(size_t)i * kb->n + i];
-        int delta = kfac_refresh_record(s->refresh[b], s->diag, s->t);
-        sb->due = 1;
-        log_debug("adaptive refresh: layer %d factor %d at step %ld, next in %d steps", kb->layer, kb->factor, s->t,
-                  delta);
-    }
-}
-
 void ps_round_schedule(ps_server_t *s) {
     int fi = s->cfg->stats_every, ii = s->cfg->inverse_every;
     double d = s->cfg->damping;
-    if (kfac_schedule_at(&s->schedule, s->t, &fi, &ii, &d) < 0) return; /* validated at start-up */
+    if (kfac_schedule_at(&s->schedule, s->round.t, &fi, &ii, &d) < 0) return; /* validated at start-up */
     if (s->fac_interval && (fi != s->fac_interval || ii != s->inv_interval))
         log_info("step %ld: interval milestone: statistics every %d steps (stats = sync), inverses every %d (refresh = "
                  "every)",
-                 s->t, fi, ii);
+                 s->round.t, fi, ii);
     s->fac_interval = fi;
     s->inv_interval = ii;
     if (s->kfac && d != s->kfac->opts.damping) {
-        if (s->t > 0) log_info("step %ld: damping milestone: damping %g -> %g", s->t, s->kfac->opts.damping, d);
+        if (s->round.t > 0) log_info("step %ld: damping milestone: damping %g -> %g", s->round.t, s->kfac->opts.damping, d);
         s->kfac->opts.damping = d; /* read when the next job is cut */
     }
 }
 
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
+    s->round_open_ns = uv_hrtime();
     ps_member_open_round(&s->peers);
-    memset(s->grad_acc, 0, s->net->n_params * sizeof(float));
-    if (s->net->n_state) memset(s->state_acc, 0, s->net->n_state * sizeof(float));
-    s->acc_n = s->acc_loss = s->state_n = 0.0;
-    s->acc_correct = 0;
-    s->n_grads = 0;
-    s->round_folded = s->round_marked = 0;
-    if (s->round_stats) ps_wire_stats_clear(s->round_stats);
-    s->round_stats_have = 0;
+    ps_round_state_clear(&s->round, s->net);
 }
 
 static void s_submit_eval(ps_server_t *s, int final) {
@@ -547,14 +519,16 @@ static void s_submit_eval(ps_server_t *s, int final) {
                      s->cfg->eval_every);
         return;
     }
-    const float *polyak = s->kfac && s->kfac->polyak_count > 0 ? s->kfac->polyak : NULL;
+    const float *polyak = s->kfac && s->kfac->polyak_count > 0   ? s->kfac->polyak
+                          : s->sgd && s->sgd_polyak_count > 0 ? s->sgd_polyak
+                                                               : NULL;
     const float *state = s->net->n_state ? s->net->state : NULL;
-    int rc = ps_eval_submit(s->eval, (uint64_t)s->t, ps_io_wall_s(s), s->net->params, polyak, state, final);
+    int rc = ps_eval_submit(s->eval, (uint64_t)s->round.t, ps_io_wall_s(s), s->net->params, polyak, state, final);
     if (rc < 0) {
         log_error("could not queue an evaluation: %s", strerror(-rc));
         return;
     }
-    s->eval_queued_step = s->t;
+    s->eval_queued_step = s->round.t;
 }
 
 /* The run is over (steps or target): final evaluation, then shutdown. */
@@ -568,29 +542,19 @@ void ps_round_request_shutdown(ps_server_t *s, int exit_code) {
 static void s_finish(ps_server_t *s, const char *reason) {
     if (s->phase != PS_PHASE_RUNNING) return;
     s->phase = PS_PHASE_FINISHING;
-    s->final_step = s->t;
+    s->final_step = s->round.t;
     snprintf(s->reason, sizeof s->reason, "%s", reason);
-    if (s->have_eval && (long)s->last_eval.step == s->t) {
+    if (s->have_eval && (long)s->last_eval.step == s->round.t) {
         /* The evaluation of this very step is in (the target was reached
          * before the next step): nothing left to wait for. */
         log_info("%s", reason);
         ps_round_request_shutdown(s, 0);
         return;
     }
-    log_info("%s; final evaluation at step %ld", reason, s->t);
-    if (s->eval_queued_step == s->t) return; /* the evaluation of this step is already queued */
+    log_info("%s; final evaluation at step %ld", reason, s->round.t);
+    if (s->eval_queued_step == s->round.t) return; /* the evaluation of this step is already queued */
     s_submit_eval(s, 1);
-    if (s->eval_queued_step != s->t) ps_round_request_shutdown(s, 0);
-}
-
-/* Average: sum the round's held gradients in rank order and divide by the
- * number of examples: grad_acc becomes the example-weighted mean gradient. */
-static void s_step_average(ps_server_t *s) {
-    ps_peer_t *order[PS_MAX_PEERS];
-    int n_order = ps_member_order(&s->peers, order, PS_MAX_PEERS);
-    for (int i = 0; i < n_order; i++) s_commit_grad(s, order[i]);
-    /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
-    cblas_sscal((int)s->net->n_params, (float)(1.0 / s->acc_n), s->grad_acc, 1);
+    if (s->eval_queued_step != s->round.t) ps_round_request_shutdown(s, 0);
 }
 
 /* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
@@ -602,12 +566,12 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     if (s->kfac) {
         kfac_step_info_t info;
         memset(&info, 0, sizeof info);
-        int rc = kfac_opt_step(s->kfac, s->net->params, s->grad_acc, s->t, &info);
+        int rc = kfac_opt_step(s->kfac, s->net->params, s->round.grad_acc, s->round.t, &info);
         if (rc < 0) {
             s->n_step_failures++;
-            s->consecutive_failures++;
-            log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->t, strerror(-rc));
-            if (s->consecutive_failures >= PS_MAX_STEP_FAILURES) {
+            s->round.consecutive_failures++;
+            log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->round.t, strerror(-rc));
+            if (s->round.consecutive_failures >= PS_MAX_STEP_FAILURES) {
                 snprintf(s->reason, sizeof s->reason,
                          "the update was not finite for %d steps in a row (diverged: lower eta_max/kl_c0 or lr, raise "
                          "damping)",
@@ -616,10 +580,10 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
                 return -1;
             }
         } else {
-            s->consecutive_failures = 0;
+            s->round.consecutive_failures = 0;
             step_size = info.step;
         }
-        ps_sched_ages(s->sched, s->n_blocks, s->t, &row->inv_age_mean, &row->inv_age_max, &row->stats_age_mean);
+        ps_sched_ages(s->sched, s->n_blocks, s->round.t, &row->inv_age_mean, &row->inv_age_max, &row->stats_age_mean);
         double now_s = clock_now_ms() * 1e-3, ms = 0.0;
         int n_inv = 0;
         for (int b = 0; b < s->n_blocks; b++)
@@ -629,21 +593,23 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
             }
         row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
     } else {
-        step_size = sgd_lr_at(&s->lr, s->t);
-        sgd_step(s->sgd, s->net->params, s->grad_acc, step_size);
+        step_size = sgd_lr_at(&s->lr, s->round.t);
+        sgd_step(s->sgd, s->net->params, s->round.grad_acc, step_size);
+        /* The decay was validated with the configuration: this cannot fail. */
+        kfac_step_polyak(s->sgd_polyak, s->net->params, s->net->n_params, s->sgd_polyak_decay, &s->sgd_polyak_count);
     }
-    if (s->state_n > 0) {
+    if (s->round.state_n > 0) {
         /* state = state_acc / sum(n_examples): the mean of the workers' running statistics */
-        for (size_t i = 0; i < s->net->n_state; i++) s->net->state[i] = (float)(s->state_acc[i] / s->state_n);
+        for (size_t i = 0; i < s->net->n_state; i++) s->net->state[i] = (float)(s->round.state_acc[i] / s->round.state_n);
     }
     /* The update runs on the loop thread: watch how long it holds it. */
     double math_ms = clock_now_ms() - t_math;
-    s->step_ms_sum += math_ms;
-    if (math_ms > s->step_ms_max) s->step_ms_max = math_ms;
-    if (math_ms > PS_SLOW_STEP_MS && !s->warned_slow_step++)
+    s->round.step_ms_sum += math_ms;
+    if (math_ms > s->round.step_ms_max) s->round.step_ms_max = math_ms;
+    if (math_ms > PS_SLOW_STEP_MS && !s->round.warned_slow_step++)
         log_warn("step %ld: the update took %.0f ms on the loop thread (messages wait meanwhile); a model this "
                  "large wants [ps] threads > 1",
-                 s->t, math_ms);
+                 s->round.t, math_ms);
     row->step_size = step_size;
     return 0;
 }
@@ -651,15 +617,17 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
 /* Record: the step's row of steps.csv (written after the publish, whose
  * time it holds) and the progress sums. */
 static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
-    row->step = (uint64_t)s->t + 1;
+    row->step = (uint64_t)s->round.t + 1;
     row->wall_s = ps_io_wall_s(s);
-    row->train_loss = s->acc_loss / s->acc_n;
-    row->train_acc = (double)s->acc_correct / s->acc_n;
+    row->train_loss = s->round.acc_loss / s->round.acc_n;
+    row->train_acc = (double)s->round.acc_correct / s->round.acc_n;
     row->inverses_installed = s->n_installed;
     row->stats_folded = s->n_folds;
-    row->workers = s->n_grads;
+    row->workers = s->round.n_grads;
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
+    s->last_train_loss = row->train_loss;
+    s->last_train_acc = row->train_acc;
     s->prog_loss += row->train_loss;
     s->prog_acc += row->train_acc;
     s->prog_n++;
@@ -668,27 +636,33 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
 /* Publish: version t + 1, the new round, Params to every client waiting
  * for it, evaluation and progress when due, the end of the run. */
 static void s_step_publish(ps_server_t *s) {
-    s->t++;
-    s->steps_done++;
-    s->last_step_ns = uv_hrtime();
+    s->round.t++;
+    s->round.steps_done++;
+    s->steps_run++;
+    s->round.last_step_ns = uv_hrtime();
+    if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->wait == PS_WAIT_PARAMS && p->min_version <= (uint64_t)s->t) ps_round_send_params(s, p);
+        if (p->wait == PS_WAIT_PARAMS && p->min_version <= (uint64_t)s->round.t) ps_round_send_params(s, p);
     }
     /* Members of the new round: the workers present that hold parameters. */
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params;
+        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params && !p->stalled;
     }
-    if (s->steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
-    if (s->steps_done % s->cfg->progress_every == 0 || s->steps_done == s->cfg->steps) ps_report_progress(s);
-    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_done == 20 &&
-        !s->warned_no_stats++)
-        log_warn("no statistics after 20 steps: is kfac-statsd running? ([kfac] stats = async); until then every "
-                 "layer steps with the identity ([kfac] identity)");
-    if (s->steps_done >= s->cfg->steps) {
+    ps_persist_after_step(s);
+    if (s->round.steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
+    if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
+    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
+     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
+    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_run == 20 &&
+        ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
+        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
+                 "then every layer steps with the identity ([kfac] identity)");
+    ps_report_publish(s);
+    if (s->round.steps_done >= s->cfg->steps) {
         char why[96];
         snprintf(why, sizeof why, "all %" PRIu64 " steps done", s->cfg->steps);
         s_finish(s, why);
@@ -702,12 +676,12 @@ static void s_apply_step(ps_server_t *s) {
     ps_step_row_t row;
     memset(&row, 0, sizeof row);
     row.inv_age_max = -1;
-    /* The step's period, split for steps.csv (ps/metrics.h). */
+    /* The step's period, split for steps.csv (common/run/rundir.h). */
     double t_update = clock_now_ms();
     row.wait_ms = s->round_open_ms > 0.0 ? t_update - s->round_open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
     row.curv_ms = s->round_curv_ms;
     row.eval_busy = s->round_eval_busy || ps_eval_pending(s->eval) > 0;
-    s_step_average(s);
+    ps_round_state_average(&s->round, s->net, &s->peers);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
         return;
@@ -720,14 +694,17 @@ static void s_apply_step(ps_server_t *s) {
     s->round_curv_ms = 0.0;
     s->round_eval_busy = ps_eval_pending(s->eval) > 0;
     row.publish_ms = s->round_open_ms - t_publish;
-    ps_metrics_step(s->metrics, &row);
+    /* The row after the publish (it holds publish_ms); the ages are those
+     * of the version the step was computed at. */
+    rundir_step(s->metrics, &row);
+    if (s->kfac) rundir_ages(s->metrics, s->kfac, row.step, s->round.t - 1);
 }
 
 void ps_round_try_step(ps_server_t *s) {
     if (s->phase != PS_PHASE_RUNNING) return;
-    uint64_t waited = s->first_worker_ns ? uv_hrtime() - s->first_worker_ns : 0;
+    uint64_t waited = s->round.first_worker_ns ? uv_hrtime() - s->round.first_worker_ns : 0;
     ps_gate_t gate;
-    ps_round_state_t st = ps_member_round_state(&s->peers, s->n_grads, s->steps_done == 0, &s->gate_open,
+    ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->steps_run == 0, &s->round.gate_open,
                                                 s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
     if (st != PS_ROUND_COMPLETE) return;
     if (gate == PS_GATE_OPEN_TIMEOUT) {
@@ -737,34 +714,32 @@ void ps_round_try_step(ps_server_t *s) {
                  n_members, s->cfg->workers, (double)waited * 1e-9);
     }
     if (s->kfac) {
-        if (!s->round_folded) {
-            s->round_folded = 1;
-            ps_peer_t *order[PS_MAX_PEERS];
-            int n_order = ps_member_order(&s->peers, order, PS_MAX_PEERS);
-            for (int i = 0; i < n_order; i++) s_commit_stats(s, order[i]);
-            if (s->round_stats_have) {
+        if (!s->round.folded) {
+            s->round.folded = 1;
+            if (ps_round_state_merge_stats(&s->round, &s->peers)) {
                 double t_fold = clock_now_ms();
-                int rc = kfac_opt_fold(s->kfac, s->round_stats, s->t);
+                int rc = kfac_opt_fold(s->kfac, s->round.stats, s->round.t);
                 s->round_curv_ms += clock_now_ms() - t_fold;
                 if (rc == 0) {
                     s->n_folds++;
                     s_sync_factor_versions(s);
+                    if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
                 } else {
-                    log_warn("step %ld: the workers' statistics were not folded (%s)", s->t, strerror(-rc));
+                    log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
                 }
             }
         }
-        if (!s->round_marked) {
-            s->round_marked = 1;
-            if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->t, s->inv_interval);
-            else if (s->policy == PS_SCHED_ADAPTIVE) s_adaptive_mark(s);
+        if (!s->round.marked) {
+            s->round.marked = 1;
+            if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->round.t, s->inv_interval);
+            /* adaptive: blocks are marked when their statistics are recorded (ps_refresh_folded) */
         }
         int k = s->cfg->max_inverse_staleness;
         if (k >= 0) {
-            ps_sched_mark_bound(s->sched, s->n_blocks, s->t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
+            ps_sched_mark_bound(s->sched, s->n_blocks, s->round.t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
             ps_round_dispatch_jobs(s);
             if (s->phase != PS_PHASE_RUNNING) return;
-            if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->t, k, NULL)) return;
+            if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, k, NULL)) return;
         } else {
             ps_round_dispatch_jobs(s);
         }
@@ -774,12 +749,41 @@ void ps_round_try_step(ps_server_t *s) {
 
 /* ---- timer -------------------------------------------------------------------------- */
 
+/* Members that heartbeat but do not push leave the round after [ps]
+ * stall_timeout_ms. */
+static void s_drop_stalled(ps_server_t *s) {
+    ps_peer_t *out[PS_MAX_PEERS];
+    uint64_t now = uv_hrtime();
+    int n = ps_member_stalled(&s->peers, now, s->round_open_ns, s->cfg->stall_timeout_ms * 1000000ULL, out,
+                              PS_MAX_PEERS);
+    for (int i = 0; i < n; i++) {
+        ps_peer_t *p = out[i];
+        ps_member_drop_stalled(p);
+        s->n_stalled++;
+        s->n_dropped++;
+        uint64_t held = 0;
+        if (ratelimit_ok(&s->rl_stall, now, PS_LOG_EVERY_MS, &held)) {
+            char name[160];
+            log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs ([ps] stall_timeout_ms): "
+                     "dropped from the rounds until it pushes (%" PRIu64 " so far%s)",
+                     ps_peer_name(p, name, sizeof name), s->round.t,
+                     (double)(now - (p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns)) * 1e-9,
+                     s->n_stalled, held ? ", some not logged" : "");
+        }
+    }
+    if (n > 0) ps_round_try_step(s);
+}
+
 void ps_round_tick(ps_server_t *s) {
+    if (s->phase != PS_PHASE_RUNNING) return;
+    s_drop_stalled(s);
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_round_dispatch_jobs(s); /* overdue jobs become available */
     ps_round_try_step(s);      /* the start-up gate may have opened */
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_report_wait(s);
+    ps_report_curvature(s);
+    ps_report_publish(s);
 }
 
 /* ---- evaluation and summary --------------------------------------------------------- */
@@ -787,7 +791,7 @@ void ps_round_tick(ps_server_t *s) {
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_server_t *s = user;
     if (status != 0) return;
-    ps_metrics_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
+    rundir_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
     s->last_eval = *r;
     s->have_eval = 1;
     log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",

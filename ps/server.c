@@ -3,11 +3,14 @@
  * heartbeats, liveness) and the shutdown path. The training logic is in
  * ps/round.c. */
 #include "ps/server_int.h"
+#include "ps/export.h"
 #include "ps/io.h"
+#include "ps/member.h"
 #include "ps/report.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,6 +23,7 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 #include "common/base/version.h"
+#include "common/net/auth.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -62,6 +66,61 @@ static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
              msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", n, p->rank);
 }
 
+/* "Not now" to a Hello: Error INTERNAL (the code that means "may retry"),
+ * after which a client tries again with growing pauses, instead of Refuse,
+ * after which it exits. */
+static void s_busy(ps_server_t *s, const zloop_peer_t *route, const char *text) {
+    msg_t e;
+    msg_init(&e, MSG_ERROR, MSG_ROLE_PS, 0);
+    e.error.code = MSG_ERR_INTERNAL;
+    e.error.text = (char *)text;
+    ps_io_send(s, route, &e);
+}
+
+/* The most connections of a role held at once: a flood of one role
+ * cannot take the slots of another. */
+static int s_role_cap(const ps_server_t *s, msg_role_t role) {
+    int w = s->cfg->workers, st = s->cfg->statsd;
+    switch (role) {
+    case MSG_ROLE_WORKER: return 2 * w > w + 16 ? 2 * w : w + 16;
+    case MSG_ROLE_STATSD: return 2 * st > st + 16 ? 2 * st : st + 16;
+    case MSG_ROLE_INVERTD: return PS_MAX_PEERS / 2;
+    default: return 16;
+    }
+}
+
+/* Room for one more client of role: under its role's cap and the table's,
+ * by forgetting an absent or never engaged client of that role (then of
+ * any role) if need be; never a member. Returns 0, or -ENOSPC with the
+ * reason in err (err stays empty when the run ended meanwhile). */
+static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_len) {
+    err[0] = 0;
+    int cap = s_role_cap(s, role);
+    for (int pass = 0; pass < 2; pass++) {
+        int full = pass == 0 ? ps_peers_count(&s->peers, role, 0) >= cap : s->peers.n >= s->peers.cap;
+        if (!full) continue;
+        ps_peer_t *v = ps_peers_victim(&s->peers, pass == 0 ? role : MSG_ROLE_NONE);
+        if (!v) {
+            if (pass == 0)
+                snprintf(err, err_len,
+                         "kfac-ps already holds %d %s connections, the most it takes, all of them active: stop some, "
+                         "or raise [cluster] %s",
+                         cap, msg_role_program(role), role == MSG_ROLE_STATSD ? "statsd" : "workers");
+            else
+                snprintf(err, err_len, "kfac-ps already holds %d clients, all of them active; no room for another",
+                         s->peers.n);
+            return -ENOSPC;
+        }
+        char name[160];
+        log_info("%s forgotten to make room for a new %s (%s)", ps_peer_name(v, name, sizeof name),
+                 msg_role_program(role), v->present ? "it never asked for work" : "silent");
+        ps_round_peer_gone(s, v, "forgotten to make room");
+        ps_peers_remove(&s->peers, v);
+        if (s->phase != PS_PHASE_RUNNING) return -ENOSPC;
+    }
+    return 0;
+}
+
 static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
@@ -102,27 +161,67 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
         ps_round_peer_gone(s, p, "said hello again");
         p->wait = PS_WAIT_NONE;
     } else {
-        if (!(p = ps_peers_add(&s->peers, route))) {
-            snprintf(err, sizeof err, "kfac-ps already serves %d clients; no room for another", s->peers.n);
+        /* A member id in use: a restarted daemon takes its old place and
+         * shard back; a second live one is refused. */
+        ps_peer_t *old = NULL;
+        uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+        ps_rejoin_t rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
+        if (rj == PS_REJOIN_DUPLICATE) {
+            snprintf(err, sizeof err,
+                     "%s id %u is in use by %s, heard %.1fs ago: give every %s its own --id (a restarted one gets "
+                     "its shard back once the old one has been silent for %.1fs)",
+                     msg_role_name(m->role), m->sender_id, ps_peer_name(old, name, sizeof name),
+                     (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
             s->rejected[MSG_HELLO]++;
-            log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
-            ps_io_send_text(s, route, MSG_REFUSE, err);
+            uint64_t skipped = 0;
+            if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
+                log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
+                         m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+            s_busy(s, route, err); /* it tries again later: the holder may be a predecessor about to fall silent */
             return;
         }
-        p->role = m->role;
-        p->id = ++s->next_peer_id;
-        p->asked_id = m->sender_id;
-        p->pid = m->hello.pid;
-        snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
-        s_assign_rank(s, p);
+        if (rj == PS_REJOIN_TAKEOVER) {
+            /* The same member in a new process: its record (shard, place in
+             * the round) goes on under the new connection. */
+            log_info("%s id %u rejoins (pid %u on %s): it takes over shard %d and the place in the round of %s",
+                     msg_role_name(m->role), m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?",
+                     old->rank, ps_peer_name(old, name, sizeof name));
+            p = old;
+            if (ps_member_takeover(p)) s->round.n_grads--; /* it pushes the same batch again */
+            p->route = *route;
+            p->pid = m->hello.pid;
+            p->echo_ns = 0;
+            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            again = 1;
+        } else {
+            if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
+                if (err[0] || s->phase == PS_PHASE_RUNNING) {
+                    if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
+                    s->rejected[MSG_HELLO]++;
+                    uint64_t skipped = 0;
+                    if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                        log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
+                                 m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+                    s_busy(s, route, err);
+                }
+                return;
+            }
+            p->role = m->role;
+            p->id = ++s->next_peer_id;
+            p->asked_id = m->sender_id;
+            p->pid = m->hello.pid;
+            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            s_assign_rank(s, p);
+        }
     }
     p->present = 1;
-    p->last_ns = uv_hrtime();
+    p->last_ns = p->hello_ns = uv_hrtime();
+    p->engaged = 0; /* until it asks for work */
     msg_t w;
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
     w.welcome.model_text = s->net->source;
     w.welcome.config_text = s->config_text;
-    w.welcome.params_version = (uint64_t)s->t;
+    w.welcome.params_version = (uint64_t)s->round.t;
     w.welcome.n_params = s->net->n_params;
     w.welcome.n_state = s->net->n_state;
     w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;
@@ -188,6 +287,12 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         msg_clear(&m);
         return;
     }
+    if (auth_server_check_role(s->auth, zloop_socket_property(s->sock, "User-Id"), m.role, m.type, err,
+                               sizeof err) < 0) { /* a listed key speaking as another role (common/net/auth.h) */
+        ps_io_send_text(s, route, MSG_REFUSE, err);
+        msg_clear(&m);
+        return;
+    }
     if (m.type == MSG_HELLO) {
         s_on_hello(s, route, p, &m);
         msg_clear(&m);
@@ -210,6 +315,9 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
                       msg_role_name(p->role), msg_role_name(m.role));
     } else {
         s_touch(s, p);
+        if (m.type == MSG_GET_PARAMS || m.type == MSG_GRAD_PUSH || m.type == MSG_STATS_PUSH ||
+            m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
+            p->engaged = 1;
         switch (m.type) {
         case MSG_HEARTBEAT:
             p->echo_ns = m.heartbeat.mono_ns;
@@ -267,29 +375,56 @@ static void s_on_tick(uv_timer_t *t) {
         ps_peer_name(p, name, sizeof name);
         ps_round_peer_gone(s, p, why);
     }
+    /* Hello and nothing after it: forgotten. */
+    ps_peer_t *idle[PS_MAX_PEERS];
+    int n_idle = ps_peers_unengaged(&s->peers, now, s->cfg->handshake_timeout_ms * 1000000ULL, idle, PS_MAX_PEERS);
+    for (int i = 0; i < n_idle && s->phase == PS_PHASE_RUNNING; i++) {
+        char name[160];
+        uint64_t skipped = 0;
+        s->n_expired++;
+        if (ratelimit_ok(&s->rl_expired, now, PS_LOG_EVERY_MS, &skipped))
+            log_warn("%s said Hello %.1fs ago and has not asked for work since ([ps] handshake_timeout_ms): "
+                     "forgotten (%" PRIu64 " so far)",
+                     ps_peer_name(idle[i], name, sizeof name), (double)(now - idle[i]->hello_ns) * 1e-9, s->n_expired);
+        ps_round_peer_gone(s, idle[i], "forgotten");
+        ps_peers_remove(&s->peers, idle[i]);
+    }
     ps_round_tick(s);
     s_settle(s);
 }
 
+/* The heartbeat doubles as the check that a peer's connection is still
+ * open. The ROUTER is ZMQ_ROUTER_MANDATORY: a send to a routing id whose
+ * connection has closed (the process died, the host reset the TCP
+ * connection) fails at once with EHOSTUNREACH, so a dead peer is noticed
+ * within one heartbeat_ms instead of after worker_timeout_ms of silence,
+ * and is treated as a peer silent past that timeout. (ZMQ_ROUTER_NOTIFY is
+ * a draft API that Debian's libzmq 4.3.4 is built without, and a socket
+ * monitor reports a file descriptor, not a routing id, and would replace
+ * the CURVE handshake monitor: the ROUTER takes one.) A full pipe
+ * (EAGAIN) is not a closed one. */
 static void s_on_heartbeat(uv_timer_t *t) {
     ps_server_t *s = t->data;
     if (s->phase == PS_PHASE_CLOSED) return;
     msg_t m;
     msg_init(&m, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
     m.heartbeat.mono_ns = uv_hrtime();
-    for (int i = 0; i < s->peers.n; i++) {
+    for (int i = 0; i < s->peers.n && s->phase != PS_PHASE_CLOSED; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present) continue;
         m.heartbeat.echo_ns = p->echo_ns;
-        ps_io_send(s, &p->route, &m);
+        if (ps_io_send(s, &p->route, &m) != -EHOSTUNREACH) continue;
+        p->present = 0; /* logged once, by ps_round_peer_gone; the tick skips absent peers */
+        ps_round_peer_gone(s, p, "connection closed");
     }
+    s_settle(s);
 }
 
 /* ---- shutdown ---------------------------------------------------------------- */
 
 static void s_close_handles(ps_server_t *s) {
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
         uv_close((uv_handle_t *)&s->tick, NULL);
@@ -302,6 +437,7 @@ static void s_close_handles(ps_server_t *s) {
     }
     zloop_signals_free(&s->sigs);
     zloop_socket_free(&s->sock);
+    auth_server_free(&s->auth);
 }
 
 static void s_on_grace_over(uv_timer_t *t) {
@@ -314,11 +450,22 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
-    ps_metrics_free(&s->metrics);
+    /* The weights of a run that ended well (all steps, the target, a
+     * signal); a failed one (diverged) leaves no manifest that would call
+     * its parameters complete. Weights that cannot be written fail the run. */
+    if (s->exit_code == 0) {
+        if (ps_export_weights(s) < 0) s->exit_code = 1;
+    } else {
+        log_warn("the run failed (exit %d): no weights written", s->exit_code);
+    }
+    rundir_free(&s->metrics);
+    ps_report_publish(s); /* the final evaluation, for whoever reads the endpoint last */
+    auth_server_log_summary(s->auth); /* before the summary: the last two lines stay "done:" and "sent Shutdown" */
     char line[1400];
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
     fflush(stdout);
+    ps_refresh_log_summary(s->refresh);
     const char *why = s->reason[0] ? s->reason : "the run is over";
     int n = 0;
     for (int i = 0; i < s->peers.n; i++) {
@@ -341,7 +488,8 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
 static void s_on_signal(int signum, void *user) {
     ps_server_t *s = user;
     if (signum == SIGHUP) {
-        log_info("SIGHUP: nothing to reload (the configuration is read once)");
+        if (auth_server_enabled(s->auth)) (void)auth_server_reload(s->auth, s->cfg); /* key rotation */
+        else log_info("SIGHUP: nothing to reload (the configuration is read once)");
         return;
     }
     if (s->phase == PS_PHASE_CLOSED) {
@@ -349,6 +497,7 @@ static void s_on_signal(int signum, void *user) {
         return;
     }
     s->signum = signum;
+    if (s->phase == PS_PHASE_RUNNING) ps_persist_save(s, signum == SIGINT ? "SIGINT" : "SIGTERM");
     snprintf(s->reason, sizeof s->reason, "kfac-ps stopped by %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
     log_info("%s: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
     ps_srv_shutdown(s, 0);
@@ -357,6 +506,7 @@ static void s_on_signal(int signum, void *user) {
 /* ---- construction -------------------------------------------------------------- */
 
 int ps_config_check(const runcfg_t *c, char *err, size_t err_len) {
+    if (c->ps_metrics && c->ps_metrics[0] && ps_http_addr_check(c->ps_metrics, err, err_len) < 0) return -EINVAL;
     int k = c->max_inverse_staleness;
     kfac_schedule_t sched;
     int rc = runcfg_kfac_schedule(c, &sched, err, err_len);
@@ -390,26 +540,27 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         kfac_opts_t ko;
         runcfg_kfac_opts(c, &ko);
         if (!(s->kfac = kfac_opt_new(s->net, &ko, err, err_len))) return -EINVAL;
-        if (!(s->scratch = kfac_stats_new(s->net)) || !(s->round_stats = kfac_stats_new(s->net))) {
+        if (!(s->scratch = kfac_stats_new(s->net))) {
             snprintf(err, err_len, "out of memory (statistics)");
             return -ENOMEM;
         }
     } else {
-        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay))) {
+        /* SGD keeps the same Polyak average of the iterates that K-FAC
+         * keeps, evaluated beside the current parameters. */
+        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay)) ||
+            !(s->sgd_polyak = malloc(s->net->n_params * sizeof(float) + 1))) {
             snprintf(err, err_len, "out of memory (sgd)");
             return -ENOMEM;
         }
         runcfg_lr_sched(c, &s->lr);
+        s->sgd_polyak_decay = runcfg_polyak_decay(c);
     }
-    if (ps_wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
+    if (wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
         snprintf(err, err_len, "out of memory (model shape)");
         return -ENOMEM;
     }
-    size_t np = s->net->n_params ? s->net->n_params : 1, ns = s->net->n_state ? s->net->n_state : 1;
-    s->grad_acc = calloc(np, sizeof(float));
-    s->state_acc = calloc(ns, sizeof(float));
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
-    if (!s->grad_acc || !s->state_acc || !s->unpack_buf) {
+    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -429,17 +580,11 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         }
         s->job_F = malloc((size_t)max_n * max_n * sizeof(float));
         s->job_packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
-        s->diag = malloc((size_t)max_n * sizeof(float));
-        if (!s->job_F || !s->job_packed || !s->diag) goto oom;
-        if (s->policy == PS_SCHED_ADAPTIVE) {
-            s->refresh = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->refresh);
-            if (!s->refresh) goto oom;
-            for (int b = 0; b < s->n_blocks; b++)
-                if (!(s->refresh[b] = kfac_refresh_new((size_t)s->kfac->blocks[b].n, c->refresh_alpha, 0))) {
-                    snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g)",
-                             c->refresh_alpha);
-                    return -EINVAL;
-                }
+        if (!s->job_F || !s->job_packed) goto oom;
+        if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->kfac, c->refresh_alpha, 0))) {
+            snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
+                     c->refresh_alpha);
+            return -EINVAL;
         }
     }
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
@@ -458,11 +603,16 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     zloop_socket_opts_default(&o);
     int64_t max_bytes = msg_limits_max_bytes(&s->shape.limits);
     o.max_msg_bytes = max_bytes > 0 ? max_bytes : -1;
+    log_info("largest message accepted: %" PRId64 " bytes (ZMQ_MAXMSGSIZE, from the model's shapes)", max_bytes);
     o.linger_ms = PS_LINGER_MS;
     if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
         return -ENOMEM;
     }
+    /* CURVE and the ZAP handler before the bind: no client connects unchecked. */
+    if (!(s->auth = auth_server_new(&s->loop, s->zctx, s->cfg, err, err_len)) ||
+        auth_server_secure(s->auth, zloop_socket_zmq(s->sock), err, err_len) < 0)
+        return -EINVAL;
     int rc = zloop_socket_bind(s->sock, s->cfg->bind, s->endpoint, sizeof s->endpoint);
     if (rc < 0 && rc != -ENOSPC) {
         snprintf(err, err_len, "cannot bind [ps] bind = %s: %s%s", s->cfg->bind, strerror(-rc),
@@ -490,7 +640,24 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     return 0;
 }
 
-ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
+/* Memory that comes back after a burst of large frames. glibc raises its
+ * mmap threshold to the size of each large block freed (up to 32 MiB), so
+ * after the first large message every later one of up to that size comes
+ * from a heap arena (libzmq's I/O thread has its own) and stays there when
+ * freed: 20 frames of 20.7 MB left the PS 59% larger for good
+ * (bench/RESULTS.md). A fixed threshold (which also stops the dynamic
+ * one) keeps blocks of PS_MMAP_MIN_BYTES and more (messages, their decoded
+ * copies) in their own mappings, which free() returns to the system at
+ * once. The settings are process-wide: once, at start-up. */
+#define PS_MMAP_MIN_BYTES (256 * 1024)
+static void s_malloc_setup(void) {
+    if (mallopt(M_MMAP_THRESHOLD, PS_MMAP_MIN_BYTES) != 1) log_warn("mallopt(M_MMAP_THRESHOLD) failed");
+}
+
+ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
+    int rc = -ENOMEM;
+    s_malloc_setup();
+    if (rc_out) *rc_out = rc;
     ps_server_t *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_len, "out of memory");
@@ -501,7 +668,6 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     s->final_step = -1;
     s->last_inv_age_max = -1;
     s->next_job_id = 1;
-    s->pver[0] = s->pver[1] = -1;
     s->t0_ns = uv_hrtime();
     if (uv_loop_init(&s->loop) < 0) {
         snprintf(err, err_len, "uv_loop_init failed");
@@ -514,22 +680,67 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
-    if (s_setup_model(s, err, err_len) < 0) goto fail;
-    if (!(s->metrics = ps_metrics_open(cfg->out_dir, why, sizeof why))) {
+    if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
+    if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", cfg->ckpt_dir);
+    else snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", cfg->out_dir);
+    s->resumed_from = -1;
+    if (cfg->ckpt_every > 0 && (rc = rundir_mkdirs(s->ckpt_dir)) < 0) {
+        snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", s->ckpt_dir,
+                 strerror(-rc));
+        goto fail;
+    }
+    if (cfg->ckpt_resume) {
+        rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
+        if (ps_persist_resume(s, err, err_len) < 0) goto fail;
+        if (s->resumed_from >= 0 && s->round.steps_done >= cfg->steps) {
+            /* A finished run started again (a restart after its end): done,
+             * exit 0, so that systemd does not restart it in a loop. */
+            log_info("the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
+                     ": the run is over, nothing left to do (raise --steps to go on)",
+                     s->ckpt_dir, s->round.steps_done, cfg->steps);
+            s->done_at_start = 1;
+            if (rc_out) *rc_out = 0;
+            return s;
+        }
+    }
+    rc = -EIO;
+    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, &rc, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
-    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, why, sizeof why))) {
+    if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
+    if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
+        rc = -EIO; /* a busy port is not the configuration's fault: exit 1 */
+        if (!(s->http = ps_http_new(cfg->ps_metrics, s->n_blocks, err, err_len))) goto fail;
+        if (s->n_blocks && !(s->http_blocks = calloc((size_t)s->n_blocks, sizeof *s->http_blocks))) {
+            rc = -ENOMEM;
+            snprintf(err, err_len, "out of memory");
+            goto fail;
+        }
+        const char *colon = strrchr(cfg->ps_metrics, ':');
+        log_info("metrics (Prometheus text format) on http://%.*s:%d/metrics",
+                 (int)(colon ? colon - cfg->ps_metrics : 0), cfg->ps_metrics, ps_http_port(s->http));
+        ps_report_publish(s);
+    }
+    /* The run folder last: a start that fails (port busy, bad [ps] metrics)
+     * leaves no files that would make the next start refuse the folder. */
+    /* A run resumed from its checkpoint goes on in its own folder: rows are
+     * appended (docs/operations.md); a new run may not take a used folder. */
+    rundir_mode_t mode = s->resumed_from >= 0 ? RUNDIR_APPEND : rundir_mode_of(cfg);
+    if ((rc = rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, mode, &s->metrics, why, sizeof why)) < 0 ||
+        (s->kfac && (rc = rundir_ages_begin(s->metrics, s->kfac, why, sizeof why)) < 0)) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
-    if (s_setup_net(s, err, err_len) < 0) goto fail;
     char line[300];
     snprintf(line, sizeof line, "%s\n", s->endpoint);
-    if (ps_metrics_write_file(s->metrics, "endpoint", line) < 0)
+    if (rundir_write_text(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
-    s->t0_ns = uv_hrtime();
-    s->last_step_ns = s->prog_ns = s->t0_ns;
+    uint64_t now_ns = uv_hrtime();
+    s->t0_ns = now_ns > s->wall_offset_ns ? now_ns - s->wall_offset_ns : 0;
+    s->round.last_step_ns = s->prog_ns = now_ns;
+    s->prog_step = s->round.steps_done;
+    s->round_open_ns = now_ns;
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->kfac) {
         char bound[32];
@@ -537,7 +748,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->net->n_params, s->n_blocks, s->shape.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
+                 cfg->model, s->net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
                  ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
         log_info("model %s: %zu parameters; sgd", cfg->model, s->net->n_params);
@@ -545,14 +756,20 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, char *err, size_t err_len) {
     log_info("run: %" PRIu64 " steps, %d gradient workers per round, evaluation every %" PRIu64
              " steps on %d test examples, metrics in %s",
              cfg->steps, cfg->workers, cfg->eval_every, ps_eval_n(s->eval), cfg->out_dir);
+    if (cfg->ckpt_every > 0)
+        log_info("checkpoints every %" PRIu64 " steps and on SIGTERM/SIGINT in %s (the newest %d kept)%s",
+                 cfg->ckpt_every, s->ckpt_dir, cfg->ckpt_keep, cfg->ckpt_resume ? "" : "; start with --resume to go on from one");
+    if (rc_out) *rc_out = 0;
     return s;
 fail:
+    if (rc_out) *rc_out = rc;
     ps_server_free(&s);
     return NULL;
 }
 
 int ps_server_run(ps_server_t *s) {
     if (!s) return 1;
+    if (s->done_at_start) return 0;
     uv_run(&s->loop, UV_RUN_DEFAULT);
     return s->exit_code;
 }
@@ -566,25 +783,22 @@ void ps_server_free(ps_server_t **s_p) {
         uv_run(&s->loop, UV_RUN_DEFAULT); /* close callbacks */
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
+    ps_http_free(&s->http);
+    free(s->http_blocks);
     if (s->zctx) zmq_ctx_term(s->zctx);
-    ps_round_drop_params_cache(s);
+    ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
-    if (s->refresh)
-        for (int b = 0; b < s->n_blocks; b++) kfac_refresh_free(&s->refresh[b]);
-    free(s->refresh);
+    ps_refresh_free(&s->refresh);
     free(s->sched);
-    free(s->diag);
     free(s->job_F);
     free(s->job_packed);
-    free(s->grad_acc);
-    free(s->state_acc);
     free(s->unpack_buf);
     free(s->config_text);
-    ps_wire_shape_release(&s->shape);
+    wire_shape_release(&s->shape);
     kfac_stats_free(&s->scratch);
-    kfac_stats_free(&s->round_stats);
     kfac_opt_free(&s->kfac);
     sgd_free(&s->sgd);
+    free(s->sgd_polyak);
     net_free(&s->net);
     free(s);
 }

@@ -2,9 +2,9 @@
  * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/io.c
  * (sending) and ps/round.c (gradient rounds, statistics, inversion jobs, the
  * step, evaluation and progress). Calls go one way: server.c -> round.c ->
- * member.c / sched.c / wire.c, and both server.c and round.c -> io.c; the
- * round never calls the server (it asks for the end of the run with
- * ps_round_request_shutdown). Not for other modules.
+ * member.c / sched.c / wire.c / round_state.c, and both server.c and
+ * round.c -> io.c; the round never calls the server (it asks for the end
+ * of the run with ps_round_request_shutdown). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
@@ -23,11 +23,16 @@
 #include "common/nn/nn.h"
 #include "common/run/runcfg.h"
 #include "common/nn/sgd.h"
+#include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/eval.h"
+#include "ps/member.h"
+#include "ps/http.h"
 #include "ps/metrics.h"
 #include "ps/peers.h"
+#include "ps/refresh.h"
+#include "ps/round_state.h"
 #include "ps/sched.h"
 #include "ps/server.h"
 #include "ps/wire.h"
@@ -62,6 +67,7 @@ struct ps_server {
     int loop_ok;
     void *zctx;
     zloop_socket_t *sock;
+    auth_server_t *auth;           /* CURVE and the ZAP handler (common/net/auth.h) */
     zloop_signals_t *sigs;
     uv_timer_t tick, hb;
     int tick_ok, hb_ok;
@@ -73,48 +79,28 @@ struct ps_server {
     net_t *net;                    /* params (n_params) and state (n_state) live here */
     kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
     sgd_t *sgd;                    /* optimizer sgd, else NULL */
+    float *sgd_polyak;             /* (n_params) sgd's Polyak average of the iterates, else NULL */
+    long sgd_polyak_count;         /* iterates averaged into sgd_polyak so far */
+    double sgd_polyak_decay;       /* runcfg_polyak_decay() */
     sgd_lr_sched_t lr;
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
-    ps_wire_shape_t shape;         /* message limits from the model */
+    wire_shape_t shape;            /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
-    kfac_stats_t *round_stats;     /* stats=sync: the round's statistics merged */
-    int round_stats_have;
     float *unpack_buf;             /* (shape.max_layer_floats) */
     int n_blocks;
     ps_sched_block_t *sched;       /* (n_blocks), mirrors kfac->blocks */
     ps_sched_policy_t policy;
     kfac_schedule_t schedule;      /* statistics / inverse intervals and damping by step (Pauloski sec. V-C) */
     int fac_interval, inv_interval; /* the intervals in force at step t */
-    kfac_refresh_t **refresh;      /* (n_blocks) adaptive policy only */
-    float *diag;                   /* (max n) factor diagonal, the adaptive summary */
+    ps_refresh_t *refresh;         /* adaptive policy only (ps/refresh.h) */
     float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
     float *job_packed;             /* (max n (n+1)/2) */
     uint64_t next_job_id;
 
-    /* the round of version t */
-    long t;
-    uint64_t steps_done;
-    float *grad_acc;               /* (n_params) sum of n_examples * gradient */
-    double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
-    uint64_t acc_correct;
-    int n_grads;                   /* gradients in */
-    float *state_acc;              /* (n_state) sum of n_examples * state */
-    double state_n;
-    int round_folded, round_marked;
-    int gate_open;                 /* the first step may start */
-    uint64_t first_worker_ns;      /* when the first worker joined */
-    uint64_t last_step_ns;         /* when the last step was applied (or the start) */
-    int consecutive_failures;
-    double step_ms_sum, step_ms_max; /* time the update held the loop thread */
+    ps_round_t round;              /* the round of version t (round.c's) */
     double round_open_ms;          /* steps.csv timing: when the round of t opened (clock_now_ms) */
     double round_curv_ms;          /* ... loop time on folds and installs since */
     int round_eval_busy;           /* ... an evaluation was pending when it opened */
-    int warned_slow_step;
-
-    /* encoded Params of version pver[i], want_stats = i */
-    uint8_t *pbuf[2];
-    size_t plen[2];
-    long pver[2];
 
     /* clients */
     ps_peers_t peers;
@@ -130,7 +116,7 @@ struct ps_server {
     int warned_eval_slow;
 
     /* metrics and progress */
-    ps_metrics_t *metrics;
+    rundir_t *metrics;             /* [run] out_dir */
     double prog_loss, prog_acc;    /* sums since the last progress line */
     int prog_n;
     uint64_t prog_ns;              /* time of the last progress line */
@@ -138,6 +124,16 @@ struct ps_server {
     double last_inv_age_mean;
     long last_inv_age_max;
     int warned_no_stats;
+    double last_train_loss, last_train_acc; /* the last step's */
+
+    /* live view ([ps] metrics) and curvature watch ([ps] curvature_warn_s): ps/report.c */
+    ps_http_t *http;               /* NULL: off */
+    ps_http_block_t *http_blocks;  /* (n_blocks) snapshot scratch */
+    uint64_t first_step_ns;        /* when the first step was applied (0: none yet) */
+    uint64_t curv_installed_seen, curv_folds_seen; /* counters at the last check */
+    uint64_t curv_inv_ns, curv_stats_ns;           /* when they last moved (or the first step) */
+    int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
+    int warned_curv_inv, warned_curv_stats;
 
     /* counters */
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */
@@ -145,6 +141,23 @@ struct ps_server {
     uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
     uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
     ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
+
+    /* members that may not poison or hold the run */
+    ps_norm_hist_t norms;          /* norms of recently accepted gradients */
+    uint64_t round_open_ns;        /* when the round of version t opened */
+    uint64_t n_rej_examples, n_rej_norm, n_stalled;
+    ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup;
+    uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
+    ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
+
+    /* checkpoints (ps/persist.c) */
+    char ckpt_dir[4096];           /* [checkpoint] dir, or out_dir/checkpoints */
+    uint64_t steps_run;            /* steps applied by this process: round 0's rules (every worker that asks is a
+                                      member, the start-up gate) hold for the first round after a resume too */
+    long resumed_from;             /* the step resumed from (-1: a fresh start) */
+    uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
+    uint64_t n_ckpt_saved, n_ckpt_failed;
+    int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
     ps_phase_t phase;
@@ -162,6 +175,30 @@ struct ps_server {
  * Called by the server only; the round asks for it with
  * ps_round_request_shutdown(). */
 void ps_srv_shutdown(ps_server_t *s, int exit_code);
+
+/* ---- refresh_send.c ------------------------------------------------------- */
+
+/* Params for a kfac-statsd under refresh = adaptive: the current version
+ * with stats_layers = the layers wanted now; while none is, the request is
+ * held (answered at the first step that makes a layer due). Returns 0 or
+ * -errno. */
+int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p);
+
+/* ---- persist.c ------------------------------------------------------------ */
+
+/* Write a checkpoint of the current state now ([checkpoint] every > 0),
+ * then prune to [checkpoint] keep files; why is logged ("step 300",
+ * "SIGTERM"). A failure is logged and counted, never fatal. Returns 0 or
+ * -errno. */
+int ps_persist_save(ps_server_t *s, const char *why);
+
+/* After a step: a checkpoint when t is a multiple of [checkpoint] every. */
+void ps_persist_after_step(ps_server_t *s);
+
+/* [checkpoint] resume: restore the newest valid checkpoint (see
+ * ps_ckpt_restore_newest). Returns 1 (resumed), 0 (nothing to resume) or a
+ * negative errno with the reason in err. */
+int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 
 /* ---- round.c --------------------------------------------------------------- */
 
@@ -205,8 +242,5 @@ void ps_round_tick(ps_server_t *s);
 
 /* An evaluation came back (ps_eval_done_fn). */
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user);
-
-/* Free the encoded Params cache. */
-void ps_round_drop_params_cache(ps_server_t *s);
 
 #endif

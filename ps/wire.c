@@ -8,75 +8,8 @@
 
 #include "common/kfac/kfac_linalg.h"
 
-msg_factor_kind_t ps_wire_factor_kind(const kfac_factor_t *f) {
-    switch (f->role) {
-    case KFAC_FACTOR_ROLE_A: return MSG_FACTOR_A;
-    case KFAC_FACTOR_ROLE_G: return MSG_FACTOR_G;
-    case KFAC_FACTOR_ROLE_K: return MSG_FACTOR_K;
-    case KFAC_FACTOR_ROLE_PSI: return MSG_FACTOR_PSI;
-    case KFAC_FACTOR_ROLE_GBIAS: return MSG_FACTOR_G_BIAS;
-    case KFAC_FACTOR_ROLE_BN: return MSG_FACTOR_BN;
-    }
-    return MSG_FACTOR_NONE;
-}
-
 msg_method_t ps_wire_method(kfac_inv_method_t m) {
     return m == KFAC_INV_EIGEN ? MSG_METHOD_EIGEN : MSG_METHOD_CHOLESKY;
-}
-
-static uint64_t s_max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-
-int ps_wire_shape_init(ps_wire_shape_t *sh, const net_t *net, const kfac_stats_t *stats) {
-    memset(sh, 0, sizeof *sh);
-    uint32_t nl = net->n_layers > 0 ? (uint32_t)net->n_layers : 1;
-    sh->layers = calloc(nl, sizeof *sh->layers);
-    if (!sh->layers) return -ENOMEM;
-    uint32_t max_n = 2;
-    uint64_t max_floats = s_max64(net->n_params, net->n_state);
-    for (int j = 0; stats && j < stats->n_layers; j++) {
-        const kfac_layer_stats_t *ls = &stats->layers[j];
-        if (ls->layer < 0 || ls->layer >= net->n_layers || ls->n_factors > MSG_MAX_FACTORS) {
-            ps_wire_shape_release(sh);
-            return -EINVAL;
-        }
-        msg_layer_shape_t *out = &sh->layers[ls->layer];
-        out->n_factors = (uint32_t)ls->n_factors;
-        for (int f = 0; f < ls->n_factors; f++) {
-            const kfac_factor_t *fa = &ls->f[f];
-            out->kind[f] = ps_wire_factor_kind(fa);
-            if (fa->kind == KFAC_FACTOR_DIAG2X2) {
-                out->n[f] = 2;
-                out->n_blocks[f] = (uint32_t)fa->dim;
-            } else {
-                out->n[f] = (uint32_t)fa->dim;
-                out->n_blocks[f] = 1;
-                if ((uint32_t)fa->dim > max_n) max_n = (uint32_t)fa->dim;
-                /* an eigen result carries n x n eigenvectors */
-                max_floats = s_max64(max_floats, (uint64_t)fa->dim * (uint64_t)fa->dim);
-            }
-            max_floats = s_max64(max_floats, kfac_factor_packed_len(fa));
-        }
-        size_t lf = kfac_stats_layer_packed_len(ls);
-        if (lf > sh->max_layer_floats) sh->max_layer_floats = lf;
-    }
-    sh->model.n_params = net->n_params;
-    sh->model.n_state = net->n_state;
-    sh->model.n_layers = (uint32_t)net->n_layers;
-    sh->model.layers = sh->layers;
-    msg_limits_default(&sh->limits);
-    sh->limits.max_n = max_n;
-    sh->limits.max_floats = max_floats ? max_floats : 1;
-    sh->limits.max_layers = nl;
-    sh->limits.model = &sh->model;
-    sh->max_n = max_n;
-    if (sh->max_layer_floats == 0) sh->max_layer_floats = 1;
-    return 0;
-}
-
-void ps_wire_shape_release(ps_wire_shape_t *sh) {
-    if (!sh) return;
-    free(sh->layers);
-    memset(sh, 0, sizeof *sh);
 }
 
 void ps_wire_stats_clear(kfac_stats_t *s) {
@@ -87,7 +20,7 @@ void ps_wire_stats_clear(kfac_stats_t *s) {
         }
 }
 
-int ps_wire_stats_unpack(const ps_wire_shape_t *sh, const msg_stats_t *st, double n_examples,
+int ps_wire_stats_unpack(const wire_shape_t *sh, const msg_stats_t *st, double n_examples,
                          kfac_stats_t *out, float *scratch, char *err, size_t err_len) {
     ps_wire_stats_clear(out);
     for (size_t l = 0; l < st->n_layers; l++) {

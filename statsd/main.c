@@ -3,7 +3,14 @@
  *   kfac-statsd --config run.ini --id 1
  *   kfac-statsd --ps tcp://10.0.0.5:5555 --id 2 --statsd.batch 256
  *
- * Exit codes: 0 clean (Shutdown, SIGINT/SIGTERM), 1 fatal, 2 usage error.
+ * Environment: KFAC_PS ([cluster] ps), KFAC_DATA_DIR ([data] dir), KFAC_ID
+ * ([statsd] id), between the --config file and the command line.
+ *
+ * Exit codes (common/base/config.h): 0 clean (Shutdown, SIGINT/SIGTERM), 1
+ * runtime failure, 2 usage error, 78 configuration error (EX_CONFIG): after
+ * kfac-ps's Welcome, a training data file under [data] dir is missing,
+ * unreadable or malformed, or does not fit the model; the message names the
+ * file. The model itself comes from kfac-ps ([model] file is not read here).
  */
 #include "common/net/client.h"
 #include "common/run/runcfg.h"

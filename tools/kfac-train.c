@@ -7,7 +7,14 @@
  *
  * Prints the model summary, a progress line per evaluation (current
  * parameters and their Polyak average, for SGD and K-FAC alike) and a final
- * summary; writes nothing else. Exit: 0 done, 1 failure, 2 usage error.
+ * summary. Writes the run into [run] out_dir as kfac-ps does: steps.csv,
+ * eval.csv, config.ini, model.txt, and at the end params.npy,
+ * params_polyak.npy and manifest.json (docs/operations.md). Exit
+ * (common/base/config.h): 0 done, 1 runtime failure, 2 usage error (bad
+ * option or value), 78 configuration error (EX_CONFIG: the model or a data
+ * file is missing, unreadable or malformed, or the data do not fit the
+ * model, the message names the file; or out_dir holds a previous run and
+ * [run] force is off).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +25,7 @@
 #include "common/nn/data.h"
 #include "common/base/log.h"
 #include "common/nn/nn.h"
+#include "common/run/rundir.h"
 #include "common/run/runcfg.h"
 #include "common/run/train.h"
 
@@ -33,22 +41,41 @@ int main(int argc, char **argv) {
         return 2;
     }
     log_level_t lvl = LOG_LEVEL_INFO;
-    log_level_parse(c.log_level, &lvl);
+    if (log_level_parse(c.log_level, &lvl) < 0) {
+        fprintf(stderr, "kfac-train: [run] log_level: expected error, warn, info or debug, got '%s'\n", c.log_level);
+        runcfg_release(&c);
+        return 2;
+    }
+    if (!c.force && rundir_check_free(c.out_dir, err, sizeof err) < 0) {
+        fprintf(stderr, "kfac-train: %s\n", err);
+        runcfg_release(&c);
+        return CONFIG_EXIT_CONFIG;
+    }
     log_init(lvl, "kfac-train");
     /* Both cores: the net's own threads split each pass over the batch,
      * with single-threaded OpenBLAS (common/nn/nn.h, net_set_threads). */
     blas_set_threads(1);
-    int status = 1;
+    int status = CONFIG_EXIT_FAILURE;
     dataset_t *train = NULL, *test = NULL;
     net_t *net = NULL;
-    if (dataset_load_named(runcfg_dataset_name(&c), c.data_dir, 1, &train, err, sizeof err) ||
-        dataset_load_named(runcfg_dataset_name(&c), c.data_dir, 0, &test, err, sizeof err)) {
+    rundir_t *out = NULL;
+    if (!(net = net_load(c.model, c.batch, err, sizeof err))) {
         log_error("%s", err);
+        status = CONFIG_EXIT_CONFIG;
+        goto done;
+    }
+    if ((rc = runcfg_data_prepare(&c, err, sizeof err)) < 0 || /* [data] set = idx | npy without mean/std */
+        (rc = runcfg_data_load(&c, net, 1, &train, err, sizeof err)) < 0 ||
+        (rc = runcfg_data_load(&c, net, 0, &test, err, sizeof err)) < 0) {
+        log_error("%s", err);
+        status = config_exit_status(rc);
         goto done;
     }
     if (c.train_n > 0) dataset_truncate(train, c.train_n);
-    if (!(net = net_load(c.model, c.batch, err, sizeof err))) {
+    net->fc_doubly_min_in = c.doubly_min_in;
+    if ((rc = rundir_open_run(&c, RUNCFG_ROLE_TRAIN, net->source, rundir_mode_of(&c), &out, err, sizeof err)) < 0) {
         log_error("%s", err);
+        if (rc == -EEXIST) status = CONFIG_EXIT_CONFIG;
         goto done;
     }
     net->fc_doubly_min_in = c.doubly_min_in;
@@ -75,6 +102,11 @@ int main(int argc, char **argv) {
     o.target_acc = c.target_acc;
     o.augment = c.augment;
     o.progress = stdout;
+    o.out = out;
+    o.dataset = runcfg_dataset_name(&c);
+    dataset_source_t src; /* [data] set = idx | npy: the normalization used, for the manifest */
+    if (runcfg_data_source(&c, &src, err, sizeof err) == 0 && src.kind != DATASET_SOURCE_NAMED && src.has_norm)
+        o.norm = &src.norm;
     printf("training %s on %s (%d examples) with %s, batch %d, %ld steps, Polyak decay %g, init %s (biases %s)\n", c.model,
            runcfg_dataset_name(&c), train->n, o.optimizer == TRAIN_OPT_KFAC ? "K-FAC" : "SGD", o.batch, o.steps,
            o.polyak_decay, nn_init_name(net->init), nn_bias_init_name(net->bias_init));
@@ -90,8 +122,11 @@ int main(int argc, char **argv) {
         printf(", target reached at step %ld after %.1fs (%s)", r.steps_to_target, r.seconds_to_target,
                r.target_by_polyak ? "polyak" : "current");
     printf("\n");
+    printf("run folder: %s (steps.csv, eval.csv, config.ini, model.txt, params.npy, params_polyak.npy, "
+           "manifest.json)\n", rundir_path(out));
     status = 0;
 done:
+    rundir_free(&out);
     net_free(&net);
     dataset_free(&train);
     dataset_free(&test);

@@ -1,7 +1,7 @@
 # tools/sweep-plot.gp — the overview figure of a sweep (tools/kfac-sweep
 # writes the data and calls this):
 #
-#   gnuplot -e "dir='OUT/plot'; outbase='OUT/overview'" tools/sweep-plot.gp
+#   gnuplot -e "dir='OUT/plot'; outbase='OUT/overview'; gpdir='tools'" tools/sweep-plot.gp
 #
 # dir holds meta.gp (n points, their labels L[i], the title, the target,
 # the x unit) and per point i: steps-i.dat (step or examples, mean wall s,
@@ -17,17 +17,11 @@
 load dir.'/meta.gp'
 set datafile missing "NaN"
 xunits = (xunit eq "step") ? "steps" : xunit
-# sixteen distinguishable colours (gnuplot's default cycle repeats after 8)
-array C[16] = ["#9400d3", "#009e73", "#56b4e9", "#e69f00", "#0072b2", "#e51e10", "#000000", "#f0e442", \
-               "#808080", "#cc79a7", "#8b4513", "#00ced1", "#7cfc00", "#ff1493", "#191970", "#b8860b"]
-do for [i=1:16] { set linetype i linecolor rgb C[i] }
+# colours and terminals shared with tools/run-plot.gp
+load gpdir.'/plot-style.gp'
 
 do for [fmt in "png svg"] {
-  if (fmt eq "png") {
-    set terminal pngcairo size 1600,950 font "Sans,10" noenhanced
-  } else {
-    set terminal svg size 1600,950 font "Sans,10" noenhanced dynamic
-  }
+  if (fmt eq "png") { eval term_png } else { eval term_svg }
   set output outbase.'.'.fmt
   set multiplot layout 2,3 title plot_title font ",13"
   set grid

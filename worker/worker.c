@@ -18,8 +18,10 @@
 #include <string.h>
 
 #include "common/net/client.h"
+#include "common/net/compute.h"
 #include "common/net/daemon.h"
 #include "common/base/log.h"
+#include "common/net/wire.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "common/base/ratelimit.h"
@@ -32,8 +34,8 @@ typedef enum { S_JOB_SETUP = 0, S_JOB_GRAD } s_job_kind_t;
 typedef struct s_job {
     s_job_kind_t kind;
     /* setup */
-    client_setup_t setup;
-    client_compute_t cc;      /* built here, installed by the loop */
+    compute_setup_t setup;
+    compute_ctx_t cc;      /* built here, installed by the loop */
     /* gradient */
     msg_t params;             /* the Params message (owned) */
     uint32_t sender_id;
@@ -49,10 +51,10 @@ typedef struct s_job {
 struct worker_server {
     const runcfg_t *cfg;          /* borrowed */
     client_daemon_t d;            /* loop, job pool, connection */
-    client_compute_t cc;          /* the compute thread's while busy */
+    compute_ctx_t cc;          /* the compute thread's while busy */
     int have_cc;
     int busy;
-    client_setup_t *next_setup;   /* a Welcome that came while busy */
+    compute_setup_t *next_setup;   /* a Welcome that came while busy */
     msg_t *pending;               /* newest Params not yet computed */
     int n_outstanding;
     int have_pushed;
@@ -67,10 +69,13 @@ static void s_next(worker_server_t *s);
 
 static void s_work_grad(worker_server_t *s, s_job_t *j) {
     double t0 = clock_now_ms();
-    client_compute_t *cc = &s->cc;
+    compute_ctx_t *cc = &s->cc;
     const msg_params_t *p = &j->params.params;
     j->with_stats = p->want_stats && cc->stats != NULL;
-    j->rc = client_compute_batch(cc, p->params, p->n_state ? p->state : NULL, j->with_stats, 1, &j->loss,
+    /* The layers the PS asks for (none listed: all); the others are neither
+     * computed nor sent. */
+    if (j->with_stats && wire_stats_want(cc->stats, p->stats_layers, p->n_stats_layers) == 0) j->with_stats = 0;
+    j->rc = compute_ctx_batch(cc, p->params, p->n_state ? p->state : NULL, j->with_stats, 1, &j->loss,
                                  &j->n_correct, &j->n_examples, j->err, sizeof j->err);
     if (j->rc < 0) return;
     msg_t m;
@@ -85,7 +90,7 @@ static void s_work_grad(worker_server_t *s, s_job_t *j) {
     g->state = cc->net->n_state ? cc->net->state : NULL;
     g->n_state = cc->net->n_state;
     float *packed = NULL;
-    if (j->with_stats && (j->rc = client_stats_to_msg(cc->stats, &g->stats, &packed)) < 0) {
+    if (j->with_stats && (j->rc = wire_stats_to_msg(cc->stats, &g->stats, &packed)) < 0) {
         snprintf(j->err, sizeof j->err, "packing the statistics failed (%d)", j->rc);
         return;
     }
@@ -93,12 +98,12 @@ static void s_work_grad(worker_server_t *s, s_job_t *j) {
     g->compute_ms = j->compute_ms;
     j->rc = msg_encode(&m, &j->buf, &j->len);
     if (j->rc < 0) snprintf(j->err, sizeof j->err, "encoding the gradient failed (%d)", j->rc);
-    client_stats_release(&g->stats, &packed);
+    wire_stats_release(&g->stats, &packed);
 }
 
 static void s_work(void *job, void *user) {
     s_job_t *j = job;
-    if (j->kind == S_JOB_SETUP) j->rc = client_compute_init(&j->cc, &j->setup, j->err, sizeof j->err);
+    if (j->kind == S_JOB_SETUP) j->rc = compute_ctx_init(&j->cc, &j->setup, j->err, sizeof j->err);
     else s_work_grad(user, j);
 }
 
@@ -106,8 +111,8 @@ static void s_work(void *job, void *user) {
 
 static void s_job_free(s_job_t *j) {
     if (!j) return;
-    client_setup_release(&j->setup);
-    client_compute_release(&j->cc);
+    compute_setup_release(&j->setup);
+    compute_ctx_release(&j->cc);
     msg_clear(&j->params);
     free(j->buf);
     free(j);
@@ -123,12 +128,13 @@ static void s_done(void *job, int status, void *user) {
     }
     if (j->kind == S_JOB_SETUP) {
         if (j->rc < 0) {
+            int code = config_exit_status(j->rc); /* 78: the data files or their shape */
             log_error("cannot set up the model and data: %s", j->err);
             s_job_free(j);
-            client_stop(s->d.client, 1, "setup failed", 1);
+            client_stop(s->d.client, code, "setup failed", 1);
             return;
         }
-        client_compute_move(&s->cc, &j->cc);
+        compute_ctx_move(&s->cc, &j->cc);
         s->have_cc = 1;
         log_info("ready: shard %d of %d (%d examples), batch %d, %zu parameters, statistics %s", j->setup.rank,
                  j->setup.n_ranks, batcher_shard_size(s->cc.bat), s->cc.batch, s->cc.net->n_params,
@@ -219,15 +225,17 @@ static void s_next(worker_server_t *s) {
 static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg, void *user) {
     (void)c;
     worker_server_t *s = user;
-    client_setup_t *st = calloc(1, sizeof *st);
-    if (!st || client_setup_init(st, w, cfg) < 0) {
+    compute_setup_t *st = calloc(1, sizeof *st);
+    int rc = -ENOMEM;
+    if (!st || (rc = compute_setup_init(st, w, cfg)) < 0) {
         free(st);
-        log_error("out of memory");
-        return -ENOMEM;
+        if (rc == -ENOMEM) log_error("out of memory"); /* -EINVAL: compute_setup_init said why */
+        return rc;
     }
     st->device = cfg->device;
+    st->skip_batches = w->params_version; /* the data position of a worker present since step 0 */
     if (s->next_setup) {
-        client_setup_release(s->next_setup);
+        compute_setup_release(s->next_setup);
         free(s->next_setup);
     }
     s->next_setup = st;
@@ -336,9 +344,9 @@ void worker_server_free(worker_server_t **sp) {
     worker_server_t *s = *sp;
     *sp = NULL;
     client_daemon_release(&s->d);
-    client_compute_release(&s->cc);
+    compute_ctx_release(&s->cc);
     if (s->next_setup) {
-        client_setup_release(s->next_setup);
+        compute_setup_release(s->next_setup);
         free(s->next_setup);
     }
     if (s->pending) {

@@ -193,7 +193,8 @@ int backend_cuda_stats(backend_cuda_t *cb, kfac_stats_t *s) {
     if (s->n_layers == 0 || s->n_floats == 0) return 0;
     CB_TRY(CK_CUDA(cudaSetDevice(cb->device)));
     CB_TRY(s_stats_buffers(cb, s));
-    for (int j = 0; j < s->n_layers; j++) CB_TRY(s_slot_stats(cb, s, &s->layers[j], n));
+    for (int j = 0; j < s->n_layers; j++)
+        if (!s->layers[j].skip) CB_TRY(s_slot_stats(cb, s, &s->layers[j], n));
     /* Only the factor matrices cross to the host: the whole arena in one copy. */
     CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_factors, cb->d_factors, s->n_floats * sizeof(float), cudaMemcpyDeviceToHost,
                                    cb->stream)));
@@ -201,8 +202,8 @@ int backend_cuda_stats(backend_cuda_t *cb, kfac_stats_t *s) {
     memcpy(s->arena, cb->h_factors, s->n_floats * sizeof(float));
     for (int j = 0; j < s->n_layers; j++)
         for (int k = 0; k < s->layers[j].n_factors; k++) {
-            s->layers[j].f[k].n_samples = n;
-            s->layers[j].f[k].n_updates = 1;
+            s->layers[j].f[k].n_samples = s->layers[j].skip ? 0 : n; /* skipped: empty, as on the CPU */
+            s->layers[j].f[k].n_updates = s->layers[j].skip ? 0 : 1;
         }
     return 0;
 }

@@ -44,7 +44,7 @@ static void s_err(char *err, size_t err_len, const char *fmt, ...) {
 const char *const *config_run_sections(void) {
     static const char *const sections[] = {
         "run", "model", "data", "optimizer", "kfac", "cluster", "ps", "worker", "statsd",
-        "invertd", "log", "metrics", "checkpoint", "experiment", NULL,
+        "invertd", "security", "log", "metrics", "checkpoint", "experiment", NULL,
     };
     return sections;
 }
@@ -245,6 +245,21 @@ int config_check_spec(const config_spec_t *spec, char *err, size_t err_len) {
             return rc;
         }
         if (o->type == OPT_STRING) free(v.s);
+    }
+    for (size_t i = 0; spec->env && i < spec->n_env; i++) {
+        const config_env_t *e = &spec->env[i];
+        const char *dot = e->name ? strchr(e->name, '.') : NULL;
+        char sec[128];
+        if (!e->var || !*e->var || !dot || (size_t)(dot - e->name) >= sizeof sec) {
+            s_err(err, err_len, "config table: environment entry %zu: needs a variable and a section.key", i);
+            return -EINVAL;
+        }
+        snprintf(sec, sizeof sec, "%.*s", (int)(dot - e->name), e->name);
+        if (!config_find(spec, sec, dot + 1)) {
+            s_err(err, err_len, "config table: environment variable %s sets %s, which is not in the table", e->var,
+                  e->name);
+            return -EINVAL;
+        }
     }
     return 0;
 }
@@ -720,6 +735,7 @@ int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FIL
         }
     }
     if (path && (rc = config_parse_file(spec, cfg, path, err, err_len)) < 0) return rc;
+    if ((rc = config_apply_env(spec, cfg, err, err_len)) < 0) return rc;
     if ((rc = config_parse_args(spec, cfg, argc, argv, err, err_len)) < 0) return rc;
     if (dump) {
         rc = config_dump(spec, cfg, out ? out : stdout);
@@ -730,4 +746,26 @@ int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FIL
         return CONFIG_DUMP;
     }
     return 0;
+}
+
+int config_apply_env(const config_spec_t *spec, void *cfg, char *err, size_t err_len) {
+    for (size_t i = 0; spec->env && i < spec->n_env; i++) {
+        const char *v = getenv(spec->env[i].var);
+        if (!v || !*v) continue;
+        char origin[96];
+        snprintf(origin, sizeof origin, "environment variable %s", spec->env[i].var);
+        int rc = config_set(spec, cfg, spec->env[i].name, v, origin, err, err_len);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+int config_exit_status(int rc) {
+    switch (rc) {
+    case -ENOENT: case -EACCES: case -EPERM: case -ENOTDIR: case -EISDIR: case -ELOOP: case -ENAMETOOLONG:
+    case -EINVAL: case -EEXIST: /* EEXIST: [run] out_dir holds a previous run */
+        return CONFIG_EXIT_CONFIG;
+    default:
+        return CONFIG_EXIT_FAILURE;
+    }
 }

@@ -2,9 +2,12 @@
  * drives parsing, --help and the configuration dump.
  *
  * Sources, later wins: the table's defaults < an INI file (--config PATH) <
- * command-line overrides (--key value, --key=value, --section.key=value,
- * --section.key value; '-' and '_' are the same in command-line names; a
- * bare --key works when the key is unique in the table).
+ * environment variables named in the spec's `env` list (the settings that
+ * differ per host, e.g. KFAC_PS for [cluster] ps; an empty variable counts
+ * as unset) < command-line overrides (--key value, --key=value,
+ * --section.key=value, --section.key value; '-' and '_' are the same in
+ * command-line names; a bare --key works when the key is unique in the
+ * table).
  *
  * INI syntax
  *     # comment            ; comment
@@ -74,6 +77,13 @@ typedef struct config_option {
     const char *const *names; /* OPT_ENUM: allowed names, NULL-terminated */
 } config_option_t;
 
+/* An environment variable that sets one option (after the file, before
+ * the command line). */
+typedef struct config_env {
+    const char *var;   /* "KFAC_PS" */
+    const char *name;  /* the option it sets, "cluster.ps" (must be in the table) */
+} config_env_t;
+
 typedef struct config_spec {
     const char *program;                  /* "kfac-worker", for --help */
     const char *summary;                  /* one line under the usage line */
@@ -81,6 +91,9 @@ typedef struct config_spec {
     size_t n_opts;
     const char *const *partial_sections;  /* NULL-terminated, or NULL */
     const char *const *known_sections;    /* NULL-terminated; NULL: config_run_sections() */
+    const config_env_t *env;              /* environment variables (borrowed), or NULL */
+    size_t n_env;
+    const char *epilogue;                 /* printed at the end of --help (exit codes...), or NULL */
 } config_spec_t;
 
 #define CONFIG_COUNT(table) (sizeof(table) / sizeof((table)[0]))
@@ -97,11 +110,28 @@ typedef struct config_spec {
 #define CONFIG_HELP 1  /* --help (or --version) was printed: exit 0 */
 #define CONFIG_DUMP 2  /* --dump-config printed the configuration: exit 0 */
 
+/* Exit statuses of every kfac program (sysexits.h values where one fits).
+ * The systemd units list RestartPreventExitStatus=2 78: neither a usage
+ * error nor a configuration error goes away by restarting. */
+#define CONFIG_EXIT_OK 0
+#define CONFIG_EXIT_FAILURE 1  /* runtime failure: port busy, diverged, out of memory, peer refused */
+#define CONFIG_EXIT_USAGE 2    /* bad option or bad value in the configuration file */
+#define CONFIG_EXIT_CONFIG 78  /* EX_CONFIG: a start-up input is missing, unreadable or malformed
+                                * (model file, data file), or the model and data disagree */
+
+/* The exit status for a start-up step that failed with the negative errno
+ * rc, under the convention every loader follows (common/nn/data.h,
+ * common/nn/nn.h): -ENOENT, -EACCES, -EPERM, -ENOTDIR, -EISDIR, -ELOOP,
+ * -ENAMETOOLONG (the file cannot be opened) and -EINVAL (its contents are
+ * malformed or do not fit the model) are CONFIG_EXIT_CONFIG; anything else
+ * (-ENOMEM, -EIO, -EADDRINUSE, ...) and rc >= 0 is CONFIG_EXIT_FAILURE. */
+int config_exit_status(int rc);
+
 /* config_to_text() flags. */
 #define CONFIG_TEXT_COMMENTS 1 /* a header line and each option's help as a comment */
 
 /* The sections of a kfac run file: run model data optimizer kfac cluster
- * ps worker statsd invertd log metrics checkpoint experiment.
+ * ps worker statsd invertd security log metrics checkpoint experiment.
  * NULL-terminated, static. */
 const char *const *config_run_sections(void);
 
@@ -111,8 +141,8 @@ const char *const *config_run_sections(void);
 int config_check_spec(const config_spec_t *spec, char *err, size_t err_len);
 
 /* Everything a daemon's main() needs: check the spec, set the defaults,
- * read --config PATH if given, apply the other command-line options in
- * order. argv[0] is the program name and is skipped. --help prints
+ * read --config PATH if given, apply the environment (config_apply_env),
+ * apply the other command-line options in order. argv[0] is the program name and is skipped. --help prints
  * config_help() to out and returns CONFIG_HELP; --dump-config prints the
  * effective configuration (after the file and the other options) to out and
  * returns CONFIG_DUMP. Returns 0, CONFIG_HELP, CONFIG_DUMP, or a negative
@@ -139,6 +169,13 @@ int config_parse_file(const config_spec_t *spec, void *cfg, const char *path, ch
  * suggestion), -EINVAL (bad value, ambiguous name) or -ENOMEM. */
 int config_set(const config_spec_t *spec, void *cfg, const char *name, const char *value,
                const char *origin, char *err, size_t err_len);
+
+/* Apply the spec's environment variables in list order: each one that is
+ * set and not empty sets its option as config_set() would, with
+ * "environment variable VAR" as the origin in messages. Returns 0, or the
+ * first error (-EINVAL bad value, -ENOENT an entry naming no option,
+ * -ENOMEM) with the message in err. */
+int config_apply_env(const config_spec_t *spec, void *cfg, char *err, size_t err_len);
 
 /* Apply command-line overrides argv[1..argc-1]; --config and its argument,
  * --help and --dump-config are skipped (config_load handles them). Returns 0

@@ -82,6 +82,11 @@ void config_help(const config_spec_t *spec, FILE *f) {
             fprintf(f, "  (%s)\n      %s\n", desc, o->help);
         }
     }
+    if (spec->env && spec->n_env) {
+        fprintf(f, "\nEnvironment (after the --config file, before the command line; empty is unset):\n");
+        for (size_t i = 0; i < spec->n_env; i++) fprintf(f, "  %-14s sets --%s\n", spec->env[i].var, spec->env[i].name);
+    }
+    if (spec->epilogue) fprintf(f, "\n%s", spec->epilogue);
 }
 
 /* Does a string value need quotes to read back the same? */

@@ -524,6 +524,10 @@ int kfac_stats_compute(kfac_stats_t *s, net_t *net) {
             log_error("kfac_stats_compute: layer %d does not match the statistics layout", ls->layer);
             return -EINVAL;
         }
+        if (ls->skip) { /* not wanted this time (adaptive refresh): empty */
+            for (int k = 0; k < ls->n_factors; k++) ls->f[k].n_samples = 0.0, ls->f[k].n_updates = 0;
+            continue;
+        }
         const layer_t *l = &net->layers[ls->layer];
         int rc;
         if (ls->kind == LAYER_FC) {

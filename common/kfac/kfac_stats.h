@@ -138,6 +138,7 @@ typedef struct kfac_layer_stats {
     int fm_c, fm_t;     /* doubly: C_in and T = h*w of the input feature map */
     int n_factors;
     kfac_factor_t f[KFAC_STATS_MAX_FACTORS];
+    int skip;           /* 1: kfac_stats_compute leaves this layer out (its factors are marked empty) */
 } kfac_layer_stats_t;
 
 typedef struct kfac_stats {
@@ -254,7 +255,8 @@ int kfac_stats_find(const kfac_stats_t *s, int layer);
  * after net_forward + net_backward on net (the same net s was built from,
  * or one parsed from the same model): uses net->batch_n, net_layer_input,
  * l->cols, l->xhat and l->dy, with g_scale = batch_n. Each factor gets
- * n_samples = batch_n and n_updates = 1. Returns 0 or -EINVAL (shapes do
+ * n_samples = batch_n and n_updates = 1; a layer with skip set is not
+ * computed and its factors get n_updates = 0 (empty). Returns 0 or -EINVAL (shapes do
  * not match, batch_n out of range) / -ENOMEM / -EIO. */
 int kfac_stats_compute(kfac_stats_t *s, net_t *net);
 

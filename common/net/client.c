@@ -1,24 +1,21 @@
 /* common/net/client.c — see client.h. The client side of the kfac protocol:
  * handshake, heartbeats, reconnection and shutdown on one libuv loop, and
- * the model helpers the worker and the stats worker share. */
+ * the effective configuration from a Welcome. */
 #include "common/net/client.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
-#include "common/nn/data.h"
 #include "common/base/log.h"
+#include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "common/base/ratelimit.h"
 #include "common/base/clock.h"
@@ -43,6 +40,7 @@ struct client {
 
     void *zctx;
     zloop_socket_t *sock;
+    auth_client_t *auth;             /* CURVE handshake monitor, NULL without keys */
     zloop_signals_t *signals;
     uv_timer_t timer;
     int timer_open;
@@ -57,6 +55,7 @@ struct client {
     uint64_t t_start_ns;             /* when the current Hello phase began */
     uint64_t t_last_hello_ns;
     int hello_sent;                  /* the last Hello left (was not refused with EAGAIN) */
+    uint64_t busy_backoff_ms;        /* kfac-ps could not take it yet (Error INTERNAL to Hello): next try in this */
     uint64_t t_last_wait_log_ns;
     uint64_t t_last_rx_ns;
     uint64_t t_last_tx_ns;
@@ -212,6 +211,7 @@ void client_stop(client_t *c, int exit_code, const char *reason, int say_bye) {
     }
     c->state = S_STOPPED;
     zloop_socket_free(&c->sock);
+    auth_client_free(&c->auth);
     /* The signal watchers stay (they do not keep the loop alive): a second
      * SIGTERM during the shutdown must not kill the process. */
     if (c->timer_open) {
@@ -261,6 +261,7 @@ static void s_on_welcome(client_t *c, msg_t *m) {
     c->cfg_valid = 1;
     c->id = w->assigned_id;
     c->state = S_READY;
+    c->busy_backoff_ms = 0;
     log_info("welcomed by kfac-ps at %s: id %" PRIu32 ", rank %" PRIu32 "/%" PRIu32 ", params version %" PRIu64
              ", %" PRIu64 " parameters%s",
              c->endpoint, w->assigned_id, w->rank, w->n_ranks, w->params_version, w->n_params,
@@ -338,6 +339,14 @@ static void s_on_recv(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t
             }
             break;
         }
+        if (c->state == S_HELLO && m.error.code == MSG_ERR_INTERNAL) {
+            /* Not now (its id still held by a dying predecessor, no room): again later, less and less often. */
+            c->busy_backoff_ms = c->busy_backoff_ms ? 2 * c->busy_backoff_ms : 1000;
+            if (c->busy_backoff_ms > 30000) c->busy_backoff_ms = 30000;
+            log_warn("kfac-ps at %s cannot take this %s now: %s; trying again in %.0fs", c->endpoint, c->program,
+                     m.error.text ? m.error.text : "", (double)c->busy_backoff_ms / 1000.0);
+            break;
+        }
         if (c->state == S_READY && c->h && c->h->on_message) c->h->on_message(c, &m, c->user);
         else log_warn("kfac-ps: error %s: %s", msg_error_code_name(m.error.code), m.error.text ? m.error.text : "");
         break;
@@ -360,7 +369,7 @@ static void s_on_tick(uv_timer_t *t) {
     uint64_t now = uv_hrtime();
     if (c->state == S_HELLO) {
         /* Not connected yet: try again soon; sent but unanswered: now and then. */
-        uint64_t retry_ms = c->hello_sent ? CLIENT_HELLO_RETRY_MS : 100;
+        uint64_t retry_ms = c->busy_backoff_ms ? c->busy_backoff_ms : c->hello_sent ? CLIENT_HELLO_RETRY_MS : 100;
         if (now - c->t_last_hello_ns >= retry_ms * S_NS_PER_MS) s_send_hello(c);
         if (now - c->t_last_wait_log_ns >= (uint64_t)CLIENT_WAIT_LOG_MS * S_NS_PER_MS) {
             c->t_last_wait_log_ns = now;
@@ -386,6 +395,11 @@ static void s_on_tick(uv_timer_t *t) {
 }
 
 /* ---- life cycle ------------------------------------------------------------------ */
+
+/* kfac-ps refused our CURVE key (common/net/auth.h): ZeroMQ will not retry. */
+static void s_on_key_refused(void *user) {
+    client_stop(user, AUTH_EXIT_CONFIG, "kfac-ps refused this daemon's CURVE key", 0);
+}
 
 client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *local,
                      const client_handlers_t *h, void *user) {
@@ -426,6 +440,13 @@ client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, c
         free(c);
         return NULL;
     }
+    char err[1200] = ""; /* CURVE keys, before the connect (common/net/auth.h) */
+    if (auth_client_secure(loop, c->zctx, zloop_socket_zmq(c->sock), local, c->endpoint, &c->auth, err, sizeof err) < 0) {
+        log_error("%s", err);
+        client_free(&c);
+        return NULL;
+    }
+    auth_client_on_refused(c->auth, s_on_key_refused, c);
     return c;
 }
 
@@ -458,6 +479,7 @@ void client_free(client_t **cp) {
     client_t *c = *cp;
     *cp = NULL;
     zloop_socket_free(&c->sock);
+    auth_client_free(&c->auth);
     if (c->signals) {
         zloop_signals_free(&c->signals);
         uv_run(c->loop, UV_RUN_DEFAULT); /* their close callbacks */
@@ -471,7 +493,7 @@ void client_free(client_t **cp) {
     free(c);
 }
 
-/* ---- configuration and model helpers ---------------------------------------- */
+/* ---- the effective configuration ------------------------------------------- */
 
 int client_config_from_text(const runcfg_t *local, runcfg_role_t cfg_role, const char *text, runcfg_t *out,
                             char *err, size_t err_len) {
@@ -497,291 +519,4 @@ int client_config_from_text(const runcfg_t *local, runcfg_role_t cfg_role, const
         (rc = config_set(spec, out, "run.log_level", local->log_level, "local configuration", err, err_len)) < 0)
         return rc;
     return runcfg_validate(out, err, err_len);
-}
-
-msg_factor_kind_t client_factor_kind(const kfac_factor_t *f) {
-    switch (f->role) {
-    case KFAC_FACTOR_ROLE_A: return MSG_FACTOR_A;
-    case KFAC_FACTOR_ROLE_G: return MSG_FACTOR_G;
-    case KFAC_FACTOR_ROLE_K: return MSG_FACTOR_K;
-    case KFAC_FACTOR_ROLE_PSI: return MSG_FACTOR_PSI;
-    case KFAC_FACTOR_ROLE_GBIAS: return MSG_FACTOR_G_BIAS;
-    case KFAC_FACTOR_ROLE_BN: return MSG_FACTOR_BN;
-    }
-    return MSG_FACTOR_NONE;
-}
-
-int client_shape_init(client_shape_t *sh, const net_t *net, const kfac_stats_t *stats) {
-    memset(sh, 0, sizeof *sh);
-    msg_limits_default(&sh->limits);
-    sh->layers = calloc((size_t)(net->n_layers > 0 ? net->n_layers : 1), sizeof *sh->layers);
-    if (!sh->layers) return -ENOMEM;
-    for (int i = 0; stats && i < stats->n_layers; i++) {
-        const kfac_layer_stats_t *ls = &stats->layers[i];
-        if (ls->layer < 0 || ls->layer >= net->n_layers || ls->n_factors > MSG_MAX_FACTORS) {
-            client_shape_release(sh);
-            return -EINVAL;
-        }
-        msg_layer_shape_t *o = &sh->layers[ls->layer];
-        o->n_factors = (uint32_t)ls->n_factors;
-        for (int f = 0; f < ls->n_factors; f++) {
-            const kfac_factor_t *fa = &ls->f[f];
-            o->kind[f] = client_factor_kind(fa);
-            o->n[f] = fa->kind == KFAC_FACTOR_DIAG2X2 ? 2u : (uint32_t)fa->dim;
-            o->n_blocks[f] = fa->kind == KFAC_FACTOR_DIAG2X2 ? (uint32_t)fa->dim : 1u;
-            if (o->n[f] > sh->limits.max_n) sh->limits.max_n = o->n[f];
-        }
-    }
-    sh->model.n_params = net->n_params;
-    sh->model.n_state = net->n_state;
-    sh->model.n_layers = (uint32_t)net->n_layers;
-    sh->model.layers = sh->layers;
-    if ((uint64_t)net->n_layers > sh->limits.max_layers) sh->limits.max_layers = (uint32_t)net->n_layers;
-    if (net->n_params > sh->limits.max_floats) sh->limits.max_floats = net->n_params;
-    sh->limits.model = &sh->model;
-    return 0;
-}
-
-void client_shape_release(client_shape_t *sh) {
-    if (!sh) return;
-    free(sh->layers);
-    memset(sh, 0, sizeof *sh);
-}
-
-int client_stats_to_msg(const kfac_stats_t *s, msg_stats_t *out, float **packed) {
-    memset(out, 0, sizeof *out);
-    *packed = NULL;
-    size_t total = kfac_stats_packed_len(s);
-    float *buf = malloc((total ? total : 1) * sizeof(float));
-    msg_layer_stats_t *layers = calloc((size_t)(s->n_layers > 0 ? s->n_layers : 1), sizeof *layers);
-    msg_factor_t *factors = calloc((size_t)(s->n_layers > 0 ? s->n_layers : 1) * KFAC_STATS_MAX_FACTORS,
-                                   sizeof *factors);
-    if (!buf || !layers || !factors) {
-        free(buf);
-        free(layers);
-        free(factors);
-        return -ENOMEM;
-    }
-    size_t off = 0;
-    for (int i = 0; i < s->n_layers; i++) {
-        const kfac_layer_stats_t *ls = &s->layers[i];
-        size_t n = kfac_stats_layer_packed_len(ls);
-        int rc = kfac_stats_layer_pack(ls, buf + off, total - off);
-        if (rc < 0 || off + n > total) {
-            free(buf);
-            free(layers);
-            free(factors);
-            return rc < 0 ? rc : -EINVAL;
-        }
-        msg_factor_t *fs = factors + (size_t)i * KFAC_STATS_MAX_FACTORS;
-        size_t foff = off;
-        for (int f = 0; f < ls->n_factors; f++) {
-            const kfac_factor_t *fa = &ls->f[f];
-            size_t len = kfac_factor_packed_len(fa);
-            fs[f].kind = client_factor_kind(fa);
-            fs[f].n = fa->kind == KFAC_FACTOR_DIAG2X2 ? 2u : (uint32_t)fa->dim;
-            fs[f].n_blocks = fa->kind == KFAC_FACTOR_DIAG2X2 ? (uint32_t)fa->dim : 1u;
-            fs[f].data = buf + foff;
-            fs[f].n_data = len;
-            foff += len;
-        }
-        layers[i].layer = (uint32_t)ls->layer;
-        layers[i].factors = fs;
-        layers[i].n_factors = (size_t)ls->n_factors;
-        off += n;
-    }
-    if (s->n_layers == 0) {
-        free(layers);
-        free(factors);
-        layers = NULL;
-    }
-    out->layers = layers;
-    out->n_layers = (size_t)s->n_layers;
-    *packed = buf;
-    return 0;
-}
-
-void client_stats_release(msg_stats_t *st, float **packed) {
-    if (st) {
-        if (st->layers && st->n_layers) free(st->layers[0].factors);
-        free(st->layers);
-        memset(st, 0, sizeof *st);
-    }
-    if (packed) {
-        free(*packed);
-        *packed = NULL;
-    }
-}
-
-/* ---- the compute context ------------------------------------------------------- */
-
-static char *s_strdup(const char *s) {
-    size_t n = strlen(s ? s : "") + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s ? s : "", n);
-    return d;
-}
-
-int client_setup_init(client_setup_t *s, const msg_welcome_t *w, const runcfg_t *cfg) {
-    memset(s, 0, sizeof *s);
-    s->model_text = s_strdup(w->model_text);
-    s->dataset = s_strdup(runcfg_dataset_name(cfg));
-    s->data_dir = s_strdup(cfg->data_dir);
-    if (!s->model_text || !s->dataset || !s->data_dir) {
-        client_setup_release(s);
-        return -ENOMEM;
-    }
-    s->n_params = w->n_params;
-    s->n_state = w->n_state;
-    s->train_n = cfg->train_n;
-    s->doubly_min_in = cfg->doubly_min_in;
-    s->batch = cfg->batch;
-    s->augment = cfg->augment;
-    s->with_stats = cfg->optimizer == RUNCFG_OPTIMIZER_KFAC;
-    s->fisher = cfg->fisher;
-    s->batch_seed = cfg->seed;
-    s->label_seed = cfg->seed;
-    s->rank = (int)w->rank;
-    s->n_ranks = w->n_ranks ? (int)w->n_ranks : 1;
-    return 0;
-}
-
-void client_setup_release(client_setup_t *s) {
-    if (!s) return;
-    free(s->model_text);
-    free(s->dataset);
-    free(s->data_dir);
-    memset(s, 0, sizeof *s);
-}
-
-void client_compute_release(client_compute_t *cc) {
-    if (!cc) return;
-    backend_free(&cc->be);
-    free(cc->probs);
-    batcher_free(&cc->bat);
-    dataset_free(&cc->train);
-    kfac_stats_free(&cc->stats);
-    client_shape_release(&cc->shape);
-    net_free(&cc->net);
-    free(cc->x);
-    free(cc->y);
-    free(cc->ys);
-    memset(cc, 0, sizeof *cc);
-}
-
-int client_compute_init(client_compute_t *cc, const client_setup_t *s, char *err, size_t err_len) {
-    memset(cc, 0, sizeof *cc);
-    int rc = -EINVAL;
-    if (s->batch < 1 || s->n_ranks < 1 || s->rank < 0 || s->rank >= s->n_ranks) {
-        snprintf(err, err_len, "bad shard %d of %d or batch %d", s->rank, s->n_ranks, s->batch);
-        return -EINVAL;
-    }
-    if (!(cc->net = net_parse(s->model_text, "welcome model", s->batch, err, err_len))) goto fail;
-    cc->net->fc_doubly_min_in = s->doubly_min_in;
-    if ((uint64_t)cc->net->n_params != s->n_params || (uint64_t)cc->net->n_state != s->n_state) {
-        snprintf(err, err_len,
-                 "the welcome's model has %zu parameters and %zu state values here, but kfac-ps says %" PRIu64
-                 " and %" PRIu64 " (different builds?)",
-                 cc->net->n_params, cc->net->n_state, s->n_params, s->n_state);
-        goto fail;
-    }
-    cc->net->dropout_seed = s->label_seed ^ 0x5eedd0d0ULL ^ ((uint64_t)s->rank << 32);
-    if ((rc = dataset_load_named(s->dataset, s->data_dir, 1, &cc->train, err, err_len)) < 0) goto fail;
-    rc = -EINVAL;
-    if (s->train_n > 0) dataset_truncate(cc->train, s->train_n);
-    if (cc->train->c * cc->train->h * cc->train->w != cc->net->in_size) {
-        snprintf(err, err_len, "data set %s has %dx%dx%d examples but the model's input is %dx%dx%d",
-                 cc->train->name, cc->train->c, cc->train->h, cc->train->w, cc->net->in_c, cc->net->in_h,
-                 cc->net->in_w);
-        goto fail;
-    }
-    batcher_opts_t bo = {.batch = s->batch, .seed = s->batch_seed, .rank = s->rank, .n_ranks = s->n_ranks,
-                         .shuffle = 1, .aug_crop_pad = s->augment ? 4 : 0, .aug_flip = s->augment,
-                         .drop_last = 1};
-    if (!(cc->bat = batcher_new(cc->train, &bo, err, err_len))) goto fail;
-    if (s->with_stats && !(cc->stats = kfac_stats_new(cc->net))) {
-        snprintf(err, err_len, "cannot build the K-FAC statistics of this model (see the log)");
-        goto fail;
-    }
-    rc = -ENOMEM;
-    if (client_shape_init(&cc->shape, cc->net, cc->stats) < 0) {
-        snprintf(err, err_len, "out of memory");
-        goto fail;
-    }
-    cc->x = malloc((size_t)s->batch * (size_t)cc->net->in_size * sizeof(float));
-    cc->y = malloc((size_t)s->batch * sizeof(int));
-    cc->ys = malloc((size_t)s->batch * sizeof(int));
-    cc->probs = malloc((size_t)s->batch * (size_t)cc->net->n_classes * sizeof(float));
-    if (!cc->x || !cc->y || !cc->ys || !cc->probs) {
-        snprintf(err, err_len, "out of memory");
-        goto fail;
-    }
-    /* The backend is made on the compute thread that will use it (a CUDA
-     * context belongs to the thread that creates it). */
-    if (!(cc->be = backend_new((backend_kind_t)s->device, cc->net, err, err_len))) goto fail;
-    log_info("device: %s", backend_describe(cc->be));
-    rng_seed(&cc->label_rng, s->label_seed ^ 0xfeedULL ^ ((uint64_t)s->rank * 0x9E3779B97F4A7C15ULL));
-    cc->fisher = s->fisher;
-    cc->batch = s->batch;
-    return 0;
-fail:
-    client_compute_release(cc);
-    return rc;
-}
-
-int client_compute_batch(client_compute_t *cc, const float *params, const float *state, int stats, int grad,
-                         double *loss, int *n_correct, int *n_examples, char *err, size_t err_len) {
-    net_t *net = cc->net;
-    int rc = backend_set_params(cc->be, params, state && net->n_state ? state : NULL);
-    if (rc < 0) {
-        snprintf(err, err_len, "uploading the parameters failed: %s", backend_describe(cc->be));
-        return rc;
-    }
-    int n = batcher_next(cc->bat, cc->x, cc->y);
-    if (n <= 0) {
-        snprintf(err, err_len, "the batcher returned no examples");
-        return -EIO;
-    }
-    if ((rc = backend_forward(cc->be, cc->x, n, 1)) < 0) {
-        snprintf(err, err_len, "forward pass failed (%d): %s", rc, backend_describe(cc->be));
-        return rc;
-    }
-    *n_examples = n;
-    if (stats && cc->stats) {
-        const int *lab = cc->y;
-        if (cc->fisher == KFAC_FISHER_TRUE) {
-            /* True Fisher: one label per example drawn from the model. */
-            if ((rc = backend_probs(cc->be, cc->probs)) < 0 ||
-                (rc = kfac_sample_labels(cc->probs, n, net->n_classes, &cc->label_rng, cc->ys)) < 0) {
-                snprintf(err, err_len, "sampling labels failed: the model's probabilities are not available or not finite");
-                return rc;
-            }
-            lab = cc->ys;
-        }
-        float l;
-        int h;
-        if ((rc = backend_backward(cc->be, lab, 0, &l, &h)) < 0 || (rc = backend_stats(cc->be, cc->stats)) < 0) {
-            snprintf(err, err_len, "computing the statistics failed (%d): %s", rc, backend_describe(cc->be));
-            return rc;
-        }
-    }
-    if (grad) {
-        int hits = 0;
-        float l = 0.0f;
-        if ((rc = backend_backward(cc->be, cc->y, 1, &l, &hits)) < 0) {
-            snprintf(err, err_len, "backward pass failed (%d): %s", rc, backend_describe(cc->be));
-            return rc;
-        }
-        *loss = l;
-        *n_correct = hits;
-    }
-    return 0;
-}
-
-void client_compute_move(client_compute_t *dst, client_compute_t *src) {
-    if (dst == src) return;
-    client_compute_release(dst);
-    *dst = *src;
-    if (dst->shape.limits.model) dst->shape.limits.model = &dst->shape.model;
-    memset(src, 0, sizeof *src);
 }

@@ -2,9 +2,10 @@
  * kfac-invertd: start-up (configuration, logging, OpenBLAS threads), the
  * DEALER connection to kfac-ps with the Hello/Welcome handshake, heartbeats,
  * reconnection, Refuse/Shutdown/Bye handling and signals, all on one libuv
- * loop (common/net/zloop.h); plus the model helpers two of the clients need
- * (the effective configuration from a Welcome, the model's factor shapes for
- * msg_validate(), statistics in wire form).
+ * loop (common/net/zloop.h), and the effective configuration a Welcome
+ * gives. What a message means for the model is common/net/wire.h; the
+ * worker's and the stats worker's model, data and backend are
+ * common/net/compute.h.
  *
  * The connection (client_t)
  *   client_start() connects the DEALER to [cluster] ps and sends Hello
@@ -23,6 +24,9 @@
  *   Welcome while already welcomed is the answer to a repeated Hello that
  *   was queued before the daemon's first request, so it is ignored.
  *   Refuse: logged, the client stops with exit code 1.
+ *   Error INTERNAL in answer to Hello (kfac-ps cannot take it now: its id
+ *   still held by a predecessor, no free slot): logged, Hello again after
+ *   1 s, 2 s, 4 s, ... at most 30 s between tries.
  *   Shutdown: logged, the client stops with exit code 0 (no Bye).
  *   Error NOT_WELCOMED (the PS restarted and forgot us): Hello again; the
  *   next Welcome runs on_welcome again, and the daemon re-issues its
@@ -43,8 +47,8 @@
  * sends Bye when asked and closes the socket, timer and signal watchers; the
  * loop then runs out and uv_run() returns. Call client_free() after that.
  *
- * Threads: everything here runs on the loop thread, except the pure helpers
- * at the bottom (config, shapes, stats), which are reentrant.
+ * Threads: everything here runs on the loop thread, except
+ * client_config_from_text(), which is reentrant.
  *
  * Ownership: the client borrows the loop and the local configuration (both
  * must outlive it) and owns its ZeroMQ context, socket and the effective
@@ -57,11 +61,6 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/backend/backend.h"
-#include "common/nn/data.h"
-#include "common/kfac/kfac_stats.h"
-#include "common/nn/nn.h"
-#include "common/base/rng.h"
 #include "common/run/runcfg.h"
 #include "proto/msg.h"
 #include "common/base/version.h"
@@ -170,8 +169,7 @@ const char *client_endpoint(const client_t *c);
  * is on its way out). NULLs *cp; NULL is a no-op. */
 void client_free(client_t **cp);
 
-/* ---- helpers --------------------------------------------------------------- */
-
+/* ---- the effective configuration ---------------------------------------- */
 
 /* The effective configuration from a Welcome's config text: the defaults of
  * cfg_role's view, then text (the PS's shared sections), then from local
@@ -180,101 +178,5 @@ void client_free(client_t **cp);
  * with "welcome: ..." in err. */
 int client_config_from_text(const runcfg_t *local, runcfg_role_t cfg_role, const char *text, runcfg_t *out,
                             char *err, size_t err_len);
-
-/* The model's factor shapes and message limits for msg_validate(): filled
- * from the statistics container of net (stats may be NULL: no factors).
- * Ownership: the shape owns its layer array; limits.model points into it, so
- * do not copy the struct. */
-typedef struct client_shape {
-    msg_layer_shape_t *layers; /* (model.n_layers) */
-    msg_model_shape_t model;
-    msg_limits_t limits;
-} client_shape_t;
-int client_shape_init(client_shape_t *sh, const net_t *net, const kfac_stats_t *stats);
-void client_shape_release(client_shape_t *sh);
-
-/* Wire kind of a statistics factor (A, G, K, PSI, G_BIAS, BN). */
-msg_factor_kind_t client_factor_kind(const kfac_factor_t *f);
-
-/* The statistics of s (after kfac_stats_compute) in wire form: out->layers
- * is malloc'd (one entry per preconditioned layer, layer = net layer index,
- * factors in the layer's order) and the factor data point into *packed
- * (malloc'd here, kfac_stats_packed_len(s) floats). Free both with
- * client_stats_release(). Returns 0, -EINVAL or -ENOMEM. */
-int client_stats_to_msg(const kfac_stats_t *s, msg_stats_t *out, float **packed);
-void client_stats_release(msg_stats_t *st, float **packed);
-
-/* ---- the compute context of the worker and the stats worker ------------------ */
-
-/* What the compute thread needs from a Welcome and the configuration, copied
- * so the loop thread may take the next Welcome meanwhile. Strings are
- * malloc'd and owned (client_setup_release()). */
-typedef struct client_setup {
-    char *model_text;
-    uint64_t n_params, n_state;
-    char *dataset;            /* "mnist", ... */
-    char *data_dir;
-    int train_n;              /* 0: all */
-    double doubly_min_in;
-    int batch;                /* examples per batch */
-    int augment;              /* crop + flip */
-    int with_stats;           /* build a statistics container (optimizer kfac) */
-    int fisher;               /* kfac_fisher_t */
-    uint64_t batch_seed;      /* batcher stream (mixed with rank inside the batcher) */
-    uint64_t label_seed;      /* sampled labels and dropout */
-    int rank, n_ranks;        /* the shard */
-    int device;               /* backend_kind_t: auto, cpu or cuda (the caller sets it) */
-} client_setup_t;
-
-/* Fill s from w and cfg: the seeds are cfg->seed, the shard (rank, n_ranks)
- * from w (n_ranks 0 becomes 1), batch = cfg->batch, with_stats when the
- * optimizer is kfac. The caller adjusts seeds, shard or batch afterwards.
- * Returns 0 or -ENOMEM. */
-int client_setup_init(client_setup_t *s, const msg_welcome_t *w, const runcfg_t *cfg);
-void client_setup_release(client_setup_t *s);
-
-/* The network, its training data, the batcher, the statistics container and
- * the scratch for one batch. Owned by one thread at a time. */
-typedef struct client_compute {
-    net_t *net;
-    backend_t *be;            /* where the forward/backward/statistics run (common/backend/backend.h) */
-    float *probs;             /* (batch, n_classes) for sampled labels */
-    dataset_t *train;
-    batcher_t *bat;
-    kfac_stats_t *stats;      /* NULL unless setup.with_stats */
-    client_shape_t shape;     /* for msg_validate() of Params */
-    rng_t label_rng;
-    int fisher;
-    int batch;
-    float *x;                 /* (batch, in_size) */
-    int *y, *ys;              /* (batch) data labels, sampled labels */
-} client_compute_t;
-
-/* Build everything from s (loads the data set: seconds, run it on the
- * compute thread). Returns 0 or a negative errno with err; cc is then
- * empty. */
-int client_compute_init(client_compute_t *cc, const client_setup_t *s, char *err, size_t err_len);
-
-/* Move src into dst (dst released first; src left empty). The context holds
- * a pointer into itself (shape.limits.model), so never copy it by
- * assignment: move it with this. */
-void client_compute_move(client_compute_t *dst, client_compute_t *src);
-void client_compute_release(client_compute_t *cc);
-
-/* One mini-batch with params (n_params floats) and state (n_state floats or
- * NULL), both borrowed: the next batch of the shard, a training forward pass,
- * then
- *   stats: labels sampled from the model (true Fisher) or the data labels
- *          (empirical), a backward pass with them and kfac_stats_compute()
- *          into cc->stats (the order of common/run/train.c);
- *   grad:  the backward pass with the data labels: cc->net->grads holds the
- *          mean gradient, *loss / *n_correct the batch's mean loss / hits.
- * *n_examples receives the batch size. Returns 0 or a negative errno with
- * err. */
-int client_compute_batch(client_compute_t *cc, const float *params, const float *state, int stats, int grad,
-                         double *loss, int *n_correct, int *n_examples, char *err, size_t err_len);
-
-/* Milliseconds on the monotonic clock, for compute_ms. */
-double client_now_ms(void);
 
 #endif

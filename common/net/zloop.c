@@ -38,6 +38,7 @@ struct zloop_socket {
     void *user;
     zloop_stats_t stats;
     int events_failed; /* ZMQ_EVENTS errors already logged */
+    zmq_msg_t *current; /* the payload being delivered (zloop_socket_property) */
 };
 
 void zloop_socket_opts_default(zloop_socket_opts_t *o) {
@@ -124,7 +125,9 @@ static int s_recv_one(zloop_socket_t *s) {
     if (ok) {
         zmq_msg_t *payload = &part[want - 1];
         s->stats.n_recv++;
+        s->current = payload;
         s->on_recv(s, pp, zmq_msg_data(payload), zmq_msg_size(payload), s->user);
+        s->current = NULL;
     } else {
         s->stats.n_malformed++;
         log_debug("zloop: dropped a message of %d frames (expected %d)", n + extra, want);
@@ -357,6 +360,10 @@ int zloop_send_many(zloop_socket_t *s, const zloop_peer_t *peers, size_t n_peers
 void zloop_socket_stats(const zloop_socket_t *s, zloop_stats_t *out) {
     if (s) *out = s->stats;
     else memset(out, 0, sizeof *out);
+}
+
+const char *zloop_socket_property(zloop_socket_t *s, const char *name) {
+    return s && s->current ? zmq_msg_gets(s->current, name) : NULL;
 }
 
 void *zloop_socket_zmq(zloop_socket_t *s) { return s ? s->zsock : NULL; }

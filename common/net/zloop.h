@@ -125,6 +125,12 @@ int zloop_send_many(zloop_socket_t *s, const zloop_peer_t *peers, size_t n_peers
 /* Counters so far. */
 void zloop_socket_stats(const zloop_socket_t *s, zloop_stats_t *out);
 
+/* Inside the socket's on_recv only: a property ZeroMQ attached to the
+ * message being delivered ("User-Id": the ZAP user id of the sender's
+ * connection, "Peer-Address"), or NULL (none, or outside on_recv). The
+ * string is borrowed for the duration of the callback. */
+const char *zloop_socket_property(zloop_socket_t *s, const char *name);
+
 /* The raw ZeroMQ socket, for getting or setting options. Never receive on
  * it (that would steal messages from the loop); after sending on it directly
  * call zloop_socket_kick(). */

@@ -10,6 +10,7 @@
  * The batcher lives in data_batcher.c.
  */
 #include "common/nn/data.h"
+#include "common/nn/data_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -66,15 +67,8 @@ static void s_err_append_cifar_fix(char *err, size_t err_len, const char *path) 
 
 /* ---- one file, plain or gzip ------------------------------------------- */
 
-typedef struct s_reader {
-    const char *path;   /* borrowed, for messages */
-    FILE *f;            /* plain file, or NULL */
-    gzFile gz;          /* gzip file, or NULL */
-    long long file_bytes; /* plain: size on disk; gzip: -1 (unknown) */
-    long long got;      /* bytes delivered so far (decompressed for gzip) */
-} s_reader_t;
 
-static int s_reader_open(s_reader_t *r, const char *path, char *err, size_t err_len) {
+int data_reader_open(data_reader_t *r, const char *path, char *err, size_t err_len) {
     memset(r, 0, sizeof *r);
     r->path = path;
     r->file_bytes = -1;
@@ -114,7 +108,7 @@ static int s_reader_open(s_reader_t *r, const char *path, char *err, size_t err_
     return 0;
 }
 
-static void s_reader_close(s_reader_t *r) {
+void data_reader_close(data_reader_t *r) {
     if (r->f) fclose(r->f);
     if (r->gz) gzclose(r->gz);
     r->f = NULL;
@@ -123,7 +117,7 @@ static void s_reader_close(s_reader_t *r) {
 
 /* Read up to n bytes; returns the count (< n only at end of file) or a
  * negative errno with a message. */
-static long long s_reader_read(s_reader_t *r, void *buf, long long n, char *err, size_t err_len) {
+long long data_reader_read(data_reader_t *r, void *buf, long long n, char *err, size_t err_len) {
     unsigned char *p = buf;
     long long done = 0;
     while (done < n) {
@@ -157,7 +151,7 @@ static long long s_reader_read(s_reader_t *r, void *buf, long long n, char *err,
 
 /* Read up to `want` bytes into a new buffer (*buf_out, caller frees) that
  * grows as data arrives; *got_out < want means the file ended early. */
-static int s_reader_read_all(s_reader_t *r, long long want, uint8_t **buf_out, long long *got_out,
+int data_reader_read_all(data_reader_t *r, long long want, uint8_t **buf_out, long long *got_out,
                              char *err, size_t err_len) {
     *buf_out = NULL;
     *got_out = 0;
@@ -170,7 +164,7 @@ static int s_reader_read_all(s_reader_t *r, long long want, uint8_t **buf_out, l
     }
     long long got = 0;
     for (;;) {
-        long long k = s_reader_read(r, buf + got, cap - got, err, err_len);
+        long long k = data_reader_read(r, buf + got, cap - got, err, err_len);
         if (k < 0) {
             free(buf);
             return (int)k;
@@ -193,7 +187,7 @@ static int s_reader_read_all(s_reader_t *r, long long want, uint8_t **buf_out, l
 }
 
 /* After the expected payload: is there more? 0 if the file ends here. */
-static int s_reader_check_end(s_reader_t *r, long long expected, char *err, size_t err_len) {
+int data_reader_check_end(data_reader_t *r, long long expected, char *err, size_t err_len) {
     if (r->file_bytes >= 0) {
         if (r->file_bytes > expected) {
             s_err(err, err_len, "%s: size mismatch: expected %lld bytes got %lld (extra data after the end)",
@@ -203,7 +197,7 @@ static int s_reader_check_end(s_reader_t *r, long long expected, char *err, size
         return 0;
     }
     unsigned char one;
-    long long k = s_reader_read(r, &one, 1, err, err_len);
+    long long k = data_reader_read(r, &one, 1, err, err_len);
     if (k < 0) return (int)k;
     if (k > 0) {
         s_err(err, err_len, "%s: size mismatch: expected %lld bytes got more (extra data after the end)",
@@ -261,11 +255,11 @@ void dataset_normalize_u8(const dataset_norm_t *norm, const uint8_t *raw, long n
 
 /* ---- data set objects --------------------------------------------------- */
 
-static dataset_t *s_dataset_alloc(int n, int c, int h, int w, const dataset_norm_t *norm, const char *name) {
+dataset_t *data_dataset_alloc(int n, int c, int h, int w, int n_classes, const dataset_norm_t *norm, const char *name) {
     dataset_t *ds = calloc(1, sizeof *ds);
     if (!ds) return NULL;
     ds->n = n; ds->c = c; ds->h = h; ds->w = w;
-    ds->n_classes = N_CLASSES;
+    ds->n_classes = n_classes;
     for (int ch = 0; ch < 3; ch++) {
         ds->mean[ch] = ch < norm->c ? norm->mean[ch] : 0.0f;
         ds->std[ch] = ch < norm->c ? norm->std[ch] : 1.0f;
@@ -310,10 +304,10 @@ static uint32_t s_be32(const unsigned char *p) {
 }
 
 /* Read an IDX header of unsigned bytes with `ndim` dimensions into dims. */
-static int s_idx_header(s_reader_t *r, int ndim, uint32_t *dims, char *err, size_t err_len) {
+static int s_idx_header(data_reader_t *r, int ndim, uint32_t *dims, char *err, size_t err_len) {
     unsigned char hdr[16];
     long long hdr_bytes = 4 + 4LL * ndim;
-    long long k = s_reader_read(r, hdr, 4, err, err_len);
+    long long k = data_reader_read(r, hdr, 4, err, err_len);
     if (k < 0) return (int)k;
     if (k < 4) {
         s_err(err, err_len, "%s: truncated: expected %lld bytes got %lld (IDX header)", r->path, hdr_bytes, k);
@@ -325,7 +319,7 @@ static int s_idx_header(s_reader_t *r, int ndim, uint32_t *dims, char *err, size
               r->path, magic, want, ndim == 3 ? "images" : "labels", ndim, ndim == 1 ? "" : "s");
         return -EINVAL;
     }
-    k = s_reader_read(r, hdr + 4, 4LL * ndim, err, err_len);
+    k = data_reader_read(r, hdr + 4, 4LL * ndim, err, err_len);
     if (k < 0) return (int)k;
     if (k < 4LL * ndim) {
         s_err(err, err_len, "%s: truncated: expected %lld bytes got %lld (IDX header)", r->path, hdr_bytes, 4 + k);
@@ -337,18 +331,18 @@ static int s_idx_header(s_reader_t *r, int ndim, uint32_t *dims, char *err, size
 
 /* A plain file's size against its header, before anything is allocated
  * (gzip sizes are checked while reading). */
-static int s_idx_check_size(s_reader_t *r, long long expected, const char *what, char *err, size_t err_len) {
+static int s_idx_check_size(data_reader_t *r, long long expected, const char *what, char *err, size_t err_len) {
     if (r->file_bytes >= 0 && r->file_bytes < expected) {
         s_err(err, err_len, "%s: truncated: expected %lld bytes got %lld (header says %s)",
               r->path, expected, r->file_bytes, what);
         return -EINVAL;
     }
-    return r->file_bytes >= 0 ? s_reader_check_end(r, expected, err, err_len) : 0;
+    return r->file_bytes >= 0 ? data_reader_check_end(r, expected, err, err_len) : 0;
 }
 
 /* Read `payload` bytes after a header of hdr_bytes and check the file ends
  * there. *buf_out is the caller's to free on success. */
-static int s_idx_payload(s_reader_t *r, long long hdr_bytes, long long payload, const char *what,
+static int s_idx_payload(data_reader_t *r, long long hdr_bytes, long long payload, const char *what,
                          uint8_t **buf_out, char *err, size_t err_len) {
     long long expected = hdr_bytes + payload;
     *buf_out = NULL;
@@ -356,7 +350,7 @@ static int s_idx_payload(s_reader_t *r, long long hdr_bytes, long long payload, 
     if (rc) return rc;
     uint8_t *buf = NULL;
     long long got = 0;
-    rc = s_reader_read_all(r, payload, &buf, &got, err, err_len);
+    rc = data_reader_read_all(r, payload, &buf, &got, err, err_len);
     if (rc) return rc;
     if (got < payload) {
         s_err(err, err_len, "%s: truncated: expected %lld bytes got %lld (header says %s)",
@@ -364,7 +358,7 @@ static int s_idx_payload(s_reader_t *r, long long hdr_bytes, long long payload, 
         free(buf);
         return -EINVAL;
     }
-    rc = s_reader_check_end(r, expected, err, err_len);
+    rc = data_reader_check_end(r, expected, err, err_len);
     if (rc) {
         free(buf);
         return rc;
@@ -373,16 +367,24 @@ static int s_idx_payload(s_reader_t *r, long long hdr_bytes, long long payload, 
     return 0;
 }
 
-static int s_load_idx(const char *images_path, const char *labels_path, const dataset_norm_t *norm,
-                      const char *name, dataset_t **out, char *err, size_t err_len) {
-    s_reader_t ri, rl;
+void data_raw_release(data_raw_t *r) {
+    if (!r) return;
+    free(r->u8);
+    free(r->f32);
+    free(r->y);
+    memset(r, 0, sizeof *r);
+}
+
+int data_idx_read_raw(const char *images_path, const char *labels_path, int n_classes, data_raw_t *raw,
+                      char *err, size_t err_len) {
+    data_reader_t ri, rl;
     memset(&ri, 0, sizeof ri);
     memset(&rl, 0, sizeof rl);
+    memset(raw, 0, sizeof *raw);
     uint8_t *img = NULL, *lab = NULL;
-    dataset_t *ds = NULL;
     uint32_t idims[3] = {0, 0, 0}, ldims[1] = {0};
     char what[96];
-    int rc = s_reader_open(&ri, images_path, err, err_len);
+    int rc = data_reader_open(&ri, images_path, err, err_len);
     if (rc) goto cleanup;
     rc = s_idx_header(&ri, 3, idims, err, err_len);
     if (rc) goto cleanup;
@@ -398,7 +400,7 @@ static int s_load_idx(const char *images_path, const char *labels_path, const da
     snprintf(what, sizeof what, "%u images of %u x %u", n, h, w);
     rc = s_idx_payload(&ri, 16, (long long)n * (long long)hw, what, &img, err, err_len);
     if (rc) goto cleanup;
-    rc = s_reader_open(&rl, labels_path, err, err_len);
+    rc = data_reader_open(&rl, labels_path, err, err_len);
     if (rc) goto cleanup;
     rc = s_idx_header(&rl, 1, ldims, err, err_len);
     if (rc) goto cleanup;
@@ -417,31 +419,48 @@ static int s_load_idx(const char *images_path, const char *labels_path, const da
         goto cleanup;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (lab[i] >= N_CLASSES) {
+        if ((int)lab[i] >= n_classes) {
             s_err(err, err_len, "%s: label %u at index %u out of range [0, %d)", labels_path,
-                  (unsigned)lab[i], i, N_CLASSES);
+                  (unsigned)lab[i], i, n_classes);
             rc = -EINVAL;
             goto cleanup;
         }
     }
-    ds = s_dataset_alloc((int)n, 1, (int)h, (int)w, norm, name);
-    if (!ds) {
-        s_err(err, err_len, "%s: out of memory for %u examples of %u x %u floats", images_path, n, h, w);
+    if (!(raw->y = malloc((size_t)n * sizeof *raw->y))) {
+        s_err(err, err_len, "%s: out of memory for %u labels", labels_path, n);
         rc = -ENOMEM;
         goto cleanup;
     }
-    dataset_normalize_u8(norm, img, (long)n, (int)hw, ds->x);
-    for (uint32_t i = 0; i < n; i++) ds->y[i] = lab[i];
-    *out = ds;
-    ds = NULL;
+    for (uint32_t i = 0; i < n; i++) raw->y[i] = lab[i];
+    raw->n = (int)n; raw->c = 1; raw->h = (int)h; raw->w = (int)w;
+    raw->u8 = img;
+    img = NULL;
     rc = 0;
 cleanup:
-    s_reader_close(&ri);
-    s_reader_close(&rl);
+    data_reader_close(&ri);
+    data_reader_close(&rl);
     free(img);
     free(lab);
-    dataset_free(&ds);
+    if (rc) data_raw_release(raw);
     return rc;
+}
+
+static int s_load_idx(const char *images_path, const char *labels_path, const dataset_norm_t *norm,
+                      const char *name, dataset_t **out, char *err, size_t err_len) {
+    data_raw_t raw;
+    int rc = data_idx_read_raw(images_path, labels_path, N_CLASSES, &raw, err, err_len);
+    if (rc) return rc;
+    dataset_t *ds = data_dataset_alloc(raw.n, 1, raw.h, raw.w, N_CLASSES, norm, name);
+    if (!ds) {
+        s_err(err, err_len, "%s: out of memory for %d examples of %d x %d floats", images_path, raw.n, raw.h, raw.w);
+        data_raw_release(&raw);
+        return -ENOMEM;
+    }
+    dataset_normalize_u8(norm, raw.u8, (long)raw.n, raw.h * raw.w, ds->x);
+    memcpy(ds->y, raw.y, (size_t)raw.n * sizeof *ds->y);
+    data_raw_release(&raw);
+    *out = ds;
+    return 0;
 }
 
 int dataset_load_idx_norm(const char *images_path, const char *labels_path, const dataset_norm_t *norm,
@@ -471,12 +490,12 @@ int dataset_load_idx(const char *images_path, const char *labels_path, dataset_t
 /* Read one batch file whole, check it, and hand back its records. */
 static int s_cifar_file(const char *path, long long budget, uint8_t **buf_out, long long *n_rec_out,
                         char *err, size_t err_len) {
-    s_reader_t r;
+    data_reader_t r;
     uint8_t *buf = NULL;
     long long got = 0;
     *buf_out = NULL;
     *n_rec_out = 0;
-    int rc = s_reader_open(&r, path, err, err_len);
+    int rc = data_reader_open(&r, path, err, err_len);
     if (rc) return rc;
     long long want = r.file_bytes >= 0 ? r.file_bytes : budget + 1;
     if (r.file_bytes > budget) {
@@ -485,7 +504,7 @@ static int s_cifar_file(const char *path, long long budget, uint8_t **buf_out, l
         rc = -EINVAL;
         goto cleanup;
     }
-    rc = s_reader_read_all(&r, want, &buf, &got, err, err_len);
+    rc = data_reader_read_all(&r, want, &buf, &got, err, err_len);
     if (rc) goto cleanup;
     if (got > budget) {
         s_err(err, err_len, "%s: bad dimensions: more than the %lld bytes allowed in all", path,
@@ -519,7 +538,7 @@ static int s_cifar_file(const char *path, long long budget, uint8_t **buf_out, l
     *n_rec_out = n_rec;
     buf = NULL;
 cleanup:
-    s_reader_close(&r);
+    data_reader_close(&r);
     free(buf);
     return rc;
 }
@@ -558,7 +577,7 @@ int dataset_load_cifar10(const char *const *paths, int n_paths, dataset_t **out,
     }
     dataset_norm_t norm;
     dataset_norm_lookup("cifar10", &norm);
-    ds = s_dataset_alloc((int)total, 3, 32, 32, &norm, "cifar10");
+    ds = data_dataset_alloc((int)total, 3, 32, 32, N_CLASSES, &norm, "cifar10");
     if (!ds) {
         s_err(err, err_len, "%s: out of memory for %lld examples of 3 x 32 x 32 floats", paths[0], total);
         rc = -ENOMEM;

@@ -1,5 +1,6 @@
-/* common/nn/data.h — data sets (MNIST, Fashion-MNIST, CIFAR-10) and the batcher
- * that shards, shuffles and augments them.
+/* common/nn/data.h — data sets (MNIST, Fashion-MNIST, CIFAR-10, the user's
+ * own IDX or NumPy .npy files) and the batcher that shards, shuffles and
+ * augments them.
  *
  * Conventions
  *   - A data set is held in memory as float32, row-major, NCHW: example i is
@@ -48,7 +49,7 @@ typedef struct dataset {
     int *y;             /* (n) labels in [0, n_classes), owned */
     float mean[3];      /* per-channel mean subtracted from pixel/255 (first c used) */
     float std[3];       /* per-channel std divided by after that */
-    char name[32];      /* "mnist", "fashion-mnist", "cifar10" */
+    char name[32];      /* "mnist", "fashion-mnist", "cifar10", "idx", "npy" */
 } dataset_t;
 
 /* Per-channel normalization constants of one data set. */
@@ -105,6 +106,72 @@ int dataset_load_cifar10_dir(const char *dir, int train, dataset_t **out,
  * An unknown name gives -EINVAL. Otherwise as dataset_load_idx. */
 int dataset_load_named(const char *name, const char *data_dir, int train, dataset_t **out,
                        char *err, size_t err_len);
+
+/* ---- data sets from any source: built-in by name, or the user's files ---- */
+
+#define DATASET_MAX_CHANNELS 3      /* dataset_t keeps 3 means and stds */
+#define DATASET_PATH_MAX 4096
+
+typedef enum {
+    DATASET_SOURCE_NAMED = 0, /* a built-in set (dataset_load_named) */
+    DATASET_SOURCE_IDX,       /* the user's IDX files: images (n, h, w) bytes, labels (n) bytes */
+    DATASET_SOURCE_NPY,       /* the user's NumPy .npy files (see dataset_source_load) */
+} dataset_source_kind_t;
+
+/* Where a data set comes from and what the model expects of it. Plain
+ * values (fixed-size strings), so it is copied by assignment and owns
+ * nothing. */
+typedef struct dataset_source {
+    dataset_source_kind_t kind;
+    char name[32];                         /* NAMED: mnist | fashion-mnist | cifar10; else "idx" / "npy" */
+    char dir[DATASET_PATH_MAX];            /* data folder; relative file paths below are resolved under it */
+    char train_images[DATASET_PATH_MAX];   /* IDX / NPY: the four files (plain or gzip) */
+    char train_labels[DATASET_PATH_MAX];
+    char test_images[DATASET_PATH_MAX];
+    char test_labels[DATASET_PATH_MAX];
+    int has_norm;                          /* IDX / NPY: 1 use norm; 0 compute it from the training images */
+    dataset_norm_t norm;                   /* norm.c is 1 (every channel alike) or the images' channels */
+    int in_c, in_h, in_w;                  /* the model's input (0: not checked) */
+    int n_classes;                         /* the model's classes (0: not checked, labels >= 0) */
+    char model[256];                       /* the model's name for messages ("models/mnist-mlp.model") */
+} dataset_source_t;
+
+/* Load the training (train = 1) or test (0) split of src into *out (the
+ * caller frees it with dataset_free).
+ *
+ * NAMED: dataset_load_named(src->name, src->dir, train).
+ * IDX:   src->{train,test}_{images,labels}: IDX files as dataset_load_idx
+ *        reads them (c = 1), labels < n_classes.
+ * NPY:   images uint8 or float32 of shape (N, H, W) (c = 1), (N, C, H, W)
+ *        or (N, C*H*W) (read in the model's (C, H, W) order, so in_c/h/w
+ *        must be set); labels int64, int32, uint8 (or int8) of shape (N,),
+ *        each in [0, n_classes); C-ordered, little-endian (npy.h); a .npy
+ *        file may also be gzip-compressed. Float images must be finite.
+ *
+ * Normalization (IDX, NPY): each value v of channel ch becomes
+ *     uint8:   ((float)v / 255.0f - mean[ch]) / std[ch]   (as dataset_normalize_u8)
+ *     float32: (v - mean[ch]) / std[ch]                    (values taken as they are)
+ * with src->norm when has_norm (one value applies to every channel), else
+ * with the per-channel mean and standard deviation of the training images
+ * (dataset_source_norm; logged), also for the test split.
+ *
+ * Checks: with in_c set, the examples must be in_c x in_h x in_w and with
+ * n_classes set every label must be below it; a mismatch is -EINVAL with a
+ * message naming the file, its shape and the model's (src->model). Other
+ * errors as the loaders above (named file, negative errno: -ENOENT ... for
+ * a file that cannot be opened, -EINVAL for a malformed one, -ENOMEM). */
+int dataset_source_load(const dataset_source_t *src, int train, dataset_t **out, char *err, size_t err_len);
+
+/* The per-channel mean and (population) standard deviation of the training
+ * images of an IDX or NPY source, on the scale normalization uses (uint8:
+ * v / 255; float32: v), accumulated in double: out->c is the images'
+ * channel count. Returns 0; -EINVAL for a NAMED source, for images whose
+ * channel has zero variance (set [data] std) or as the loaders. */
+int dataset_source_norm(const dataset_source_t *src, dataset_norm_t *out, char *err, size_t err_len);
+
+/* path itself when absolute or when src->dir is empty, else src->dir/path,
+ * into out. Returns 0 or -ENAMETOOLONG. */
+int dataset_source_path(const dataset_source_t *src, const char *path, char *out, size_t len);
 
 /* Keep the first n examples. n >= ds->n leaves the set unchanged; n < 1 or
  * a NULL ds gives -EINVAL. The buffers may shrink. Returns 0. */

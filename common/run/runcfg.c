@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/base/affinity.h"
+#include "common/base/log.h"
 
 /* The option table stores an OPT_ENUM through an int *: every enum field
  * must be int-sized, and the names below list its values in order. */
@@ -30,7 +31,7 @@ static const char *const s_priorities[] = {"idle", "normal", "low", NULL};
 static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
 static const char *const s_identity[] = {"sgd", "damped", NULL};
 static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
-static const char *const s_datasets[] = {"mnist", "fashion-mnist", "cifar10", NULL};
+static const char *const s_datasets[] = {"mnist", "fashion-mnist", "cifar10", "idx", "npy", NULL};
 
 #define O(sec, key, type, field, def, lo, hi, help) CONFIG_OPT(sec, key, type, runcfg_t, field, def, lo, hi, help)
 #define E(sec, key, field, def, names, help) CONFIG_ENUM(sec, key, runcfg_t, field, def, names, help)
@@ -42,16 +43,27 @@ static const config_option_t s_table[] = {
     O("run", "target_acc", OPT_DOUBLE, target_acc, "0", 0, 1, "stop once the test accuracy reaches this (0: run all steps)"),
     O("run", "eval_every", OPT_UINT64, eval_every, "100", 1, 1e9, "steps between evaluations on the test set"),
     O("run", "eval_n", OPT_INT, eval_n, "0", 0, INT_MAX, "test examples per evaluation (0: the whole test set)"),
-    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder for metrics CSVs (steps.csv, eval.csv)"),
+    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder of the run: steps.csv, eval.csv, config.ini, model.txt, the weights (docs/operations.md)"),
     O("run", "log_level", OPT_STRING, log_level, "info", 1, 8, "error, warn, info or debug"),
     O("model", "file", OPT_STRING, model, "models/mnist-cnn.model", 1, 4096, "model description file (see models/README.md)"),
     O("model", "doubly_min_in", OPT_DOUBLE, doubly_min_in, "1e30", 1, INFINITY,
       "fc layers with kfac=auto on a feature map wider than this use the doubly-factored approximation"),
-    E("data", "set", dataset, "mnist", s_datasets, "data set"),
-    O("data", "dir", OPT_STRING, data_dir, "data", 1, 4096, "data folder (filled by `make data`)"),
+    E("data", "set", dataset, "mnist", s_datasets,
+      "data set: a built-in one under [data] dir, or the user's idx (IDX) or npy (NumPy) files named below"),
+    O("data", "dir", OPT_STRING, data_dir, "data", 1, DATASET_PATH_MAX - 1,
+      "data folder (filled by `make data`); relative [data] file paths are under it"),
     O("data", "batch", OPT_INT, batch, "128", 1, 65536, "mini-batch size of each gradient worker"),
     O("data", "augment", OPT_BOOL, augment, "false", 0, 0, "random crop (pad 4) and horizontal flip"),
     O("data", "train_n", OPT_INT, train_n, "0", 0, INT_MAX, "use only the first train_n training examples (0: all)"),
+    O("data", "train_images", OPT_STRING, train_images, "", 0, DATASET_PATH_MAX - 1,
+      "set = idx | npy: training images (relative paths are under [data] dir; plain or gzip)"),
+    O("data", "train_labels", OPT_STRING, train_labels, "", 0, DATASET_PATH_MAX - 1, "set = idx | npy: training labels"),
+    O("data", "test_images", OPT_STRING, test_images, "", 0, DATASET_PATH_MAX - 1, "set = idx | npy: test images"),
+    O("data", "test_labels", OPT_STRING, test_labels, "", 0, DATASET_PATH_MAX - 1, "set = idx | npy: test labels"),
+    O("data", "mean", OPT_STRING, data_mean, "", 0, 256,
+      "set = idx | npy: mean subtracted per channel, one value or one per channel (\"0.49, 0.48, 0.45\"), on the "
+      "scale of pixel/255 for uint8 images, of the values for float32; empty: computed from the training images"),
+    O("data", "std", OPT_STRING, data_std, "", 0, 256, "set = idx | npy: standard deviation divided by, like mean"),
     E("optimizer", "kind", optimizer, "kfac", s_optimizers, "kfac or sgd"),
     O("optimizer", "lr", OPT_DOUBLE, lr, "0.05", 0, 100, "learning rate (sgd; kfac with step_rule fixed or kl_clip)"),
     E("optimizer", "lr_schedule", lr_schedule, "constant", s_schedules, "sgd learning-rate schedule"),
@@ -103,7 +115,43 @@ static const config_option_t s_table[] = {
     O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
     O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
     O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
-    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000, "worker id (its data shard)"),
+    /* [security]: CURVE keys (docs/security.md). Every daemon reads the whole
+     * section (so a typo is an error everywhere) and uses its own keys; it is
+     * never sent in Welcome. Values are paths of key files (tools/kfac-keygen). */
+    O("security", "server_secret_key", OPT_STRING, server_secret_key, "", 0, 4096,
+      "kfac-ps: file with its CURVE secret key (mode 0600); set: every client must present a listed key"),
+    O("security", "server_public_key", OPT_STRING, server_public_key, "", 0, 4096,
+      "kfac-ps: its public key file (optional; must match the secret key); clients: the kfac-ps public key to trust"),
+    O("security", "client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
+      "clients: file with this daemon's CURVE secret key (mode 0600); needs server_public_key"),
+    O("security", "client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
+      "clients: this daemon's public key file (optional; must match client_secret_key)"),
+    O("security", "allow_workers", OPT_STRING, allow_workers, "", 0, 4096,
+      "kfac-ps: file of public keys, or folder of *.pub files, that may connect as kfac-worker"),
+    O("security", "allow_statsd", OPT_STRING, allow_statsd, "", 0, 4096,
+      "kfac-ps: file or folder of public keys that may connect as kfac-statsd"),
+    O("security", "allow_invertd", OPT_STRING, allow_invertd, "", 0, 4096,
+      "kfac-ps: file or folder of public keys that may connect as kfac-invertd"),
+    O("security", "insecure", OPT_BOOL, insecure, "false", 0, 0,
+      "kfac-ps: allow binding a non-loopback address without CURVE keys (anyone who reaches the port can steer training)"),
+    /* failure handling and checkpoints of kfac-ps (docs/operations.md) */
+    O("ps", "grad_norm_max_ratio", OPT_DOUBLE, grad_norm_max_ratio, "100", 0, 1e30,
+      "a gradient whose norm is more than this many times the median of the last 32 accepted ones is rejected (0: "
+      "off)"),
+    O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
+      "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
+      "the rounds until it pushes again (0: never)"),
+    O("ps", "handshake_timeout_ms", OPT_UINT64, handshake_timeout_ms, "10000", 10, 1e9,
+      "a client that has not asked for work this long after Hello is forgotten"),
+    O("checkpoint", "dir", OPT_STRING, ckpt_dir, "", 0, 4096, "checkpoint folder (empty: [run] out_dir/checkpoints)"),
+    O("checkpoint", "every", OPT_UINT64, ckpt_every, "0", 0, 1e9,
+      "steps between checkpoints, also written on SIGTERM and SIGINT (0: no checkpoints)"),
+    O("checkpoint", "keep", OPT_INT, ckpt_keep, "3", 1, 1000000, "checkpoint files kept (the newest)"),
+    O("checkpoint", "resume", OPT_BOOL, ckpt_resume, "false", 0, 0,
+      "on start (--resume), go on from the newest valid checkpoint in dir (none there: start afresh)"),
+    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000,
+      "stable member id: the data shard it asks for; restarted with the same id it gets its shard and its place in "
+      "the round back (while another live worker holds the id, it is told so and tries again later)"),
     O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
     E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
     O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
@@ -117,6 +165,13 @@ static const config_option_t s_table[] = {
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
+    /* the run's output folder and live view (docs/operations.md) */
+    O("run", "force", OPT_BOOL, force, "false", 0, 0,
+      "overwrite a previous run in out_dir (otherwise a folder holding steps.csv, eval.csv or manifest.json is refused)"),
+    O("ps", "metrics", OPT_STRING, ps_metrics, "", 0, 256,
+      "serve Prometheus metrics over HTTP at HOST:PORT, e.g. 127.0.0.1:9464 (empty: off)"),
+    O("ps", "curvature_warn_s", OPT_DOUBLE, curvature_warn_s, "30", 1, 1e9,
+      "kfac: warn when no inverse was installed or no statistics folded for this many seconds"),
     /* CPU priority of the curvature daemons' compute threads and of the PS's
      * evaluation (common/base/prio.h), and the evaluation's threads. */
     E("ps", "eval_priority", ps_eval_priority, "low", s_priorities,
@@ -141,6 +196,25 @@ static const char *const s_summaries[RUNCFG_ROLE_COUNT] = {
     "in-process training (gradients, statistics and inverses in one process)",
 };
 
+/* The settings that differ per host, from the environment (between the
+ * file and the command line): where kfac-ps is, where the data are, and the
+ * daemon's id (a systemd template or a Slurm task sets it per instance). */
+static const config_env_t s_env_ps[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}};
+static const config_env_t s_env_worker[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}, {"KFAC_ID", "worker.id"}};
+static const config_env_t s_env_statsd[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}, {"KFAC_ID", "statsd.id"}};
+static const config_env_t s_env_invertd[] = {{"KFAC_PS", "cluster.ps"}, {"KFAC_DATA_DIR", "data.dir"}, {"KFAC_ID", "invertd.id"}};
+static const struct { const config_env_t *env; size_t n; } s_role_env[RUNCFG_ROLE_COUNT] = {
+    {s_env_ps, CONFIG_COUNT(s_env_ps)}, {s_env_worker, CONFIG_COUNT(s_env_worker)},
+    {s_env_statsd, CONFIG_COUNT(s_env_statsd)}, {s_env_invertd, CONFIG_COUNT(s_env_invertd)},
+    {s_env_ps, CONFIG_COUNT(s_env_ps)},
+};
+#define S_EXIT_HEAD "Exit status: 0 done (all steps, the target accuracy, SIGINT/SIGTERM), 1 runtime failure,\n" \
+                    "2 usage error (a bad option or value, on the command line or in the --config file)"
+static const char s_exit_files[] = S_EXIT_HEAD ",\n78 configuration error found at start-up (EX_CONFIG): the model file or a data file is\n"
+                                   "missing, unreadable or malformed, or the data do not fit the model; the message names\n"
+                                   "the file. Restarting does not help with 2 or 78.\n";
+static const char s_exit_invertd[] = S_EXIT_HEAD ".\nkfac-invertd reads no model or data file: it gets everything from kfac-ps.\n";
+
 static config_option_t s_role_opts[RUNCFG_ROLE_COUNT][sizeof s_table / sizeof s_table[0]];
 static config_spec_t s_specs[RUNCFG_ROLE_COUNT];
 
@@ -157,13 +231,18 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
         size_t n = 0;
         for (size_t i = 0; i < CONFIG_COUNT(s_table); i++) {
             const char *sec = s_table[i].section;
-            if (s_is_shared(sec) || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0))
+            int security = strcmp(sec, "security") == 0 && s_role_section[role]; /* not kfac-train */
+            if (s_is_shared(sec) || security || (s_role_section[role] && strcmp(sec, s_role_section[role]) == 0) ||
+                (role == RUNCFG_ROLE_PS && strcmp(sec, "checkpoint") == 0))
                 s_role_opts[role][n++] = s_table[i];
         }
         s->program = s_programs[role];
         s->summary = s_summaries[role];
         s->opts = s_role_opts[role];
         s->n_opts = n;
+        s->env = s_role_env[role].env;
+        s->n_env = s_role_env[role].n;
+        s->epilogue = role == RUNCFG_ROLE_INVERTD ? s_exit_invertd : s_exit_files;
     }
     return s;
 }
@@ -175,7 +254,82 @@ int runcfg_load(runcfg_t *c, runcfg_role_t role, int argc, char **argv, char *er
     return rc;
 }
 
+/* "v" or "v0, v1, v2": 1 to DATASET_MAX_CHANNELS finite numbers (positive
+ * when positive) into v; the count, or -EINVAL with the message. */
+static int s_norm_list(const char *text, const char *key, int positive, float *v, char *err, size_t err_len) {
+    int n = 0;
+    const char *p = text;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !isfinite(x) || (positive && !(x > 0)) || n == DATASET_MAX_CHANNELS) {
+            snprintf(err, err_len, "[data] %s = %s: expected 1 to %d %snumbers separated by commas (one per channel, "
+                     "or one for all)", key, text, DATASET_MAX_CHANNELS, positive ? "positive " : "");
+            return -EINVAL;
+        }
+        v[n++] = (float)x;
+        p = end;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) return n;
+        if (*p != ',') {
+            snprintf(err, err_len, "[data] %s = %s: expected numbers separated by commas", key, text);
+            return -EINVAL;
+        }
+        p++;
+    }
+}
+
+/* [data]: the file keys belong to idx / npy, both of them need all four;
+ * mean and std come together and agree in length. */
+static int s_validate_data(const runcfg_t *c, char *err, size_t err_len) {
+    static const char *const keys[] = {"train_images", "train_labels", "test_images", "test_labels"};
+    const char *vals[] = {c->train_images, c->train_labels, c->test_images, c->test_labels};
+    int user = c->dataset == RUNCFG_DATASET_IDX || c->dataset == RUNCFG_DATASET_NPY;
+    char missing[128] = "";
+    for (int i = 0; i < 4; i++) {
+        int set = vals[i] && vals[i][0];
+        if (!user && set) {
+            snprintf(err, err_len, "[data] %s is read only with set = idx or npy (set is %s): remove it or set the set",
+                     keys[i], runcfg_dataset_name(c));
+            return -EINVAL;
+        }
+        if (user && !set) snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
+                                   missing[0] ? ", " : "", keys[i]);
+    }
+    if (missing[0]) {
+        snprintf(err, err_len, "[data] set = %s needs train_images, train_labels, test_images and test_labels "
+                 "(missing: %s)", runcfg_dataset_name(c), missing);
+        return -EINVAL;
+    }
+    int has_mean = c->data_mean && c->data_mean[0], has_std = c->data_std && c->data_std[0];
+    if ((has_mean || has_std) && !user) {
+        snprintf(err, err_len, "[data] mean and std are read only with set = idx or npy (%s has fixed constants)",
+                 runcfg_dataset_name(c));
+        return -EINVAL;
+    }
+    if (has_mean != has_std) {
+        snprintf(err, err_len, "[data] %s is set but %s is not: give both, or neither (computed from the training "
+                 "images)", has_mean ? "mean" : "std", has_mean ? "std" : "mean");
+        return -EINVAL;
+    }
+    if (has_mean) {
+        float m[DATASET_MAX_CHANNELS], s[DATASET_MAX_CHANNELS];
+        int nm = s_norm_list(c->data_mean, "mean", 0, m, err, err_len);
+        if (nm < 0) return nm;
+        int ns = s_norm_list(c->data_std, "std", 1, s, err, err_len);
+        if (ns < 0) return ns;
+        if (nm != ns) {
+            snprintf(err, err_len, "[data] mean has %d value%s but std has %d", nm, nm == 1 ? "" : "s", ns);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
+    int drc = s_validate_data(c, err, err_len);
+    if (drc < 0) return drc;
     if (c->optimizer == RUNCFG_OPTIMIZER_SGD && c->max_inverse_staleness >= 0) {
         snprintf(err, err_len, "[kfac] max_inverse_staleness = %d needs [optimizer] kind = kfac (it is sgd)",
                  c->max_inverse_staleness);
@@ -312,11 +466,138 @@ void runcfg_lr_sched(const runcfg_t *c, sgd_lr_sched_t *s) {
 }
 
 const char *runcfg_dataset_name(const runcfg_t *c) {
-    return (unsigned)c->dataset <= RUNCFG_DATASET_CIFAR10 ? s_datasets[c->dataset] : "mnist";
+    return (unsigned)c->dataset <= RUNCFG_DATASET_NPY ? s_datasets[c->dataset] : "mnist";
 }
 
 void runcfg_release(runcfg_t *c) {
     /* every role's view: the shared sections and each daemon's own strings
      * (config_release NULLs what it frees, so shared strings go once) */
     for (int r = 0; r < RUNCFG_ROLE_COUNT; r++) config_release(runcfg_spec((runcfg_role_t)r), c);
+}
+
+/* ---- [data] as a data source --------------------------------------------------- */
+
+static int s_copy(char *dst, size_t len, const char *src, const char *key, char *err, size_t err_len) {
+    size_t n = strlen(src ? src : "");
+    if (n >= len) {
+        snprintf(err, err_len, "[data] %s: longer than %zu bytes", key, len - 1);
+        return -ENAMETOOLONG;
+    }
+    memcpy(dst, src ? src : "", n + 1);
+    return 0;
+}
+
+int runcfg_data_source(const runcfg_t *c, dataset_source_t *src, char *err, size_t err_len) {
+    memset(src, 0, sizeof *src);
+    src->kind = c->dataset == RUNCFG_DATASET_IDX   ? DATASET_SOURCE_IDX
+                : c->dataset == RUNCFG_DATASET_NPY ? DATASET_SOURCE_NPY
+                                                   : DATASET_SOURCE_NAMED;
+    snprintf(src->name, sizeof src->name, "%s", runcfg_dataset_name(c));
+    int rc = s_copy(src->dir, sizeof src->dir, c->data_dir, "dir", err, err_len);
+    if (!rc) rc = s_copy(src->train_images, sizeof src->train_images, c->train_images, "train_images", err, err_len);
+    if (!rc) rc = s_copy(src->train_labels, sizeof src->train_labels, c->train_labels, "train_labels", err, err_len);
+    if (!rc) rc = s_copy(src->test_images, sizeof src->test_images, c->test_images, "test_images", err, err_len);
+    if (!rc) rc = s_copy(src->test_labels, sizeof src->test_labels, c->test_labels, "test_labels", err, err_len);
+    if (rc) return rc;
+    if (src->kind != DATASET_SOURCE_NAMED && c->data_mean && c->data_mean[0]) {
+        float s[DATASET_MAX_CHANNELS];
+        int nm = s_norm_list(c->data_mean, "mean", 0, src->norm.mean, err, err_len);
+        if (nm < 0) return nm;
+        int ns = s_norm_list(c->data_std ? c->data_std : "", "std", 1, s, err, err_len);
+        if (ns < 0) return ns;
+        if (ns != nm) {
+            snprintf(err, err_len, "[data] mean has %d values but std has %d", nm, ns);
+            return -EINVAL;
+        }
+        memcpy(src->norm.std, s, sizeof s);
+        src->norm.c = nm;
+        src->has_norm = 1;
+    }
+    return 0;
+}
+
+int runcfg_data_load_source(const dataset_source_t *src, const net_t *net, const char *model_name, int train,
+                            dataset_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    dataset_source_t *s = malloc(sizeof *s); /* 20 KB of paths: not on a thread's stack */
+    if (!s) {
+        snprintf(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    *s = *src;
+    if (net) {
+        s->in_c = net->in_c;
+        s->in_h = net->in_h;
+        s->in_w = net->in_w;
+        s->n_classes = net->n_classes;
+    }
+    snprintf(s->model, sizeof s->model, "%s", model_name && model_name[0] ? model_name : "the model");
+    int rc = dataset_source_load(s, train, out, err, err_len);
+    free(s);
+    return rc;
+}
+
+int runcfg_data_load(const runcfg_t *c, const net_t *net, int train, dataset_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    dataset_source_t *src = malloc(sizeof *src);
+    if (!src) {
+        snprintf(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = runcfg_data_source(c, src, err, err_len);
+    if (rc == 0) rc = runcfg_data_load_source(src, net, c->model, train, out, err, err_len);
+    free(src);
+    return rc;
+}
+
+/* The shortest text of a list of n floats that reads back to the same floats. */
+static void s_float_list(const float *v, int n, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && used < len; i++) {
+        char one[32];
+        for (int prec = 6; prec <= 9; prec++) {
+            snprintf(one, sizeof one, "%.*g", prec, (double)v[i]);
+            if (strtof(one, NULL) == v[i]) break;
+        }
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", one);
+    }
+}
+
+int runcfg_data_prepare(runcfg_t *c, char *err, size_t err_len) {
+    if ((c->dataset != RUNCFG_DATASET_IDX && c->dataset != RUNCFG_DATASET_NPY) || (c->data_mean && c->data_mean[0]))
+        return 0;
+    dataset_source_t *src = malloc(sizeof *src);
+    net_t *net = NULL;
+    int rc = -ENOMEM;
+    if (!src) {
+        snprintf(err, err_len, "out of memory");
+        goto done;
+    }
+    if ((rc = runcfg_data_source(c, src, err, err_len)) < 0) goto done;
+    /* flat (N, C*H*W) images are read in the model's shape */
+    if (!(net = net_load(c->model, 1, err, err_len))) {
+        rc = -EINVAL;
+        goto done;
+    }
+    src->in_c = net->in_c;
+    src->in_h = net->in_h;
+    src->in_w = net->in_w;
+    snprintf(src->model, sizeof src->model, "%s", c->model);
+    dataset_norm_t norm;
+    if ((rc = dataset_source_norm(src, &norm, err, err_len)) < 0) goto done;
+    char mean[160], std[160];
+    s_float_list(norm.mean, norm.c, mean, sizeof mean);
+    s_float_list(norm.std, norm.c, std, sizeof std);
+    const config_spec_t *spec = runcfg_spec(RUNCFG_ROLE_TRAIN);
+    if ((rc = config_set(spec, c, "data.mean", mean, "computed", err, err_len)) < 0 ||
+        (rc = config_set(spec, c, "data.std", std, "computed", err, err_len)) < 0)
+        goto done;
+    log_info("[data] %s: normalization computed from the training images %s: mean = %s, std = %s (put these in "
+             "[data] mean and std to skip this pass)", runcfg_dataset_name(c), c->train_images, mean, std);
+    rc = 0;
+done:
+    net_free(&net);
+    free(src);
+    return rc;
 }

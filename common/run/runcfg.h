@@ -9,6 +9,8 @@
  *                                             source of truth)
  *   [cluster]                                 everyone (addresses, role counts)
  *   [ps] [worker] [statsd] [invertd]          the daemon of that name
+ *   [security]                                every daemon (not kfac-train); never
+ *                                             sent in Welcome
  * A daemon skips the other daemons' sections of a shared file; it rejects
  * unknown keys in its own (see common/base/config.h).
  *
@@ -28,6 +30,8 @@
 #include "common/kfac/kfac_step.h"
 #include "common/kfac/kfac_refresh.h"
 #include "common/kfac/kfac_schedule.h"
+#include "common/nn/data.h"
+#include "common/nn/nn.h"
 #include "common/nn/sgd.h"
 
 /* The settings with named values, stored as these enums (the option table's
@@ -47,7 +51,13 @@ typedef enum {
     RUNCFG_REFRESH_EVERY,          /* all blocks every inverse_every steps */
     RUNCFG_REFRESH_ADAPTIVE,       /* SP-NGD Algorithm 2 per block */
 } runcfg_refresh_t;
-typedef enum { RUNCFG_DATASET_MNIST = 0, RUNCFG_DATASET_FASHION_MNIST, RUNCFG_DATASET_CIFAR10 } runcfg_dataset_t;
+typedef enum {
+    RUNCFG_DATASET_MNIST = 0,
+    RUNCFG_DATASET_FASHION_MNIST,
+    RUNCFG_DATASET_CIFAR10,
+    RUNCFG_DATASET_IDX, /* the user's IDX files: [data] train_images ... test_labels */
+    RUNCFG_DATASET_NPY, /* the user's NumPy .npy files: the same keys */
+} runcfg_dataset_t;
 
 typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,
                RUNCFG_ROLE_TRAIN, RUNCFG_ROLE_COUNT } runcfg_role_t;
@@ -66,11 +76,17 @@ typedef struct runcfg {
     char *model;             /* model file */
     double doubly_min_in;    /* fc layers on a feature map wider than this become doubly-factored */
     /* [data] */
-    runcfg_dataset_t dataset; /* mnist | fashion-mnist | cifar10 */
+    runcfg_dataset_t dataset; /* mnist | fashion-mnist | cifar10 | idx | npy */
     char *data_dir;
     int batch;               /* per gradient worker */
     bool augment;
     int train_n;             /* use the first train_n training examples (0: all) */
+    char *train_images;      /* idx | npy: the four files (relative: under data_dir) */
+    char *train_labels;
+    char *test_images;
+    char *test_labels;
+    char *data_mean;         /* idx | npy: "m" or "m0, m1, m2" ("": computed, see runcfg_data_prepare) */
+    char *data_std;
     /* [optimizer] */
     runcfg_optimizer_t optimizer;
     double lr;
@@ -119,6 +135,23 @@ typedef struct runcfg {
     char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
     runcfg_priority_t ps_eval_priority; /* of the evaluation thread(s) */
     int ps_eval_threads;     /* threads of each evaluation */
+    double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
+    uint64_t stall_timeout_ms;   /* drop a member that has not pushed this long into a round (0: never) */
+    uint64_t handshake_timeout_ms; /* forget a client that has not asked for work this long after Hello */
+    /* [checkpoint] (kfac-ps) */
+    char *ckpt_dir;          /* "": out_dir/checkpoints */
+    uint64_t ckpt_every;     /* steps between checkpoints (0: none) */
+    int ckpt_keep;           /* files kept */
+    bool ckpt_resume;        /* start from the newest valid checkpoint */
+    /* [security] (paths of CURVE key files; "": not set; docs/security.md) */
+    char *server_secret_key; /* kfac-ps */
+    char *server_public_key; /* kfac-ps: its own (optional); clients: the one to trust */
+    char *client_secret_key; /* clients */
+    char *client_public_key; /* clients (optional) */
+    char *allow_workers;     /* kfac-ps: allowlists, a file of keys or a folder of *.pub */
+    char *allow_statsd;
+    char *allow_invertd;
+    bool insecure;           /* kfac-ps: may bind beyond loopback without keys */
     /* [worker] */
     int worker_id;
     int worker_threads;
@@ -138,6 +171,10 @@ typedef struct runcfg {
     int invertd_max_n;
     char *invertd_cpus;      /* CPU list ("": no pinning) */
     runcfg_priority_t invertd_priority; /* of the compute thread */
+    /* the run's output and live view */
+    bool force;              /* [run] force: a new run may replace the one in out_dir */
+    char *ps_metrics;        /* [ps] metrics: HOST:PORT of the Prometheus endpoint ("": off) */
+    double curvature_warn_s; /* [ps] curvature_warn_s: warn when kfac has had no inverse / statistics this long */
 } runcfg_t;
 
 /* The option spec a role uses (static, built on first call; not thread-safe
@@ -181,8 +218,36 @@ double runcfg_polyak_decay(const runcfg_t *c);
 /* The SGD learning-rate schedule from the configuration. */
 void runcfg_lr_sched(const runcfg_t *c, sgd_lr_sched_t *s);
 
-/* "mnist", "fashion-mnist" or "cifar10" for c->dataset. */
+/* "mnist", "fashion-mnist", "cifar10", "idx" or "npy" for c->dataset. */
 const char *runcfg_dataset_name(const runcfg_t *c);
+
+/* [data] as a data source (common/nn/data.h): the set, [data] dir, the four
+ * file keys and [data] mean / std when set; no model expectations. Returns
+ * 0, or -ENAMETOOLONG / -EINVAL (a mean or std that is not a list of 1 to 3
+ * numbers; runcfg_validate reports those first) with the message in err. */
+int runcfg_data_source(const runcfg_t *c, dataset_source_t *src, char *err, size_t err_len);
+/* (It cannot fail for a configuration that passed runcfg_validate.) */
+
+/* Load one split (train 1, test 0) of src checked against net (borrowed:
+ * its input C x H x W and classes; NULL: no checks), naming model_name in
+ * messages. dataset_source_load's return codes: -ENOENT, -EINVAL (exit 78
+ * through config_exit_status), -ENOMEM. */
+int runcfg_data_load_source(const dataset_source_t *src, const net_t *net, const char *model_name, int train,
+                            dataset_t **out, char *err, size_t err_len);
+
+/* runcfg_data_source, then runcfg_data_load_source with [model] file as
+ * the model's name. [data] train_n is not applied. */
+int runcfg_data_load(const runcfg_t *c, const net_t *net, int train, dataset_t **out, char *err, size_t err_len);
+
+/* For [data] set = idx or npy without [data] mean and std: compute them
+ * once from the training images (dataset_source_norm; flat (N, C*H*W)
+ * arrays are read with the input shape of [model] file), store them in
+ * c->data_mean / data_std as text that reads back to the same floats, and
+ * log them. kfac-ps calls it before it builds the Welcome, so every client
+ * normalizes with the PS's constants; kfac-train before it loads the
+ * splits. Returns 0 (also when there is nothing to do) or the loader's
+ * negative errno with the message in err. */
+int runcfg_data_prepare(runcfg_t *c, char *err, size_t err_len);
 
 void runcfg_release(runcfg_t *c);
 

@@ -10,6 +10,7 @@
 #include "common/base/rng.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/kfac/kfac_step.h"
+#include "common/run/export.h"
 
 void train_opts_default(train_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -44,6 +45,45 @@ static void s_eval(net_t *net, const dataset_t *test, int n, const float *polyak
         net_evaluate(net, test->x, test->y, n, p_loss, p_acc);
         memcpy(net->params, saved, net->n_params * sizeof(float));
     }
+}
+
+/* The steps.csv row of step t (0-based; the row says t + 1), as kfac-ps
+ * counts it: inverse and statistics ages in versions at t. */
+static void s_record_step(rundir_t *out, const kfac_opt_t *kfac, long t, double wall_s, double loss, double acc,
+                          double step_size) {
+    rundir_step_row_t r;
+    memset(&r, 0, sizeof r);
+    r.step = (uint64_t)t + 1;
+    r.wall_s = wall_s;
+    r.train_loss = loss;
+    r.train_acc = acc;
+    r.step_size = step_size;
+    r.inv_age_max = -1;
+    r.workers = 1;
+    if (kfac) {
+        double now_s = clock_now_s(), age = 0.0, ms = 0.0, st = 0.0;
+        int n_inv = 0, n_st = 0;
+        for (int b = 0; b < kfac->n_blocks; b++) {
+            const kfac_block_t *k = &kfac->blocks[b];
+            r.inverses_installed += k->n_installed;
+            if (k->factor_version >= 0) {
+                st += (double)(t - k->factor_version);
+                n_st++;
+            }
+            if (!k->inv->valid) continue;
+            long a = t - k->inv_version;
+            age += (double)a;
+            if (a > r.inv_age_max) r.inv_age_max = a;
+            ms += (now_s - k->inv_time_s) * 1e3;
+            n_inv++;
+        }
+        r.inv_age_mean = n_inv ? age / n_inv : 0.0;
+        r.inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
+        r.stats_age_mean = n_st ? st / n_st : 0.0;
+        r.stats_folded = kfac->n_folds;
+        rundir_ages(out, kfac, r.step, t);
+    }
+    rundir_step(out, &r);
 }
 
 int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const train_opts_t *o,
@@ -87,6 +127,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
     } else {
         if (!(kfac = kfac_opt_new(net, &o->kfac, err, err_len))) { rc = -EINVAL; goto done; }
         if (!(batch_stats = kfac_stats_new(net))) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
+        if (o->out && (rc = rundir_ages_begin(o->out, kfac, err, err_len)) < 0) goto done;
     }
     rng_t label_rng;
     rng_seed(&label_rng, o->seed ^ 0xfeedULL);
@@ -110,12 +151,15 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
             }
         }
         if (kfac && o->inverse_every > 0 && t % o->inverse_every == 0) kfac_opt_invert_all(kfac);
-        float loss = net_backward(net, y, NULL, NULL);
+        int n_correct = 0;
+        float loss = net_backward(net, y, NULL, &n_correct);
         loss_hist[t % 50] = loss;
         res->examples += n;
         if (!isfinite(loss)) { snprintf(err, err_len, "loss is not finite at step %ld; lower the learning rate", t); rc = -ERANGE; goto done; }
+        double step_size = 0.0;
         if (sgd) {
-            sgd_step(sgd, net->params, net->grads, sgd_lr_at(&o->lr, t));
+            step_size = sgd_lr_at(&o->lr, t);
+            sgd_step(sgd, net->params, net->grads, step_size);
             /* The same average K-FAC keeps (kfac_opt_step calls it too). */
             if ((rc = kfac_step_polyak(sgd_polyak, net->params, net->n_params, o->polyak_decay, &sgd_polyak_count))) {
                 snprintf(err, err_len, "Polyak average failed at step %ld (%d)", t, rc);
@@ -127,7 +171,9 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
                 snprintf(err, err_len, "K-FAC step failed at step %ld (%d)", t, rc);
                 goto done;
             }
+            step_size = info.step;
         }
+        if (o->out) s_record_step(o->out, kfac, t, clock_now_s() - t0 - eval_time, loss, (double)n_correct / n, step_size);
         int last = t + 1 == o->steps;
         if ((o->eval_every > 0 && (t + 1) % o->eval_every == 0) || last) {
             double e0 = clock_now_s(), tl, ta, pl, pa;
@@ -135,6 +181,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
                    saved, &tl, &ta, &pl, &pa);
             eval_time += clock_now_s() - e0;
             double el = clock_now_s() - t0 - eval_time;
+            if (o->out) rundir_eval(o->out, (uint64_t)t + 1, el, tl, ta, pl, pa);
             if (o->progress) {
                 double ml = 0.0;
                 int m = t + 1 < 50 ? (int)(t + 1) : 50;
@@ -167,6 +214,15 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
     s_eval(net, test, 0, kfac ? kfac->polyak : sgd_polyak, kfac ? kfac->polyak_count : sgd_polyak_count, saved,
            &res->test_loss, &res->test_acc, &res->polyak_loss, &res->polyak_acc);
     res->eval_seconds = eval_time + (clock_now_s() - e0);
+    if (o->out) {
+        const float *polyak = kfac ? kfac->polyak : sgd_polyak;
+        long count = kfac ? kfac->polyak_count : sgd_polyak_count;
+        export_info_t info = {.step = (uint64_t)t, .test_loss = res->test_loss, .test_acc = res->test_acc,
+                              .polyak_loss = res->polyak_loss, .polyak_acc = res->polyak_acc, .eval_n = test->n,
+                              .eval_step = (uint64_t)t, .program = "kfac-train", .dataset = o->dataset, .norm = o->norm};
+        if ((rc = export_write(o->out, net, net->params, count > 0 ? polyak : NULL, NULL, &info, err, err_len)) < 0)
+            goto done;
+    }
 done:
     batcher_free(&bat);
     sgd_free(&sgd);

@@ -14,7 +14,17 @@
  * backward pass; empirical: the data labels), all inverses every
  * inverse_every steps, preconditioned step every step.
  *
- * Ownership: the caller owns net and the data sets; train_run borrows them.
+ * With o->out set, the run goes to that run folder as it goes: a steps.csv
+ * row per step and an eval.csv row per evaluation (the columns kfac-ps
+ * writes, common/run/rundir.h; workers_present is 1, inverse and statistics
+ * ages are counted in steps the same way; wall_s is the training time
+ * without evaluation, the clock of the progress lines and of
+ * train_result_t.seconds), and at the end the weights
+ * (params.npy, params_polyak.npy, manifest.json: common/run/export.h) with
+ * the final evaluation on the whole test set.
+ *
+ * Ownership: the caller owns net, the data sets and o->out; train_run
+ * borrows them.
  */
 #ifndef KFAC_TRAIN_H
 #define KFAC_TRAIN_H
@@ -26,6 +36,7 @@
 #include "common/kfac/kfac_opt.h"
 #include "common/nn/nn.h"
 #include "common/nn/sgd.h"
+#include "common/run/rundir.h"
 
 typedef enum { TRAIN_OPT_SGD = 0, TRAIN_OPT_KFAC } train_optimizer_t;
 
@@ -45,6 +56,9 @@ typedef struct train_opts {
     double target_acc;       /* stop when the test accuracy reaches it (0: never) */
     int augment;             /* CIFAR-style crop+flip */
     FILE *progress;          /* progress lines (NULL: quiet) */
+    rundir_t *out;           /* run folder for the CSVs and the weights (NULL: none; borrowed) */
+    const char *dataset;     /* data set name for the weights' manifest ("mnist", ...; NULL: unnamed) */
+    const dataset_norm_t *norm; /* the normalization for the manifest when it is not the named set's (borrowed; NULL) */
 } train_opts_t;
 
 typedef struct train_result {

@@ -3,19 +3,26 @@
 #   fuzz_msg         msg_decode + msg_validate (with and without a model shape)
 #   fuzz_config      the run-file parser with every role's option table
 #   fuzz_model_file  the model-file parser (and one forward pass of what parses)
+#   fuzz_ckpt        the checkpoint reader ps_ckpt_decode (CRCs fixed up, so
+#                    the record parser is reached), in three configurations;
+#                    a refused image must leave the state as it was
 # Corpora start from real inputs: every message type (fuzz_msg_seeds), the
-# example and experiment run files, the model files; tests/fuzz/regress/<h>/
+# example and experiment run files, the model files, checkpoints written by
+# the encoder kfac-ps uses (fuzz_ckpt_seeds); tests/fuzz/regress/<h>/
 # holds inputs that once crashed a harness, replayed on every run.
-FUZZ_HARNESSES := fuzz_msg fuzz_config fuzz_model_file
+FUZZ_HARNESSES := fuzz_msg fuzz_config fuzz_model_file fuzz_ckpt
 FUZZ_SECONDS ?= 20
 FUZZ_BUILD := build-fuzz
 
 ifeq ($(SAN),fuzz)
-FUZZ_BINS := $(addprefix $(BUILD)/fuzz/,$(FUZZ_HARNESSES)) $(BUILD)/fuzz/fuzz_msg_seeds
+FUZZ_BINS := $(addprefix $(BUILD)/fuzz/,$(FUZZ_HARNESSES)) $(BUILD)/fuzz/fuzz_msg_seeds $(BUILD)/fuzz/fuzz_ckpt_seeds
+# The checkpoint reader is the PS's own code: its objects join those two.
+$(BUILD)/fuzz/fuzz_ckpt $(BUILD)/fuzz/fuzz_ckpt_seeds: $(BUILD)/obj/tests/fuzz/fuzz_ckpt_world.o \
+	$(addprefix $(BUILD)/obj/ps/,ckpt.o sched.o member.o)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/fuzz_model.o $(PROTO_LIB) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) $(if $(filter msg_seeds,$*),,-fsanitize=fuzzer) -o $@ -Wl,--start-group $^ -Wl,--end-group $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) $(if $(filter %_seeds,$*),,-fsanitize=fuzzer) -o $@ -Wl,--start-group $^ -Wl,--end-group $(LDLIBS)
 build-fuzz-bins: $(FUZZ_BINS)
 endif
 

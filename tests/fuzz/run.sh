@@ -17,6 +17,7 @@ for h in "$@"; do
     fuzz_msg) "$b/fuzz/fuzz_msg_seeds" "$c" || { echo "fuzz: writing the message seeds failed"; exit 1; } ;;
     fuzz_config) cp deploy/examples/*.ini experiments/*.ini "$c"/ 2>/dev/null ;;
     fuzz_model_file) cp models/*.model experiments/*.model "$c"/ 2>/dev/null ;;
+    fuzz_ckpt) "$b/fuzz/fuzz_ckpt_seeds" "$c" || { echo "fuzz: writing the checkpoint seeds failed"; exit 1; } ;;
   esac
   if [ -d "tests/fuzz/regress/$h" ] && ls "tests/fuzz/regress/$h"/* >/dev/null 2>&1; then
     if ! "$b/fuzz/$h" "tests/fuzz/regress/$h"/* >"$b/fuzz/$h.regress.log" 2>&1; then

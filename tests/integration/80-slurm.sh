@@ -157,10 +157,11 @@ ctld_pid=$H_PID
 h_start slurmd slurmd -D -f "$S/slurm.conf"
 slurmd_pid=$H_PID
 t=0
+deadline=$(($(date +%s) + 20))
 until [ "$(timeout 5 sinfo -h -n "$host" -o %t 2>/dev/null)" = idle ]; do
   kill -0 "$ctld_pid" 2>/dev/null || h_fail "slurmctld exited (see $S/slurmctld.log)"
   kill -0 "$slurmd_pid" 2>/dev/null || h_fail "slurmd exited: $(tail -n 5 "$S/slurmd.log" 2>/dev/null)"
-  [ $t -lt 100 ] || h_fail "node $host is not idle after 20 s: $(timeout 5 sinfo 2>&1)"
+  [ $t -lt 100 ] && [ "$(date +%s)" -lt "$deadline" ] || h_fail "node $host is not idle after 20 s: $(timeout 5 sinfo 2>&1)"
   sleep 0.2
   t=$((t + 1))
 done
@@ -204,7 +205,8 @@ job=$(KFAC_BIN=$BUILD_ABS KFAC_PORT=$kport KFAC_PS_BIND=$ps_bind \
 job=${job%%;*}
 state=""
 t=0
-while [ $t -lt 300 ]; do # 60 s
+deadline=$(($(date +%s) + 60)) # at most 300 polls and 60 s, however slow scontrol answers
+while [ $t -lt 300 ] && [ "$(date +%s)" -lt "$deadline" ]; do
   info=$(timeout 5 scontrol show job -o "$job" 2>/dev/null)
   state=$(printf '%s\n' "$info" | sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p')
   case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | BOOT_FAIL | DEADLINE) break ;; esac

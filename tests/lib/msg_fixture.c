@@ -187,6 +187,11 @@ void msgfx_random_msg(msgfx_ctx_t *c, msg_type_t t, msg_t *m) {
             m->params.state = msgfx_floats(r, m->params.n_state);
         }
         m->params.want_stats = (int)rng_below(r, 2);
+        if (rng_below(r, 2)) { /* a random subset of the layers with factors (none: all) */
+            m->params.stats_layers = malloc(c->model.n_layers * sizeof(uint32_t) + 1);
+            for (uint32_t l = 0; l < c->model.n_layers; l++)
+                if (c->layers[l].n_factors && rng_below(r, 2)) m->params.stats_layers[m->params.n_stats_layers++] = l;
+        }
         break;
     case MSG_GRAD_PUSH: {
         msg_grad_push_t *g = &m->grad_push;
@@ -304,7 +309,10 @@ int msgfx_msg_eq(const msg_t *a, const msg_t *b) {
     case MSG_PARAMS:
         return a->params.version == b->params.version && a->params.want_stats == b->params.want_stats &&
                msgfx_arr_eq(a->params.params, a->params.n_params, b->params.params, b->params.n_params) &&
-               msgfx_arr_eq(a->params.state, a->params.n_state, b->params.state, b->params.n_state);
+               msgfx_arr_eq(a->params.state, a->params.n_state, b->params.state, b->params.n_state) &&
+               a->params.n_stats_layers == b->params.n_stats_layers &&
+               (a->params.n_stats_layers == 0 ||
+                !memcmp(a->params.stats_layers, b->params.stats_layers, a->params.n_stats_layers * sizeof(uint32_t)));
     case MSG_GRAD_PUSH: {
         const msg_grad_push_t *x = &a->grad_push, *y = &b->grad_push;
         return x->version == y->version && x->loss == y->loss && x->n_examples == y->n_examples &&

@@ -310,6 +310,41 @@ START_TEST(test_msg_validate_dims_mismatch) {
     ck_assert_str_eq(err, want);
     msg_clear(&m);
 
+    /* params.stats_layers: strictly increasing layers that have factors */
+    msgfx_random_msg(&c, MSG_PARAMS, &m);
+    free(m.params.stats_layers);
+    m.params.stats_layers = calloc(8, sizeof(uint32_t));
+    int with = -1, without = -1;
+    for (uint32_t l = 0; l < c.model.n_layers; l++) {
+        if (c.layers[l].n_factors && with < 0) with = (int)l;
+        if (!c.layers[l].n_factors && without < 0) without = (int)l;
+    }
+    ck_assert_int_ge(with, 0); /* the fixture's models always have a layer with factors */
+    m.params.n_stats_layers = 1;
+    m.params.stats_layers[0] = (uint32_t)with;
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), 0);
+    m.params.n_stats_layers = 2;
+    m.params.stats_layers[1] = (uint32_t)with;
+    snprintf(want, sizeof want,
+             "params.stats_layers[1]: layer %d after %d (the list must be strictly increasing)", with, with);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    m.params.stats_layers[1] = c.lim.max_layers;
+    snprintf(want, sizeof want, "params.stats_layers[1]: layer %u is over the limit of %u layers", c.lim.max_layers,
+             c.lim.max_layers);
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, want);
+    if (without >= 0) {
+        m.params.n_stats_layers = 1;
+        m.params.stats_layers[0] = (uint32_t)without;
+        snprintf(want, sizeof want, "params.stats_layers[0]: layer %d has no Kronecker factors in this model", without);
+        ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+        ck_assert_str_eq(err, want);
+    }
+    m.params.n_stats_layers = 0; /* empty: every layer */
+    ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), 0);
+    msg_clear(&m);
+
     /* grad push counts */
     msgfx_random_msg(&c, MSG_GRAD_PUSH, &m);
     m.grad_push.n_correct = m.grad_push.n_examples + 1;

@@ -8,6 +8,8 @@
  * checked against the rule written out directly in the test. */
 #include <check.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -220,6 +222,223 @@ START_TEST(test_ps_member_order_is_rank_order) {
 }
 END_TEST
 
+
+/* A Hello with a member id: new, a take-over of a silent or absent
+ * holder, or a duplicate of a live one (worker and stats worker ids are
+ * separate; inverse daemons have none). */
+START_TEST(test_ps_member_rejoin_by_id) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    const uint64_t live = 3000000000ULL;
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        uint64_t now = 100000000000ULL;
+        for (int i = 0; i < t.n; i++) {
+            t.v[i]->asked_id = rng_below(&r, 6);
+            t.v[i]->last_ns = now - (uint64_t)rng_below(&r, 6) * 1000000000ULL;
+        }
+        uint32_t u = rng_below(&r, 3);
+        msg_role_t role = u == 0 ? MSG_ROLE_WORKER : u == 1 ? MSG_ROLE_STATSD : MSG_ROLE_INVERTD;
+        uint32_t id = rng_below(&r, 6);
+        ps_peer_t *want_h = NULL;
+        for (int i = 0; i < t.n && !want_h; i++)
+            if (t.v[i]->role == role && t.v[i]->asked_id == id) want_h = t.v[i];
+        ps_rejoin_t want = PS_REJOIN_NEW;
+        if (role == MSG_ROLE_INVERTD) want_h = NULL;
+        if (want_h) want = want_h->present && now - want_h->last_ns < live ? PS_REJOIN_DUPLICATE : PS_REJOIN_TAKEOVER;
+        ps_peer_t *h = (ps_peer_t *)&r; /* must be overwritten */
+        ps_rejoin_t got = ps_member_rejoin(&t, role, id, now, live, &h);
+        ck_assert_msg(got == want, "seed %" PRIu64 " round %d: %s id %u: got %d, want %d", seed, round,
+                      msg_role_name(role), id, got, want);
+        ck_assert_ptr_eq(h, want_h);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
+/* A restarted member takes over its record: shard and membership stay; a
+ * held, unsummed gradient is dropped (the new process pushes it again); a
+ * summed one stays summed. */
+START_TEST(test_ps_member_takeover_keeps_place) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 8));
+        ps_peer_t *p = t.v[rng_below(&r, (uint32_t)t.n)];
+        p->member = (int)rng_below(&r, 2);
+        p->wait = PS_WAIT_PARAMS;
+        ps_peer_t before = *p;
+        int want = p->role == MSG_ROLE_WORKER && p->pushed && !p->committed;
+        int waiting_before = ps_member_waiting(&t, NULL);
+        ck_assert_int_eq(ps_member_takeover(p), want);
+        ck_assert_int_eq(p->rank, before.rank);
+        ck_assert_int_eq(p->member, before.member);
+        ck_assert_int_eq(p->committed, before.committed);
+        ck_assert_int_eq(p->skipped, 0);
+        ck_assert_int_eq(p->wait, PS_WAIT_NONE);
+        ck_assert_int_eq(p->pushed, want ? 0 : before.pushed);
+        /* a present member whose gradient was dropped (or whose rejected push was forgiven) is awaited again */
+        int again = p->role == MSG_ROLE_WORKER && p->member && p->present &&
+                    (want || (before.skipped && !before.pushed));
+        ck_assert_int_eq(ps_member_waiting(&t, NULL), waiting_before + again);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
+/* Median of the recent norms against a sort in the test; the verdict on a
+ * gradient against the rule written out: more examples than the batch,
+ * then a non-finite norm, then (with enough history and a ratio) a norm
+ * more than ratio times the median (small norms pass). */
+static int s_dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(test_ps_member_grad_verdicts) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_norm_hist_t h;
+        memset(&h, 0, sizeof h);
+        int n_add = (int)rng_below(&r, 3 * PS_NORM_HISTORY);
+        double all[3 * PS_NORM_HISTORY];
+        for (int i = 0; i < n_add; i++) {
+            all[i] = exp(4.0 * rng_normal(&r));
+            ps_norm_hist_add(&h, all[i]);
+        }
+        /* the last PS_NORM_HISTORY added, sorted */
+        int k = n_add < PS_NORM_HISTORY ? n_add : PS_NORM_HISTORY;
+        double last[PS_NORM_HISTORY];
+        for (int i = 0; i < k; i++) last[i] = all[n_add - k + i];
+        qsort(last, (size_t)k, sizeof *last, s_dcmp);
+        double med = k < PS_NORM_MIN_HISTORY ? 0.0 : k % 2 ? last[k / 2] : 0.5 * (last[k / 2 - 1] + last[k / 2]);
+        ck_assert_msg(ps_norm_hist_median(&h) == med, "seed %" PRIu64 ": median of %d norms", seed, k);
+        int batch = 1 + (int)rng_below(&r, 256);
+        uint64_t n_ex = 1 + rng_below(&r, 2 * (uint32_t)batch);
+        double ratio = rng_below(&r, 4) == 0 ? 0.0 : 1.0 + 200.0 * rng_uniform(&r);
+        double norm = rng_below(&r, 10) == 0 ? INFINITY : (med > 0 ? med : 1.0) * exp(6.0 * rng_normal(&r));
+        ps_grad_verdict_t want = PS_GRAD_OK;
+        if (n_ex > (uint64_t)batch) want = PS_GRAD_TOO_MANY_EXAMPLES;
+        else if (!isfinite(norm)) want = PS_GRAD_NORM_OUTLIER;
+        else if (ratio > 0 && med > 0 && norm > ratio * med) want = PS_GRAD_NORM_OUTLIER;
+        ck_assert_msg(ps_member_check_grad(n_ex, batch, norm, &h, ratio) == want,
+                      "seed %" PRIu64 ": n_examples %" PRIu64 " batch %d norm %g median %g ratio %g: want %d", seed,
+                      n_ex, batch, norm, med, ratio, want);
+    }
+}
+END_TEST
+
+/* Stalled members: present members, not pushed nor skipped, silent on the
+ * gradient for stall_ns since the later of the round's opening and their
+ * last Params. */
+START_TEST(test_ps_member_stalled) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    const uint64_t s_ns = 1000000000ULL;
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        uint64_t now = 1000 * s_ns, open = now - rng_below(&r, 120) * s_ns;
+        uint64_t stall = rng_below(&r, 4) == 0 ? 0 : (1 + rng_below(&r, 60)) * s_ns;
+        for (int i = 0; i < t.n; i++) {
+            t.v[i]->member = (int)rng_below(&r, 2);
+            t.v[i]->params_ns = now - rng_below(&r, 120) * s_ns;
+        }
+        ps_peer_t *out[64];
+        int n = ps_member_stalled(&t, now, open, stall, out, 64);
+        int want = 0;
+        for (int i = 0; i < t.n; i++) {
+            const ps_peer_t *p = t.v[i];
+            uint64_t since = p->params_ns > open ? p->params_ns : open;
+            int st = stall > 0 && p->role == MSG_ROLE_WORKER && p->member && p->present && !p->pushed &&
+                     !p->skipped && now - since >= stall;
+            int found = 0;
+            for (int j = 0; j < n; j++) found |= out[j] == p;
+            ck_assert_msg(found == st, "seed %" PRIu64 ": peer %d stalled %d, reported %d", seed, i, st, found);
+            want += st;
+        }
+        ck_assert_int_eq(n, want);
+        /* dropped: out of this round and the next ones until it pushes */
+        for (int j = 0; j < n; j++) ps_member_drop_stalled(out[j]);
+        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->member, 0);
+        ps_member_open_round(&t);
+        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->member, 0);
+        for (int i = 0; i < t.n; i++)
+            if (t.v[i]->role == MSG_ROLE_WORKER)
+                ck_assert_int_eq(t.v[i]->member, t.v[i]->present && t.v[i]->has_params && !t.v[i]->stalled);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
+/* Making room: the victim for a new client of a role is the longest-silent
+ * absent peer of that role, else the oldest never-engaged one, never a
+ * present engaged peer; clients that said Hello and never asked for work
+ * expire after the timeout. */
+START_TEST(test_ps_member_peer_slots) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        uint64_t now = 1000000000000ULL;
+        for (int i = 0; i < t.n; i++) {
+            t.v[i]->engaged = (int)rng_below(&r, 2);
+            t.v[i]->last_ns = now - rng_below(&r, 1000000) * 1000ULL;
+            t.v[i]->hello_ns = now - rng_below(&r, 1000000) * 1000ULL;
+        }
+        uint32_t u = rng_below(&r, 4);
+        msg_role_t role = u == 0 ? MSG_ROLE_NONE : u == 1 ? MSG_ROLE_WORKER : u == 2 ? MSG_ROLE_STATSD : MSG_ROLE_INVERTD;
+        ps_peer_t *want = NULL;
+        for (int i = 0; i < t.n; i++) { /* absent ones first, the longest silent */
+            ps_peer_t *p = t.v[i];
+            if ((role == MSG_ROLE_NONE || p->role == role) && !p->present && (!want || p->last_ns < want->last_ns))
+                want = p;
+        }
+        if (!want)
+            for (int i = 0; i < t.n; i++) {
+                ps_peer_t *p = t.v[i];
+                if ((role == MSG_ROLE_NONE || p->role == role) && p->present && !p->engaged &&
+                    (!want || p->hello_ns < want->hello_ns))
+                    want = p;
+            }
+        ps_peer_t *v = ps_peers_victim(&t, role);
+        ck_assert_msg(v == want, "seed %" PRIu64 " round %d: wrong victim", seed, round);
+        if (v) ck_assert(!(v->present && v->engaged));
+        uint64_t timeout = rng_below(&r, 1000000) * 1000ULL;
+        ps_peer_t *out[64];
+        int n = ps_peers_unengaged(&t, now, timeout, out, 64), cnt = 0;
+        for (int i = 0; i < t.n; i++) {
+            int exp = !t.v[i]->engaged && now - t.v[i]->hello_ns >= timeout, found = 0;
+            for (int j = 0; j < n; j++) found |= out[j] == t.v[i];
+            ck_assert_int_eq(found, exp);
+            cnt += exp;
+        }
+        ck_assert_int_eq(n, cnt);
+        /* a full table takes nobody until room is made */
+        ps_peers_t f;
+        ck_assert_int_eq(ps_peers_init(&f, 2), 0);
+        s_add(&f, 100, MSG_ROLE_WORKER);
+        s_add(&f, 101, MSG_ROLE_WORKER);
+        zloop_peer_t rt;
+        memset(&rt, 0, sizeof rt);
+        rt.len = 3;
+        memcpy(rt.id, "new", 3);
+        ck_assert_ptr_null(ps_peers_add(&f, &rt));
+        ps_peers_release(&f);
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_member");
     TCase *tc = tcase_create("core");
@@ -228,6 +447,11 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_member_startup_gate);
     tcase_add_test(tc, test_ps_member_worker_leaves_mid_round);
     tcase_add_test(tc, test_ps_member_order_is_rank_order);
+    tcase_add_test(tc, test_ps_member_rejoin_by_id);
+    tcase_add_test(tc, test_ps_member_takeover_keeps_place);
+    tcase_add_test(tc, test_ps_member_grad_verdicts);
+    tcase_add_test(tc, test_ps_member_stalled);
+    tcase_add_test(tc, test_ps_member_peer_slots);
     suite_add_tcase(s, tc);
     return s;
 }

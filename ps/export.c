@@ -1,0 +1,41 @@
+/* ps/export.c — see export.h. */
+#include "ps/export.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/run/export.h"
+
+int ps_export_weights(ps_server_t *s) {
+    if (!s->metrics || !s->net) return 0;
+    export_info_t info;
+    memset(&info, 0, sizeof info);
+    info.step = (uint64_t)s->round.t;
+    info.program = "kfac-ps";
+    info.dataset = runcfg_dataset_name(s->cfg);
+    dataset_source_t src; /* [data] set = idx | npy: the normalization the run used (given or computed) */
+    char serr[256];
+    if (runcfg_data_source(s->cfg, &src, serr, sizeof serr) == 0 && src.kind != DATASET_SOURCE_NAMED && src.has_norm)
+        info.norm = &src.norm;
+    if (s->have_eval) {
+        info.test_loss = s->last_eval.loss;
+        info.test_acc = s->last_eval.acc;
+        info.polyak_loss = s->last_eval.polyak_loss;
+        info.polyak_acc = s->last_eval.polyak_acc;
+        info.eval_n = s->last_eval.n;
+        info.eval_step = s->last_eval.step;
+    } else {
+        /* no evaluation finished: the manifest says so with null figures */
+        info.test_loss = info.test_acc = info.polyak_loss = info.polyak_acc = NAN;
+    }
+    const float *polyak = s->kfac && s->kfac->polyak_count > 0   ? s->kfac->polyak
+                          : s->sgd && s->sgd_polyak_count > 0 ? s->sgd_polyak
+                                                               : NULL;
+    char err[600];
+    int rc = export_write(s->metrics, s->net, s->net->params, polyak, s->net->state, &info, err, sizeof err);
+    if (rc < 0) log_error("weights not saved: %s", err);
+    else log_info("weights of step %ld saved in %s (params.npy, params_polyak.npy, manifest.json)", s->round.t,
+                  rundir_path(s->metrics));
+    return rc;
+}

@@ -1,0 +1,108 @@
+/* ps/persist.c — the parameter server's checkpoints: which parts of
+ * ps_server_t a checkpoint holds (ps/ckpt.h says what, and the format),
+ * when one is written (every [checkpoint] every steps, on SIGTERM/SIGINT)
+ * and how a resumed server takes the state back. Loop thread only. */
+#include "ps/server_int.h"
+#include "ps/ckpt.h"
+#include "ps/io.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/clock.h"
+#include "common/base/log.h"
+
+/* The server's counters in checkpoint order. */
+static uint64_t *s_counter(ps_server_t *s, int i) {
+    switch ((ps_ckpt_counter_t)i) {
+    case PS_CKPT_N_INSTALLED: return &s->n_installed;
+    case PS_CKPT_N_IGNORED_OLD: return &s->n_ignored_old;
+    case PS_CKPT_N_INV_FAILED: return &s->n_inv_failed;
+    case PS_CKPT_N_FOLDS: return &s->n_folds;
+    case PS_CKPT_N_STALE_GRADS: return &s->n_stale_grads;
+    case PS_CKPT_N_GRADS_TOTAL: return &s->n_grads_total;
+    case PS_CKPT_N_DROPPED: return &s->n_dropped;
+    case PS_CKPT_N_STEP_FAILURES: return &s->n_step_failures;
+    case PS_CKPT_N_JOBS_SENT: return &s->n_jobs_sent;
+    case PS_CKPT_N_REJECTED_GRADS: return &s->rejected[MSG_GRAD_PUSH];
+    case PS_CKPT_COUNTERS: break;
+    }
+    return NULL;
+}
+
+static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
+    memset(st, 0, sizeof *st);
+    st->model_text = s->net->source;
+    st->t = s->round.t;
+    st->steps_done = s->round.steps_done;
+    st->wall_s = ps_io_wall_s(s);
+    st->round_folded = s->round.folded;
+    st->next_job_id = s->next_job_id;
+    for (int i = 0; i < PS_CKPT_COUNTERS; i++) st->counters[i] = *s_counter(s, i);
+    st->net = s->net;
+    st->kfac = s->kfac;
+    st->sgd = s->sgd;
+    st->sgd_polyak = s->sgd ? s->sgd_polyak : NULL;
+    st->sgd_polyak_count = s->sgd ? &s->sgd_polyak_count : NULL;
+    st->sched = s->kfac ? s->sched : NULL;
+    st->refresh = s->kfac && s->refresh ? s->refresh->plan->tr : NULL;
+    st->n_refresh = st->refresh ? s->refresh->plan->n_trackers : 0;
+    st->n_blocks = s->kfac ? s->n_blocks : 0;
+    st->norms = &s->norms;
+}
+
+int ps_persist_save(ps_server_t *s, const char *why) {
+    if (s->cfg->ckpt_every == 0) return 0;
+    ps_ckpt_state_t st;
+    s_state(s, &st);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[1200] = "", path[4200] = "";
+    double t0 = clock_now_ms();
+    int rc = ps_ckpt_encode(&st, &buf, &len, err, sizeof err);
+    if (rc == 0) rc = ps_ckpt_write_file(s->ckpt_dir, (uint64_t)s->round.t, buf, len, path, sizeof path, err, sizeof err);
+    free(buf);
+    if (rc < 0) {
+        s->n_ckpt_failed++;
+        log_error("checkpoint at step %ld (%s) not written: %s", s->round.t, why, err);
+        return rc;
+    }
+    s->n_ckpt_saved++;
+    int pruned = ps_ckpt_prune(s->ckpt_dir, s->cfg->ckpt_keep);
+    log_info("checkpoint at step %ld (%s): %s, %.1f MB in %.0f ms%s", s->round.t, why, path, (double)len / 1e6,
+             clock_now_ms() - t0, pruned > 0 ? "; older ones pruned" : "");
+    return 0;
+}
+
+void ps_persist_after_step(ps_server_t *s) {
+    uint64_t every = s->cfg->ckpt_every;
+    if (every == 0 || s->round.t <= 0 || (uint64_t)s->round.t % every != 0) return;
+    char why[64];
+    snprintf(why, sizeof why, "every %" PRIu64 " steps", every);
+    ps_persist_save(s, why);
+}
+
+int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
+    ps_ckpt_state_t st;
+    s_state(s, &st);
+    char path[4200] = "";
+    int rc = ps_ckpt_restore_newest(s->ckpt_dir, &st, clock_now_ms() * 1e-3, path, sizeof path, err, err_len);
+    if (rc <= 0) {
+        if (rc == 0) log_info("[checkpoint] resume: no checkpoint in %s; starting at step 0", s->ckpt_dir);
+        return rc;
+    }
+    s->round.t = st.t;
+    s->round.steps_done = st.steps_done;
+    s->round.folded = s->round.marked = st.round_folded;
+    s->next_job_id = st.next_job_id > s->next_job_id ? st.next_job_id : s->next_job_id;
+    for (int i = 0; i < PS_CKPT_COUNTERS; i++) *s_counter(s, i) = st.counters[i];
+    s->resumed_from = s->round.t;
+    /* the wall clock of steps.csv goes on from where it was */
+    s->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
+    ps_round_schedule(s);
+    log_info("resumed from %s: step %ld, %.1fs of training so far; metrics are appended to", path, s->round.t, st.wall_s);
+    return 1;
+}

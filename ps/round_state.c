@@ -1,0 +1,92 @@
+/* ps/round_state.c — see round_state.h. */
+#include "ps/round_state.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps/member.h"
+#include "ps/wire.h"
+
+/* Most workers summed in one round (the PS's peer table holds 1024). */
+#define S_MAX_ORDER 1024
+
+int ps_round_state_init(ps_round_t *r, const net_t *net, int with_stats) {
+    memset(r, 0, sizeof *r);
+    r->pver[0] = r->pver[1] = -1;
+    size_t np = net->n_params ? net->n_params : 1, ns = net->n_state ? net->n_state : 1;
+    r->grad_acc = calloc(np, sizeof(float));
+    r->state_acc = calloc(ns, sizeof(float));
+    if (!r->grad_acc || !r->state_acc || (with_stats && !(r->stats = kfac_stats_new(net)))) {
+        ps_round_state_release(r);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void ps_round_state_release(ps_round_t *r) {
+    if (!r) return;
+    ps_round_state_drop_params(r);
+    free(r->grad_acc);
+    free(r->state_acc);
+    kfac_stats_free(&r->stats);
+    memset(r, 0, sizeof *r);
+}
+
+void ps_round_state_drop_params(ps_round_t *r) {
+    for (int i = 0; i < 2; i++) {
+        free(r->pbuf[i]);
+        r->pbuf[i] = NULL;
+        r->plen[i] = 0;
+        r->pver[i] = -1;
+    }
+}
+
+void ps_round_state_clear(ps_round_t *r, const net_t *net) {
+    memset(r->grad_acc, 0, net->n_params * sizeof(float));
+    if (net->n_state) memset(r->state_acc, 0, net->n_state * sizeof(float));
+    r->acc_n = r->acc_loss = r->state_n = 0.0;
+    r->acc_correct = 0;
+    r->n_grads = 0;
+    r->folded = r->marked = 0;
+    if (r->stats) ps_wire_stats_clear(r->stats);
+    r->stats_have = 0;
+}
+
+void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) {
+    if (!p->pushed || p->committed || !p->grad) return;
+    const float w = (float)p->n_examples;
+    /* grad_acc += n_examples * grad  (n_params floats) */
+    cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
+    r->acc_n += (double)p->n_examples;
+    r->acc_loss += (double)p->n_examples * p->loss;
+    r->acc_correct += p->n_correct;
+    if (p->has_state) {
+        /* state_acc += n_examples * state  (n_state floats) */
+        cblas_saxpy((int)net->n_state, w, p->state, 1, r->state_acc, 1);
+        r->state_n += (double)p->n_examples;
+    }
+    p->committed = 1;
+}
+
+void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p) {
+    if (!p->has_stats || !r->stats) return;
+    if (kfac_stats_merge(r->stats, p->stats) == 0) r->stats_have = 1;
+    p->has_stats = 0;
+}
+
+int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers) {
+    ps_peer_t *order[S_MAX_ORDER];
+    int n_order = ps_member_order(peers, order, S_MAX_ORDER);
+    for (int i = 0; i < n_order; i++) ps_round_state_commit_stats(r, order[i]);
+    return r->stats_have;
+}
+
+void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers) {
+    ps_peer_t *order[S_MAX_ORDER];
+    int n_order = ps_member_order(peers, order, S_MAX_ORDER);
+    for (int i = 0; i < n_order; i++) ps_round_state_commit_grad(r, net, order[i]);
+    /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
+    cblas_sscal((int)net->n_params, (float)(1.0 / r->acc_n), r->grad_acc, 1);
+}

@@ -1,0 +1,146 @@
+#!/bin/sh
+# tests/integration/57-kill.sh — members killed with SIGKILL mid-run and
+# started again: the run finishes, and its final test accuracy is within
+# 0.3 points of an undisturbed run with the same seed (on the whole test
+# set). The MNIST MLP, 200 steps, 3 gradient workers with statistics (stats = sync), 1 inverse
+# daemon, inverses every 5 steps waited for (the deterministic schedule of
+# 55-deterministic.sh), a checkpoint every 50 steps.
+#   ps       kfac-ps is killed after step 80 and started again with --resume:
+#            it goes on from its checkpoint of step 50 and the surviving
+#            clients say Hello again (the workers start their shards at
+#            the version they are welcomed at);
+#   worker   worker 2 is killed after step 80 and started again at once with
+#            its id: kfac-ps answers "in use" (the old one was heard less than
+#            3 heartbeats ago) unless it has already seen the old one's
+#            connection close; the new one tries again 1 s later and takes
+#            over the shard and the place in the round;
+#   invertd  the inverse daemon is killed after step 80 and started again:
+#            its job goes back to the queue.
+# Each case also checks the log line that says what happened.
+. tests/integration/harness.inc
+h_init 57-kill
+STEPS=200
+cat >"$H_DIR/run.ini" <<EOF2
+[run]
+seed = 5
+steps = $STEPS
+eval_every = 100
+eval_n = 0
+[model]
+file = models/mnist-mlp.model
+[data]
+batch = 32
+train_n = 10000
+[kfac]
+stats = sync
+fisher = empirical
+refresh = every
+inverse_every = 5
+max_inverse_staleness = 4
+[cluster]
+workers = 3
+statsd = 0
+invertd = 1
+[ps]
+progress_every = 50
+heartbeat_ms = 500
+[checkpoint]
+every = 50
+EOF2
+
+# start NAME ROLE PORT [options]: one daemon; sets H_PID
+start() {
+  name=$1 role=$2 port=$3
+  shift 3
+  if [ "$role" = ps ]; then
+    h_start "$name" "$BUILD/kfac-ps" --config "$H_DIR/run.ini" --bind "tcp://127.0.0.1:$port" "$@"
+  else
+    h_start "$name" "$BUILD/kfac-$role" --config "$H_DIR/run.ini" --cluster.ps "tcp://127.0.0.1:$port" "$@"
+  fi
+}
+
+# cluster RUN PORT: the whole cluster of run RUN (out_dir $H_DIR/RUN); sets
+# PS_PID, W2_PID (worker id 2), INV_PID
+cluster() {
+  start "$1-ps" ps "$2" --out-dir "$H_DIR/$1"
+  PS_PID=$H_PID
+  for i in 1 2 3; do
+    start "$1-worker$i" worker "$2" --worker.id "$i"
+    [ "$i" = 2 ] && W2_PID=$H_PID
+  done
+  start "$1-invertd" invertd "$2"
+  INV_PID=$H_PID
+}
+
+rows() { if [ -r "$1" ]; then awk 'NR > 1' "$1" | wc -l; else echo 0; fi; }
+
+# until_step RUN N: wait (at most 120 s) until RUN's steps.csv has N rows
+until_step() {
+  n=0
+  while [ "$(rows "$H_DIR/$1/steps.csv")" -lt "$2" ]; do
+    n=$((n + 1))
+    [ $n -lt 1200 ] || h_fail "$1: fewer than $2 steps after 120 s"
+    sleep 0.1
+  done
+}
+
+# finish RUN: wait for RUN's kfac-ps (PS_PID) to exit 0; ACC = its final
+# test accuracy (h_wait cannot run in a subshell: no $(...) here)
+finish() {
+  h_wait "$PS_PID" 150
+  [ "$H_STATUS" = 0 ] || h_fail "$1: kfac-ps exited with status $H_STATUS (124: still running after 150 s)"
+  ACC=$(h_csv_last "$H_DIR/$1/eval.csv" test_acc)
+  [ -n "$ACC" ] || h_fail "$1: no final evaluation"
+}
+
+# close A B: accuracies within 0.3 points (0.003)
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.003 + 1e-9) }'; }
+
+port=$(h_port) || exit 1
+cluster base "$port"
+finish base
+acc0=$ACC
+
+# kfac-ps
+port=$(h_port) || exit 1
+cluster ps "$port"
+until_step ps 80
+kill -KILL "$PS_PID"
+h_wait "$PS_PID" 10
+start ps-ps2 ps "$port" --out-dir "$H_DIR/ps" --resume
+PS_PID=$H_PID
+finish ps
+acc1=$ACC
+grep -q "resumed from .*ckpt-0000000050.kfc: step 50" "$H_DIR/ps-ps2.log" || h_fail "ps: kfac-ps did not resume from step 50"
+grep -q "saying hello again\|does not know this" "$H_DIR/ps-worker1.log" || h_fail "ps: worker 1 did not say hello to the new kfac-ps"
+close "$acc0" "$acc1" || h_fail "ps: final accuracy $acc1, undisturbed $acc0: more than 0.3 points apart"
+
+# a gradient worker
+port=$(h_port) || exit 1
+cluster worker "$port"
+until_step worker 80
+shard=$(sed -n 's/.*welcomed by kfac-ps.*rank \([0-9]*\)\/.*/\1/p' "$H_DIR/worker-worker2.log" | head -n 1)
+kill -KILL "$W2_PID"
+h_wait "$W2_PID" 10
+start worker-worker2b worker "$port" --worker.id 2
+finish worker
+acc2=$ACC
+grep -q "worker id 2 rejoins .* takes over shard $shard " "$H_DIR/worker-ps.log" ||
+  h_fail "worker: the restarted worker 2 did not get shard $shard back"
+grep -q "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" "$H_DIR/worker-worker2b.log" ||
+  grep -q "worker#.* connection closed" "$H_DIR/worker-ps.log" || h_fail "worker: the restarted worker 2 was not told to wait while its predecessor could still be alive"
+close "$acc0" "$acc2" || h_fail "worker: final accuracy $acc2, undisturbed $acc0: more than 0.3 points apart"
+
+# the inverse daemon
+port=$(h_port) || exit 1
+cluster invertd "$port"
+until_step invertd 80
+kill -KILL "$INV_PID"
+h_wait "$INV_PID" 10
+start invertd-invertd2 invertd "$port"
+finish invertd
+acc3=$ACC
+[ "$(rows "$H_DIR/invertd/steps.csv")" -eq "$STEPS" ] || h_fail "invertd: not $STEPS steps"
+close "$acc0" "$acc3" || h_fail "invertd: final accuracy $acc3, undisturbed $acc0: more than 0.3 points apart"
+
+h_pass "final test accuracy undisturbed $acc0; kfac-ps killed and resumed $acc1, a worker killed and restarted $acc2, the invertd killed and restarted $acc3"

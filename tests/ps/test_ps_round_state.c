@@ -1,0 +1,305 @@
+/* tests/ps/test_ps_round_state.c — the parameter server's round state
+ * (ps/round_state.c), driven without sockets:
+ *   - the step's gradient is the example-weighted mean of the held
+ *     gradients: against a double-precision sum (relative tolerance 1e-5),
+ *     and bit for bit the same whatever order the workers joined the peer
+ *     table in (the sum is taken in rank order);
+ *   - a worker that leaves mid-round is summed once, when it leaves;
+ *   - the batch-norm state is averaged over the pushes that carried one;
+ *   - a worker's statistics are merged once, weighted by their samples;
+ *   - clear empties the round, release frees it and is idempotent.
+ * Workers, gradients and weights are random from a fresh seed printed on
+ * failure. */
+#include <check.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/rng.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/nn/nn.h"
+#include "ps/peers.h"
+#include "ps/round_state.h"
+#include "tests/lib/seed.h"
+
+#define TRIALS 40
+#define MAX_W 9
+
+/* A small model with batch-norm state: fc -> batchnorm -> fc. */
+static const char *s_model =
+    "input 1x4x4\n"
+    "fc name=f1 out=6\n"
+    "batchnorm name=bn1\n"
+    "relu\n"
+    "fc name=f2 out=3\n"
+    "softmax_xent\n";
+
+static net_t *s_net(void) {
+    char err[256];
+    net_t *net = net_parse(s_model, "test", 4, err, sizeof err);
+    ck_assert_msg(net != NULL, "%s", err);
+    ck_assert_uint_gt(net->n_state, 0);
+    return net;
+}
+
+/* One worker's push, to be put into any number of peer tables. */
+typedef struct s_push {
+    int rank;
+    uint32_t id;
+    uint64_t n_examples, n_correct;
+    double loss;
+    int has_state;
+    float *grad, *state;
+} s_push_t;
+
+static ps_peer_t *s_add(ps_peers_t *t, const net_t *net, const s_push_t *w) {
+    zloop_peer_t r;
+    memset(&r, 0, sizeof r);
+    r.len = (size_t)snprintf((char *)r.id, sizeof r.id, "w-%u", w->id);
+    ps_peer_t *p = ps_peers_add(t, &r);
+    ck_assert_ptr_nonnull(p);
+    p->role = MSG_ROLE_WORKER;
+    p->id = w->id;
+    p->rank = w->rank;
+    p->present = p->has_params = p->member = p->pushed = 1;
+    p->grad = malloc(net->n_params * sizeof(float));
+    p->state = malloc(net->n_state * sizeof(float));
+    ck_assert(p->grad && p->state);
+    memcpy(p->grad, w->grad, net->n_params * sizeof(float));
+    memcpy(p->state, w->state, net->n_state * sizeof(float));
+    p->has_state = w->has_state;
+    p->loss = w->loss;
+    p->n_examples = w->n_examples;
+    p->n_correct = w->n_correct;
+    return p;
+}
+
+static void s_random_pushes(rng_t *r, const net_t *net, s_push_t *w, int n) {
+    for (int k = 0; k < n; k++) {
+        w[k].rank = (int)rng_below(r, 4); /* ties are broken by id */
+        w[k].id = (uint32_t)k + 1;
+        w[k].n_examples = 1 + rng_below(r, 64);
+        w[k].n_correct = rng_below(r, (uint32_t)w[k].n_examples + 1);
+        w[k].loss = 3.0 * rng_uniform(r);
+        w[k].has_state = rng_below(r, 3) != 0;
+        w[k].grad = malloc(net->n_params * sizeof(float));
+        w[k].state = malloc(net->n_state * sizeof(float));
+        ck_assert(w[k].grad && w[k].state);
+        for (size_t i = 0; i < net->n_params; i++) w[k].grad[i] = (float)rng_normal(r) * (1.0f + (float)k);
+        for (size_t i = 0; i < net->n_state; i++) w[k].state[i] = (float)rng_normal(r);
+    }
+}
+
+static void s_free_pushes(s_push_t *w, int n) {
+    for (int k = 0; k < n; k++) {
+        free(w[k].grad);
+        free(w[k].state);
+    }
+}
+
+START_TEST(test_ps_round_state_average_weighted_and_order_free) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    net_t *net = s_net();
+    for (int trial = 0; trial < TRIALS; trial++) {
+        int n = 1 + (int)rng_below(&r, MAX_W);
+        s_push_t w[MAX_W];
+        s_random_pushes(&r, net, w, n);
+        /* The same pushes in two tables, joined in two different orders. */
+        int perm[MAX_W];
+        for (int k = 0; k < n; k++) perm[k] = k;
+        for (int k = n - 1; k > 0; k--) {
+            int j = (int)rng_below(&r, (uint32_t)k + 1), tmp = perm[k];
+            perm[k] = perm[j];
+            perm[j] = tmp;
+        }
+        ps_peers_t ta, tb;
+        ck_assert_int_eq(ps_peers_init(&ta, MAX_W), 0);
+        ck_assert_int_eq(ps_peers_init(&tb, MAX_W), 0);
+        for (int k = 0; k < n; k++) s_add(&ta, net, &w[k]);
+        for (int k = 0; k < n; k++) s_add(&tb, net, &w[perm[k]]);
+        ps_round_t ra, rb;
+        ck_assert_int_eq(ps_round_state_init(&ra, net, 0), 0);
+        ck_assert_int_eq(ps_round_state_init(&rb, net, 0), 0);
+        ps_round_state_average(&ra, net, &ta);
+        ps_round_state_average(&rb, net, &tb);
+        ck_assert_msg(memcmp(ra.grad_acc, rb.grad_acc, net->n_params * sizeof(float)) == 0,
+                      "seed %" PRIu64 ": the mean gradient depends on the order the workers joined in", seed);
+        ck_assert_msg(memcmp(ra.state_acc, rb.state_acc, net->n_state * sizeof(float)) == 0,
+                      "seed %" PRIu64 ": the state sum depends on the join order", seed);
+
+        /* The oracle, in double. */
+        double sum_n = 0, sum_loss = 0, sum_state_n = 0;
+        uint64_t sum_correct = 0;
+        for (int k = 0; k < n; k++) {
+            sum_n += (double)w[k].n_examples;
+            sum_loss += (double)w[k].n_examples * w[k].loss;
+            sum_correct += w[k].n_correct;
+            if (w[k].has_state) sum_state_n += (double)w[k].n_examples;
+        }
+        ck_assert(ra.acc_n == sum_n);
+        ck_assert(fabs(ra.acc_loss - sum_loss) <= 1e-9 * sum_loss);
+        ck_assert_uint_eq(ra.acc_correct, sum_correct);
+        ck_assert(ra.state_n == sum_state_n);
+        for (size_t i = 0; i < net->n_params; i++) {
+            double want = 0, scale = 0;
+            for (int k = 0; k < n; k++) {
+                want += (double)w[k].n_examples * w[k].grad[i];
+                scale += (double)w[k].n_examples * fabs(w[k].grad[i]);
+            }
+            want /= sum_n;
+            scale /= sum_n;
+            ck_assert_msg(fabs(ra.grad_acc[i] - want) <= 1e-5 * scale + 1e-30,
+                          "seed %" PRIu64 ": mean gradient[%zu] = %.9g, want %.9g", seed, i, (double)ra.grad_acc[i],
+                          want);
+        }
+        for (size_t i = 0; i < net->n_state; i++) {
+            double want = 0, scale = 0;
+            for (int k = 0; k < n; k++)
+                if (w[k].has_state) {
+                    want += (double)w[k].n_examples * w[k].state[i];
+                    scale += (double)w[k].n_examples * fabs(w[k].state[i]);
+                }
+            ck_assert_msg(fabs(ra.state_acc[i] - want) <= 1e-5 * scale + 1e-30,
+                          "seed %" PRIu64 ": state sum[%zu] = %.9g, want %.9g", seed, i, (double)ra.state_acc[i], want);
+        }
+        ps_round_state_release(&ra);
+        ps_round_state_release(&rb);
+        ps_peers_release(&ta);
+        ps_peers_release(&tb);
+        s_free_pushes(w, n);
+    }
+    net_free(&net);
+}
+END_TEST
+
+/* A worker that leaves mid-round is summed when it leaves, and only then. */
+START_TEST(test_ps_round_state_commit_once) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    net_t *net = s_net();
+    const int n = 4;
+    s_push_t w[4];
+    s_random_pushes(&r, net, w, n);
+    ps_peers_t t;
+    ck_assert_int_eq(ps_peers_init(&t, n), 0);
+    ps_peer_t *p[4];
+    for (int k = 0; k < n; k++) p[k] = s_add(&t, net, &w[k]);
+    ps_round_t rs;
+    ck_assert_int_eq(ps_round_state_init(&rs, net, 0), 0);
+    int gone = (int)rng_below(&r, (uint32_t)n);
+    ps_round_state_commit_grad(&rs, net, p[gone]);
+    ck_assert_int_eq(p[gone]->committed, 1);
+    ck_assert(rs.acc_n == (double)w[gone].n_examples);
+    ps_round_state_commit_grad(&rs, net, p[gone]); /* again: nothing */
+    ck_assert(rs.acc_n == (double)w[gone].n_examples);
+    ps_round_state_average(&rs, net, &t);
+    double sum_n = 0;
+    for (int k = 0; k < n; k++) sum_n += (double)w[k].n_examples;
+    ck_assert_msg(rs.acc_n == sum_n, "seed %" PRIu64 ": %g examples summed, want %g", seed, rs.acc_n, sum_n);
+    for (int k = 0; k < n; k++) ck_assert_int_eq(p[k]->committed, 1);
+
+    /* A worker that did not push adds nothing. */
+    p[0]->committed = 0;
+    p[0]->pushed = 0;
+    double before = rs.acc_n;
+    ps_round_state_commit_grad(&rs, net, p[0]);
+    ck_assert(rs.acc_n == before);
+
+    /* clear empties the round; the version and step count stay. */
+    rs.t = 7;
+    rs.steps_done = 7;
+    rs.n_grads = n;
+    rs.folded = rs.marked = 1;
+    ps_round_state_clear(&rs, net);
+    ck_assert(rs.acc_n == 0 && rs.acc_loss == 0 && rs.state_n == 0 && rs.acc_correct == 0);
+    ck_assert_int_eq(rs.n_grads, 0);
+    ck_assert_int_eq(rs.folded + rs.marked, 0);
+    for (size_t i = 0; i < net->n_params; i++) ck_assert(rs.grad_acc[i] == 0.0f);
+    for (size_t i = 0; i < net->n_state; i++) ck_assert(rs.state_acc[i] == 0.0f);
+    ck_assert_int_eq((int)rs.t, 7);
+    ck_assert_uint_eq(rs.steps_done, 7);
+
+    /* The Params cache: dropped, it is empty and marks no version. */
+    rs.pbuf[1] = malloc(16);
+    rs.plen[1] = 16;
+    rs.pver[1] = 7;
+    ps_round_state_drop_params(&rs);
+    ck_assert_ptr_null(rs.pbuf[1]);
+    ck_assert_int_eq((int)rs.pver[0], -1);
+    ck_assert_int_eq((int)rs.pver[1], -1);
+
+    ps_round_state_release(&rs);
+    ck_assert_ptr_null(rs.grad_acc);
+    ps_round_state_release(&rs); /* twice: a no-op */
+    ps_round_state_release(NULL);
+    ps_peers_release(&t);
+    s_free_pushes(w, n);
+    net_free(&net);
+}
+END_TEST
+
+/* Statistics: merged in rank order, each worker's once, weighted by their
+ * samples (two workers with constant factors give the weighted mean). */
+START_TEST(test_ps_round_state_merge_stats_weighted) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    net_t *net = s_net();
+    ps_round_t rs;
+    ck_assert_int_eq(ps_round_state_init(&rs, net, 1), 0);
+    ck_assert_ptr_nonnull(rs.stats);
+    ps_peers_t t;
+    ck_assert_int_eq(ps_peers_init(&t, 4), 0);
+    s_push_t w[2];
+    s_random_pushes(&r, net, w, 2);
+    double v[2], ns[2];
+    for (int k = 0; k < 2; k++) {
+        ps_peer_t *p = s_add(&t, net, &w[k]);
+        p->stats = kfac_stats_new(net);
+        ck_assert_ptr_nonnull(p->stats);
+        v[k] = 0.5 + rng_uniform(&r);
+        ns[k] = (double)(1 + rng_below(&r, 50));
+        for (int j = 0; j < p->stats->n_layers; j++)
+            for (int f = 0; f < p->stats->layers[j].n_factors; f++) {
+                kfac_factor_t *fa = &p->stats->layers[j].f[f];
+                size_t len = fa->kind == KFAC_FACTOR_DIAG2X2 ? 3 * (size_t)fa->dim : (size_t)fa->dim * fa->dim;
+                for (size_t i = 0; i < len; i++) fa->data[i] = (float)v[k];
+                fa->n_samples = ns[k];
+                fa->n_updates = 1;
+            }
+        p->has_stats = 1;
+    }
+    ck_assert_int_eq(ps_round_state_merge_stats(&rs, &t), 1);
+    ck_assert_int_eq(t.v[0]->has_stats + t.v[1]->has_stats, 0);
+    double want = (ns[0] * v[0] + ns[1] * v[1]) / (ns[0] + ns[1]);
+    const kfac_factor_t *fa = &rs.stats->layers[0].f[0];
+    ck_assert_msg(fabs(fa->data[0] - want) <= 1e-6 * want, "seed %" PRIu64 ": merged %.9g, want %.9g", seed,
+                  (double)fa->data[0], want);
+    ck_assert(fa->n_samples == ns[0] + ns[1]);
+    /* A second merge finds nothing new: the same result. */
+    ck_assert_int_eq(ps_round_state_merge_stats(&rs, &t), 1);
+    ck_assert(fa->n_samples == ns[0] + ns[1]);
+    ps_round_state_clear(&rs, net);
+    ck_assert_int_eq(rs.stats_have, 0);
+    ps_round_state_release(&rs);
+    ps_peers_release(&t);
+    s_free_pushes(w, 2);
+    net_free(&net);
+}
+END_TEST
+
+Suite *make_suite(void) {
+    Suite *s = suite_create("ps_round_state");
+    TCase *tc = tcase_create("round_state");
+    tcase_add_test(tc, test_ps_round_state_average_weighted_and_order_free);
+    tcase_add_test(tc, test_ps_round_state_commit_once);
+    tcase_add_test(tc, test_ps_round_state_merge_stats_weighted);
+    suite_add_tcase(s, tc);
+    return s;
+}
