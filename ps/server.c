@@ -121,13 +121,26 @@ static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_le
     return 0;
 }
 
+/* Whether a refusal line of this cause may be logged now (one a second per
+ * cause, docs/architecture.md section 3); more: " [N more like it not
+ * logged]" when lines were held back since the last one, else "". */
+static int s_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
+    uint64_t skipped = 0;
+    more[0] = '\0';
+    if (!ratelimit_ok(rl, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) return 0;
+    if (skipped) snprintf(more, more_len, " [%" PRIu64 " more like it not logged]", skipped);
+    return 1;
+}
+
 static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
         msg_version_refusal(err, sizeof err, m->protocol_version, m->role);
         s->rejected[MSG_HELLO]++;
         s->rejected_code[MSG_ERR_VERSION]++;
-        log_warn("refused a %s: %s", msg_role_program(m->role), err);
+        char more[64];
+        if (s_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
+            log_warn("refused a %s: %s%s", msg_role_program(m->role), err, more);
         ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
@@ -139,7 +152,9 @@ static void s_on_hello(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, 
     if (!ps_build_compatible(m->hello.build_id, err, sizeof err)) {
         s->rejected[MSG_HELLO]++;
         s->rejected_code[MSG_ERR_VERSION]++;
-        log_warn("refused a %s (pid %u): %s", msg_role_program(m->role), m->hello.pid, err);
+        char more[64];
+        if (s_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
+            log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, more);
         ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
@@ -277,9 +292,9 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             msg_version_refusal(why, sizeof why, m.protocol_version, m.role);
             s->rejected[MSG_NONE]++;
             s->rejected_code[MSG_ERR_VERSION]++;
-            uint64_t skipped = 0;
-            if (ratelimit_ok(&s->rl_reject, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-                log_warn("refused a %s: %s", msg_role_program(m.role), why);
+            char more[64];
+            if (s_refusal_log_ok(&s->rl_reject_by[MSG_NONE][MSG_ERR_VERSION], more, sizeof more))
+                log_warn("refused a %s: %s%s", msg_role_program(m.role), why, more);
             ps_io_send_text(s, route, MSG_REFUSE, why);
         } else {
             ps_io_reject(s, route, p, MSG_NONE, MSG_ERR_BAD_MESSAGE, "%zu bytes: %s", len, err);

@@ -7,8 +7,8 @@
 # requests, NaN gradients, mis-shaped statistics, bogus job results, empty
 # and multi-part frames and 16 MiB frames over the size limit. Passes when
 # kfac-ps answered some of them with Refuse and Error, logged rejections,
-# and the run still ends cleanly with the accuracy bound of
-# 20-kfac-cluster.sh.
+# at most one line a second per cause (the rest counted), and the run
+# still ends cleanly with the accuracy bound of 20-kfac-cluster.sh.
 . tests/integration/harness.inc
 h_init 40-poke
 ACC=0.92
@@ -42,6 +42,15 @@ kill -0 "$launch" 2>/dev/null || h_fail "the cluster stopped while being poked"
 grep -q "refuse" "$H_DIR/poke.log" || h_fail "no Refuse for another protocol version"
 grep -q "error" "$H_DIR/poke.log" || h_fail "no Error reply at all"
 grep -Eqi "rejected|refused" "$H_DIR/out/logs/ps.log" || h_fail "kfac-ps logged no rejection"
+# Refusal lines are rate-limited: per cause (the text up to its first ':'),
+# no two lines less than 0.9 s apart, however fast the frames come.
+awk '/ kfac-ps: (rejected|refused) / {
+       split(substr($1, 12, 12), hms, ":"); t = hms[1] * 3600 + hms[2] * 60 + hms[3]
+       msg = $0; sub(/^.* kfac-ps: /, "", msg); k = msg; sub(/:.*/, "", k)
+       if ((k in last) && t - last[k] < 0.9) { printf "%s: %.3f s after the previous one\n", k, t - last[k]; bad = 1 }
+       last[k] = t }
+     END { exit bad }' "$H_DIR/out/logs/ps.log" >"$H_DIR/flood.txt" ||
+  h_fail "refusals are not rate-limited per cause: $(head -n 3 "$H_DIR/flood.txt")"
 h_wait "$launch" 150
 st=$H_STATUS
 [ "$st" = 0 ] || h_fail "kfac-launch exited with status $st after the poking (124: still running)"
