@@ -2,7 +2,7 @@
 # tests/integration/57-kill.sh — members killed with SIGKILL mid-run and
 # started again: the run finishes, and its final test accuracy is within
 # 0.3 points of an undisturbed run with the same seed (on the whole test
-# set). The MNIST MLP, 200 steps, 3 gradient workers with statistics (stats = sync), 1 inverse
+# set; 1 point for the worker, whose few steps without it differ, below). The MNIST MLP, 200 steps, 3 gradient workers with statistics (stats = sync), 1 inverse
 # daemon, inverses every 5 steps waited for (the deterministic schedule of
 # 55-deterministic.sh), a checkpoint every 50 steps.
 #   ps       kfac-ps is killed after step 80 and started again with --resume:
@@ -94,7 +94,7 @@ finish() {
 }
 
 # close A B: accuracies within 0.3 points (0.003)
-close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.003 + 1e-9) }'; }
+close() { awk -v a="$1" -v b="$2" -v t="${3:-0.003}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t + 1e-9) }'; }
 
 port=$(h_port) || exit 1
 cluster base "$port"
@@ -129,7 +129,18 @@ grep -q "worker id 2 rejoins .* takes over shard $shard " "$H_DIR/worker-ps.log"
   h_fail "worker: the restarted worker 2 did not get shard $shard back"
 grep -q "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" "$H_DIR/worker-worker2b.log" ||
   grep -q "worker#.* connection closed" "$H_DIR/worker-ps.log" || h_fail "worker: the restarted worker 2 was not told to wait while its predecessor could still be alive"
-close "$acc0" "$acc2" || h_fail "worker: final accuracy $acc2, undisturbed $acc0: more than 0.3 points apart"
+# kfac-ps notices the killed worker's closed connection at its next
+# heartbeat and, as it should, goes on with the other two until the new
+# process takes the record over (it retries after 1 s, 2 s, ...): those
+# steps average 2 of 3 batches, so this run is not the undisturbed one
+# step for step. Checked here: worker 2 was back before the last 40 steps,
+# and the final accuracy is within 1 point (the kfac-ps and invertd cases,
+# which repeat the undisturbed steps, keep 0.3).
+wp=$(h_csv_col "$H_DIR/worker/steps.csv" workers_present) || h_fail "$wp"
+short=$(awk -F, -v c="$wp" 'NR > 1 && $c < 3 { n++ } END { print n + 0 }' "$H_DIR/worker/steps.csv")
+last_short=$(awk -F, -v c="$wp" 'NR > 1 && $c < 3 { s = $1 } END { print s + 0 }' "$H_DIR/worker/steps.csv")
+[ "$last_short" -le $((STEPS - 40)) ] || h_fail "worker: worker 2 was still missing at step $last_short of $STEPS"
+close "$acc0" "$acc2" 0.01 || h_fail "worker: final accuracy $acc2, undisturbed $acc0: more than 1 point apart ($short steps without worker 2)"
 
 # the inverse daemon
 port=$(h_port) || exit 1
@@ -143,4 +154,4 @@ acc3=$ACC
 [ "$(rows "$H_DIR/invertd/steps.csv")" -eq "$STEPS" ] || h_fail "invertd: not $STEPS steps"
 close "$acc0" "$acc3" || h_fail "invertd: final accuracy $acc3, undisturbed $acc0: more than 0.3 points apart"
 
-h_pass "final test accuracy undisturbed $acc0; kfac-ps killed and resumed $acc1, a worker killed and restarted $acc2, the invertd killed and restarted $acc3"
+h_pass "final test accuracy undisturbed $acc0; kfac-ps killed and resumed $acc1, a worker killed and restarted $acc2 ($short steps without it), the invertd killed and restarted $acc3"

@@ -75,6 +75,8 @@ for c in slurmctld slurmd sbatch scontrol scancel sinfo srun munged mungekey; do
 done
 PATH=$PATH:/usr/sbin:/sbin
 [ "$(id -u)" = 0 ] || skip "slurmd must run as root to start jobs"
+grep -qs ' /sys/fs/cgroup ' /proc/mounts ||
+  skip "no cgroup file system is mounted at /sys/fs/cgroup (slurmd will not start without one: a chroot or a container?)"
 host=$(hostname -s)
 cport=$(h_port) || exit 1
 dport=$(h_port) || exit 1
