@@ -1,7 +1,7 @@
 /* ps/round.c — the parameter server's training logic on the loop thread:
- * the synchronous gradient round of version t, statistics folding,
- * inversion jobs (ps/sched.h decides which block goes to which daemon), the
- * step itself, publishing t + 1, evaluations and progress lines.
+ * the synchronous gradient round of version t, statistics folding, the
+ * step itself, publishing t + 1, evaluations and progress lines. The
+ * inversion jobs are ps/jobs.c.
  *
  * The round of version t (docs/architecture.md, "The round"):
  *   members  = the workers present when the round opened that had been sent
@@ -96,7 +96,7 @@ static void s_wait_params(ps_server_t *s, ps_peer_t *p, uint64_t min_version) {
     p->min_version = min_version;
 }
 
-static void s_wait_job(ps_server_t *s, ps_peer_t *p) {
+void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
     p->wait = PS_WAIT_JOB;
     p->wait_seq = ++s->wait_seq;
 }
@@ -304,92 +304,6 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                  b >= 0 ? " (its job counts as failed)" : "");
 }
 
-void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
-    if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
-        char name[160];
-        uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-            log_info("%s asks for work while holding a job: that job goes back to the queue",
-                     ps_peer_name(p, name, sizeof name));
-        ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
-    }
-    p->max_n = m->job_request.max_n;
-    s_wait_job(s, p);
-    ps_round_dispatch_jobs(s);
-}
-
-void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
-    const msg_job_result_t *r = &m->job_result;
-    char err[600], name[160];
-    ps_peer_name(p, name, sizeof name);
-    int b = ps_wire_block_of(s->kfac, r->layer, r->factor);
-    if (b < 0) {
-        ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
-                      "job_result: layer %u factor %u is not a block of this model's optimizer", r->layer, r->factor);
-        ps_round_after_reject(s, p, m);
-        return;
-    }
-    ps_sched_block_t *sb = &s->sched[b];
-    long version = -1;
-    int cur = ps_sched_result(sb, r->job_id, &version);
-    if (cur < 0) {
-        /* Answered with the next Job all the same (docs/protocol.md), counted. */
-        uint64_t skipped = 0;
-        s->rejected[MSG_JOB_RESULT]++;
-        s->rejected_code[MSG_ERR_STALE]++;
-        p->n_rejected++;
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-            log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
-                     "answered already",
-                     name, r->job_id, r->layer, r->factor);
-        ps_round_after_reject(s, p, m);
-        return;
-    }
-    if ((long)r->factor_version != version) {
-        ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
-                      "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64, r->job_id, version,
-                      r->factor_version);
-        ps_sched_failed(sb, version);
-        ps_round_after_reject(s, p, m);
-        return;
-    }
-    if (r->error && r->error[0]) {
-        uint64_t skipped = 0;
-        s->n_inv_failed++;
-        ps_sched_failed(sb, version);
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-            log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
-                     r->n, version, r->error);
-    } else {
-        double t_inst = clock_now_ms();
-        kfac_inverse_t *inv = ps_wire_result_inverse(r, s->kfac->blocks[b].n, s->job_F, err, sizeof err);
-        int rc = inv ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
-        kfac_inverse_free(&inv);
-        s->round_curv_ms += clock_now_ms() - t_inst;
-        if (rc < 0) {
-            ps_sched_failed(sb, version);
-            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",
-                          err[0] ? err : "the inverse was not installed");
-            s_wait_job(s, p);
-            ps_round_dispatch_jobs(s);
-            return;
-        }
-        if (rc == 0) {
-            ps_sched_installed(sb, version);
-            s->n_installed++;
-        } else {
-            s->n_ignored_old++;
-        }
-        log_debug("%s: job %" PRIu64 " (layer %u factor %u, version %ld, %.1f ms)%s%s", name, r->job_id, r->layer,
-                  r->factor, version, r->compute_ms, cur ? "" : " (late)",
-                  rc == 0 ? " installed" : " older than the inverse held: ignored");
-    }
-    p->n_accepted++;
-    s_wait_job(s, p);
-    ps_round_dispatch_jobs(s);
-    ps_round_try_step(s);
-}
-
 void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (s->phase != PS_PHASE_RUNNING) return;
     switch (m->type) {
@@ -411,78 +325,11 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     case MSG_JOB_RESULT:
         if (p->role != MSG_ROLE_INVERTD) return;
         if (s->kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
-        s_wait_job(s, p);
+        ps_round_wait_job(s, p);
         ps_round_dispatch_jobs(s);
         break;
     default:
         break;
-    }
-}
-
-/* ---- inversion jobs --------------------------------------------------------------- */
-
-static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
-    const kfac_block_t *kb = &s->kfac->blocks[b];
-    ps_sched_block_t *sb = &s->sched[b];
-    float damping = 0.0f;
-    long fv = -1;
-    int rc = kfac_opt_block_job(s->kfac, b, s->job_F, &damping, &fv);
-    if (rc < 0) {
-        log_error("cutting a job for layer %d factor %d failed (%s)", kb->layer, kb->factor, strerror(-rc));
-        ps_sched_failed(sb, sb->factor_version);
-        return 0; /* the daemon keeps waiting */
-    }
-    /* full n x n (upper authoritative) -> packed upper triangle */
-    kfac_linalg_pack_upper(s->job_F, kb->n, s->job_packed);
-    char name[160];
-    ps_peer_name(p, name, sizeof name);
-    if (sb->cur.id != 0) {
-        uint64_t skipped = 0;
-        s->n_reassigned++;
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-            log_warn("job %" PRIu64 " (layer %d factor %d, n=%d) is overdue after %.1fs on invertd#%u: "
-                     "handing it to %s",
-                     sb->cur.id, kb->layer, kb->factor, kb->n, (now_ms - sb->cur.start_ms) / 1e3, sb->cur.owner, name);
-    }
-    msg_t m;
-    msg_init(&m, MSG_JOB, MSG_ROLE_PS, 0);
-    m.job.job_id = s->next_job_id++;
-    m.job.layer = (uint32_t)kb->layer;
-    m.job.factor = (uint32_t)kb->factor;
-    m.job.factor_version = (uint64_t)fv;
-    m.job.method = ps_wire_method(s->kfac->opts.method);
-    m.job.damping = damping;
-    m.job.n = (uint32_t)kb->n;
-    m.job.packed = s->job_packed;
-    m.job.n_packed = msg_packed_len((uint64_t)kb->n);
-    rc = ps_io_send(s, &p->route, &m);
-    p->wait = PS_WAIT_NONE;
-    if (rc < 0) return rc;
-    ps_sched_assign(sb, m.job.job_id, fv, p->id, now_ms);
-    s->n_jobs_sent++;
-    log_debug("job %" PRIu64 " -> %s: layer %d factor %d n=%d version %ld damping %g", m.job.job_id, name, kb->layer,
-              kb->factor, kb->n, fv, (double)damping);
-    return 0;
-}
-
-void ps_round_dispatch_jobs(ps_server_t *s) {
-    if (!s->kfac || s->phase != PS_PHASE_RUNNING || !s->sock) return;
-    const double timeout = (double)s->cfg->job_timeout_ms;
-    for (;;) {
-        double now = clock_now_ms();
-        ps_peer_t *best = NULL;
-        int best_b = -1;
-        for (int i = 0; i < s->peers.n; i++) {
-            ps_peer_t *p = s->peers.v[i];
-            if (p->role != MSG_ROLE_INVERTD || p->wait != PS_WAIT_JOB || !p->present) continue;
-            if (best && p->wait_seq >= best->wait_seq) continue;
-            int b = ps_sched_pick(s->sched, s->n_blocks, s->policy, p->max_n, now, timeout);
-            if (b < 0) continue;
-            best = p;
-            best_b = b;
-        }
-        if (!best) return;
-        s_send_job(s, best, best_b, now); /* the daemon stops waiting either way: no endless loop */
     }
 }
 

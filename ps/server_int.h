@@ -206,6 +206,17 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+/* ps/hello.c: answer a Hello from route (p: its record, NULL when new):
+ * Refuse, an answer to try again later, or Welcome with the client's slot. */
+void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m);
+
+/* Whether a refusal line of this cause may be logged now (one a second per
+ * cause); more receives " [N more like it not logged]" or "". */
+int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
+
+/* p waits for an inversion job (answered by ps_round_dispatch_jobs). */
+void ps_round_wait_job(ps_server_t *s, ps_peer_t *p);
+/* ps/jobs.c: a kfac-invertd asks for work / sends a job's result. */
 void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 

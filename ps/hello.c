@@ -1,0 +1,232 @@
+/* ps/hello.c — a client's Hello on kfac-ps's loop thread: the protocol
+ * and build checks, room in the per-role client table, a member id that
+ * rejoins (or is still held by a live predecessor), the data shard a worker
+ * gets, and the Welcome. Declared in ps/server_int.h.
+ */
+#include "ps/server_int.h"
+#include "ps/io.h"
+#include "ps/member.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/base/ratelimit.h"
+#include "common/base/version.h"
+
+/* Shard of a new worker or stats worker: its own --id when free, else the
+ * lowest free one; when every shard is taken, shared round-robin. */
+static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
+    int n = 0;
+    if (p->role == MSG_ROLE_WORKER) n = s->cfg->workers;
+    else if (p->role == MSG_ROLE_STATSD) n = s->cfg->statsd > 0 ? s->cfg->statsd : 1;
+    p->n_ranks = n;
+    if (n <= 0) {
+        p->rank = 0;
+        return;
+    }
+    if (p->asked_id < (uint32_t)n && !ps_peers_rank_taken(&s->peers, p->role, (int)p->asked_id, p)) {
+        p->rank = (int)p->asked_id;
+        return;
+    }
+    for (int r = 0; r < n; r++)
+        if (!ps_peers_rank_taken(&s->peers, p->role, r, p)) {
+            p->rank = r;
+            return;
+        }
+    p->rank = (int)((p->id - 1) % (uint32_t)n);
+    char name[160];
+    log_warn("%s: more %ss than [cluster] %s = %d; it shares shard %d", ps_peer_name(p, name, sizeof name),
+             msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", n, p->rank);
+}
+
+/* "Not now" to a Hello: Error INTERNAL (the code that means "may retry"),
+ * after which a client tries again with growing pauses, instead of Refuse,
+ * after which it exits. */
+static void s_busy(ps_server_t *s, const zloop_peer_t *route, const char *text) {
+    msg_t e;
+    msg_init(&e, MSG_ERROR, MSG_ROLE_PS, 0);
+    e.error.code = MSG_ERR_INTERNAL;
+    e.error.text = (char *)text;
+    ps_io_send(s, route, &e);
+}
+
+/* The most connections of a role held at once: a flood of one role
+ * cannot take the slots of another. */
+static int s_role_cap(const ps_server_t *s, msg_role_t role) {
+    int w = s->cfg->workers, st = s->cfg->statsd;
+    switch (role) {
+    case MSG_ROLE_WORKER: return 2 * w > w + 16 ? 2 * w : w + 16;
+    case MSG_ROLE_STATSD: return 2 * st > st + 16 ? 2 * st : st + 16;
+    case MSG_ROLE_INVERTD: return PS_MAX_PEERS / 2;
+    default: return 16;
+    }
+}
+
+/* Room for one more client of role: under its role's cap and the table's,
+ * by forgetting an absent or never engaged client of that role (then of
+ * any role) if need be; never a member. Returns 0, or -ENOSPC with the
+ * reason in err (err stays empty when the run ended meanwhile). */
+static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_len) {
+    err[0] = 0;
+    int cap = s_role_cap(s, role);
+    for (int pass = 0; pass < 2; pass++) {
+        int full = pass == 0 ? ps_peers_count(&s->peers, role, 0) >= cap : s->peers.n >= s->peers.cap;
+        if (!full) continue;
+        ps_peer_t *v = ps_peers_victim(&s->peers, pass == 0 ? role : MSG_ROLE_NONE);
+        if (!v) {
+            if (pass == 0)
+                snprintf(err, err_len,
+                         "kfac-ps already holds %d %s connections, the most it takes, all of them active: stop some, "
+                         "or raise [cluster] %s",
+                         cap, msg_role_program(role), role == MSG_ROLE_STATSD ? "statsd" : "workers");
+            else
+                snprintf(err, err_len, "kfac-ps already holds %d clients, all of them active; no room for another",
+                         s->peers.n);
+            return -ENOSPC;
+        }
+        char name[160];
+        log_info("%s forgotten to make room for a new %s (%s)", ps_peer_name(v, name, sizeof name),
+                 msg_role_program(role), v->present ? "it never asked for work" : "silent");
+        ps_round_peer_gone(s, v, "forgotten to make room");
+        ps_peers_remove(&s->peers, v);
+        if (s->phase != PS_PHASE_RUNNING) return -ENOSPC;
+    }
+    return 0;
+}
+
+/* Whether a refusal line of this cause may be logged now (one a second per
+ * cause, docs/architecture.md section 3); more: " [N more like it not
+ * logged]" when lines were held back since the last one, else "". */
+int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
+    uint64_t skipped = 0;
+    more[0] = '\0';
+    if (!ratelimit_ok(rl, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) return 0;
+    if (skipped) snprintf(more, more_len, " [%" PRIu64 " more like it not logged]", skipped);
+    return 1;
+}
+
+void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
+    char err[600];
+    if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
+        msg_version_refusal(err, sizeof err, m->protocol_version, m->role);
+        s->rejected[MSG_HELLO]++;
+        s->rejected_code[MSG_ERR_VERSION]++;
+        char more[64];
+        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
+            log_warn("refused a %s: %s%s", msg_role_program(m->role), err, more);
+        ps_io_send_text(s, route, MSG_REFUSE, err);
+        return;
+    }
+    int rc = msg_validate(m, &s->shape.limits, err, sizeof err);
+    if (rc < 0) {
+        ps_io_reject(s, route, p, MSG_HELLO, MSG_ERR_INVALID, "%s", err);
+        return;
+    }
+    if (!ps_build_compatible(m->hello.build_id, err, sizeof err)) {
+        s->rejected[MSG_HELLO]++;
+        s->rejected_code[MSG_ERR_VERSION]++;
+        char more[64];
+        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
+            log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, more);
+        ps_io_send_text(s, route, MSG_REFUSE, err);
+        return;
+    }
+    if (s->phase != PS_PHASE_RUNNING) {
+        ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
+        return;
+    }
+    char name[160];
+    if (p && p->role != m->role) {
+        /* The same connection now says it is something else: forget the old one. */
+        ps_round_peer_gone(s, p, "said hello again in another role");
+        ps_peers_remove(&s->peers, p);
+        p = NULL;
+    }
+    int again = p != NULL;
+    if (again) {
+        /* A client that restarted its session (or re-sent Hello): same id,
+         * same shard; its outstanding request is void, it will send it again. */
+        ps_round_peer_gone(s, p, "said hello again");
+        p->wait = PS_WAIT_NONE;
+    } else {
+        /* A member id in use: a restarted daemon takes its old place and
+         * shard back; a second live one is refused. */
+        ps_peer_t *old = NULL;
+        uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+        ps_rejoin_t rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
+        if (rj == PS_REJOIN_DUPLICATE) {
+            snprintf(err, sizeof err,
+                     "%s id %u is in use by %s, heard %.1fs ago: give every %s its own --id (a restarted one gets "
+                     "its shard back once the old one has been silent for %.1fs)",
+                     msg_role_name(m->role), m->sender_id, ps_peer_name(old, name, sizeof name),
+                     (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
+            s->rejected[MSG_HELLO]++;
+            uint64_t skipped = 0;
+            if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
+                log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
+                         m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+            s_busy(s, route, err); /* it tries again later: the holder may be a predecessor about to fall silent */
+            return;
+        }
+        if (rj == PS_REJOIN_TAKEOVER) {
+            /* The same member in a new process: its record (shard, place in
+             * the round) goes on under the new connection. */
+            log_info("%s id %u rejoins (pid %u on %s): it takes over shard %d and the place in the round of %s",
+                     msg_role_name(m->role), m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?",
+                     old->rank, ps_peer_name(old, name, sizeof name));
+            p = old;
+            if (ps_member_takeover(p)) s->round.n_grads--; /* it pushes the same batch again */
+            p->route = *route;
+            p->pid = m->hello.pid;
+            p->echo_ns = 0;
+            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            again = 1;
+        } else {
+            if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
+                if (err[0] || s->phase == PS_PHASE_RUNNING) {
+                    if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
+                    s->rejected[MSG_HELLO]++;
+                    uint64_t skipped = 0;
+                    if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                        log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
+                                 m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+                    s_busy(s, route, err);
+                }
+                return;
+            }
+            p->role = m->role;
+            p->id = ++s->next_peer_id;
+            p->asked_id = m->sender_id;
+            p->pid = m->hello.pid;
+            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            s_assign_rank(s, p);
+        }
+    }
+    p->present = 1;
+    p->last_ns = p->hello_ns = uv_hrtime();
+    p->engaged = 0; /* until it asks for work */
+    msg_t w;
+    msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
+    w.welcome.model_text = s->net->source;
+    w.welcome.config_text = s->config_text;
+    w.welcome.params_version = (uint64_t)s->round.t;
+    w.welcome.n_params = s->net->n_params;
+    w.welcome.n_state = s->net->n_state;
+    w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;
+    w.welcome.n_ranks = (uint32_t)p->n_ranks;
+    w.welcome.assigned_id = p->id;
+    ps_io_send(s, route, &w);
+    if (p->n_ranks > 0)
+        log_info("%s %s (asked for id %u; shard %d of %d; build '%s')", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, p->rank, p->n_ranks,
+                 m->hello.build_id ? m->hello.build_id : "");
+    else
+        log_info("%s %s (asked for id %u; build '%s')", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, m->hello.build_id ? m->hello.build_id : "");
+    if (!again) ps_round_peer_joined(s, p);
+}
+
