@@ -7,11 +7,12 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "common/base/textbuf.h"
 
 /* Requests served at once, and how long an idle connection is kept. */
 #define S_MAX_CONNECTIONS 16
@@ -35,118 +36,94 @@ struct ps_http {
 
 /* ---- formatting -------------------------------------------------------------- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int failed;
-} s_buf_t;
-
-static void s_put(s_buf_t *b, const char *fmt, ...) {
-    if (b->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) { b->failed = 1; return; }
-        if (b->s && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
-        size_t cap = b->cap ? b->cap : 8192;
-        while (cap <= b->len + (size_t)n) cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) { b->failed = 1; return; }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-static void s_head(s_buf_t *b, const char *name, const char *type, const char *help) {
-    s_put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+static void s_head(textbuf_t *b, const char *name, const char *type, const char *help) {
+    textbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* A sample value: Prometheus writes NaN and infinities as NaN, +Inf, -Inf. */
-static void s_value(s_buf_t *b, double v) {
-    if (v != v) s_put(b, " NaN\n");
-    else if (v - v != 0.0) s_put(b, v > 0 ? " +Inf\n" : " -Inf\n");
-    else s_put(b, " %.10g\n", v);
+static void s_value(textbuf_t *b, double v) {
+    if (v != v) textbuf_printf(b, " NaN\n");
+    else if (v - v != 0.0) textbuf_printf(b, v > 0 ? " +Inf\n" : " -Inf\n");
+    else textbuf_printf(b, " %.10g\n", v);
 }
 
 /* A label value, escaped as the format says (backslash, quote, newline). */
-static void s_label(s_buf_t *b, const char *v) {
+static void s_label(textbuf_t *b, const char *v) {
     for (const char *p = v; *p; p++) {
-        if (*p == '\\') s_put(b, "\\\\");
-        else if (*p == '"') s_put(b, "\\\"");
-        else if (*p == '\n') s_put(b, "\\n");
-        else s_put(b, "%c", *p);
+        if (*p == '\\') textbuf_printf(b, "\\\\");
+        else if (*p == '"') textbuf_printf(b, "\\\"");
+        else if (*p == '\n') textbuf_printf(b, "\\n");
+        else textbuf_printf(b, "%c", *p);
     }
 }
 
 char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
-    s_buf_t b = {0};
+    textbuf_t b = {0};
     s_head(&b, "kfac_step", "gauge", "Parameter version: steps applied so far.");
-    s_put(&b, "kfac_step %llu\n", (unsigned long long)x->step);
+    textbuf_printf(&b, "kfac_step %llu\n", (unsigned long long)x->step);
     s_head(&b, "kfac_steps_target", "gauge", "Steps the run is configured for ([run] steps).");
-    s_put(&b, "kfac_steps_target %llu\n", (unsigned long long)x->steps_target);
+    textbuf_printf(&b, "kfac_steps_target %llu\n", (unsigned long long)x->steps_target);
     s_head(&b, "kfac_wall_seconds", "gauge", "Seconds since kfac-ps started.");
-    s_put(&b, "kfac_wall_seconds");
+    textbuf_printf(&b, "kfac_wall_seconds");
     s_value(&b, x->wall_s);
     s_head(&b, "kfac_steps_per_second", "gauge", "Steps per second over the last few seconds.");
-    s_put(&b, "kfac_steps_per_second");
+    textbuf_printf(&b, "kfac_steps_per_second");
     s_value(&b, steps_per_s);
     s_head(&b, "kfac_train_loss", "gauge", "Training loss of the last step (mean over its examples).");
-    s_put(&b, "kfac_train_loss");
+    textbuf_printf(&b, "kfac_train_loss");
     s_value(&b, x->step ? x->train_loss : (double)NAN);
     s_head(&b, "kfac_train_accuracy", "gauge", "Training accuracy of the last step, in [0, 1].");
-    s_put(&b, "kfac_train_accuracy");
+    textbuf_printf(&b, "kfac_train_accuracy");
     s_value(&b, x->step ? x->train_acc : (double)NAN);
     s_head(&b, "kfac_test_accuracy", "gauge",
            "Test accuracy of the newest evaluation, in [0, 1]: current parameters and their Polyak average.");
-    s_put(&b, "kfac_test_accuracy{params=\"current\"}");
+    textbuf_printf(&b, "kfac_test_accuracy{params=\"current\"}");
     s_value(&b, x->have_eval ? x->test_acc : (double)NAN);
-    s_put(&b, "kfac_test_accuracy{params=\"polyak\"}");
+    textbuf_printf(&b, "kfac_test_accuracy{params=\"polyak\"}");
     s_value(&b, x->have_eval ? x->polyak_acc : (double)NAN);
     s_head(&b, "kfac_test_loss", "gauge", "Test loss of the newest evaluation.");
-    s_put(&b, "kfac_test_loss{params=\"current\"}");
+    textbuf_printf(&b, "kfac_test_loss{params=\"current\"}");
     s_value(&b, x->have_eval ? x->test_loss : (double)NAN);
-    s_put(&b, "kfac_test_loss{params=\"polyak\"}");
+    textbuf_printf(&b, "kfac_test_loss{params=\"polyak\"}");
     s_value(&b, x->have_eval ? x->polyak_loss : (double)NAN);
     s_head(&b, "kfac_eval_step", "gauge", "Step of the newest evaluation (-1: none yet).");
-    s_put(&b, "kfac_eval_step");
+    textbuf_printf(&b, "kfac_eval_step");
     s_value(&b, x->have_eval ? (double)x->eval_step : -1.0);
     s_head(&b, "kfac_clients", "gauge", "Clients present, by role.");
-    s_put(&b, "kfac_clients{role=\"worker\"} %d\n", x->workers);
-    s_put(&b, "kfac_clients{role=\"statsd\"} %d\n", x->statsd);
-    s_put(&b, "kfac_clients{role=\"invertd\"} %d\n", x->invertd);
+    textbuf_printf(&b, "kfac_clients{role=\"worker\"} %d\n", x->workers);
+    textbuf_printf(&b, "kfac_clients{role=\"statsd\"} %d\n", x->statsd);
+    textbuf_printf(&b, "kfac_clients{role=\"invertd\"} %d\n", x->invertd);
     s_head(&b, "kfac_rejected_messages_total", "counter",
            "Messages rejected (malformed, invalid, unexpected, stale), by message type.");
     for (int t = 0; t < MSG_TYPE_COUNT; t++) {
-        s_put(&b, "kfac_rejected_messages_total{type=\"");
+        textbuf_printf(&b, "kfac_rejected_messages_total{type=\"");
         s_label(&b, t == MSG_NONE ? "undecodable" : msg_type_name((msg_type_t)t));
-        s_put(&b, "\"} %llu\n", (unsigned long long)x->rejected[t]);
+        textbuf_printf(&b, "\"} %llu\n", (unsigned long long)x->rejected[t]);
     }
     if (x->kfac) {
         s_head(&b, "kfac_inverses_installed_total", "counter", "Inverses installed from inverse daemons.");
-        s_put(&b, "kfac_inverses_installed_total %llu\n", (unsigned long long)x->inverses_installed);
+        textbuf_printf(&b, "kfac_inverses_installed_total %llu\n", (unsigned long long)x->inverses_installed);
         s_head(&b, "kfac_stats_folded_total", "counter", "Statistics batches folded into the factors.");
-        s_put(&b, "kfac_stats_folded_total %llu\n", (unsigned long long)x->stats_folded);
+        textbuf_printf(&b, "kfac_stats_folded_total %llu\n", (unsigned long long)x->stats_folded);
         s_head(&b, "kfac_inverse_age_steps", "gauge",
                "Per block: steps between the current version and the factor version its inverse came from (-1: "
                "no inverse yet).");
         for (int i = 0; i < x->n_blocks; i++) {
-            s_put(&b, "kfac_inverse_age_steps{layer=\"");
+            textbuf_printf(&b, "kfac_inverse_age_steps{layer=\"");
             s_label(&b, x->blocks[i].layer);
-            s_put(&b, "\",factor=\"%d\"} %ld\n", x->blocks[i].factor, x->blocks[i].age_steps);
+            textbuf_printf(&b, "\",factor=\"%d\"} %ld\n", x->blocks[i].factor, x->blocks[i].age_steps);
         }
         s_head(&b, "kfac_curvature_idle_seconds", "gauge",
                "Seconds since the last inverse was installed / statistics batch folded (counted from the first "
                "step).");
-        s_put(&b, "kfac_curvature_idle_seconds{what=\"inverses\"}");
+        textbuf_printf(&b, "kfac_curvature_idle_seconds{what=\"inverses\"}");
         s_value(&b, x->idle_inverses_s);
-        s_put(&b, "kfac_curvature_idle_seconds{what=\"statistics\"}");
+        textbuf_printf(&b, "kfac_curvature_idle_seconds{what=\"statistics\"}");
         s_value(&b, x->idle_stats_s);
         s_head(&b, "kfac_curvature_stale", "gauge",
                "1 while the idle time is above [ps] curvature_warn_s: K-FAC is running on old curvature.");
-        s_put(&b, "kfac_curvature_stale{what=\"inverses\"} %d\n", x->stale_inverses);
-        s_put(&b, "kfac_curvature_stale{what=\"statistics\"} %d\n", x->stale_stats);
+        textbuf_printf(&b, "kfac_curvature_stale{what=\"inverses\"} %d\n", x->stale_inverses);
+        textbuf_printf(&b, "kfac_curvature_stale{what=\"statistics\"} %d\n", x->stale_stats);
     }
     if (b.failed) {
         free(b.s);

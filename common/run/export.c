@@ -3,10 +3,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/base/textbuf.h"
 
 int export_npy_header(uint64_t n, uint8_t *buf, size_t len) {
     char dict[128];
@@ -50,100 +51,75 @@ uint8_t *export_npy_f32(const float *x, uint64_t n, size_t *n_bytes) {
     return buf;
 }
 
-/* A growing text buffer; on allocation failure it stays failed. */
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int failed;
-} s_buf_t;
-
-static void s_put(s_buf_t *b, const char *fmt, ...) {
-    if (b->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) { b->failed = 1; return; }
-        if (b->s && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->len + (size_t)n) cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) { b->failed = 1; return; }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
 /* text as a JSON string (RFC 8259: quote, backslash and control characters
  * escaped). */
-static void s_put_string(s_buf_t *b, const char *text) {
-    s_put(b, "\"");
+static void s_put_string(textbuf_t *b, const char *text) {
+    textbuf_printf(b, "\"");
     for (const unsigned char *p = (const unsigned char *)(text ? text : ""); *p; p++) {
-        if (*p == '"') s_put(b, "\\\"");
-        else if (*p == '\\') s_put(b, "\\\\");
-        else if (*p == '\n') s_put(b, "\\n");
-        else if (*p == '\t') s_put(b, "\\t");
-        else if (*p == '\r') s_put(b, "\\r");
-        else if (*p < 0x20) s_put(b, "\\u%04x", *p);
-        else s_put(b, "%c", *p);
+        if (*p == '"') textbuf_printf(b, "\\\"");
+        else if (*p == '\\') textbuf_printf(b, "\\\\");
+        else if (*p == '\n') textbuf_printf(b, "\\n");
+        else if (*p == '\t') textbuf_printf(b, "\\t");
+        else if (*p == '\r') textbuf_printf(b, "\\r");
+        else if (*p < 0x20) textbuf_printf(b, "\\u%04x", *p);
+        else textbuf_printf(b, "%c", *p);
     }
-    s_put(b, "\"");
+    textbuf_printf(b, "\"");
 }
 
 /* A finite double as JSON (NaN and infinities have no JSON form: null). */
-static void s_put_number(s_buf_t *b, double v) {
-    if (v == v && v - v == 0.0) s_put(b, "%.9g", v);
-    else s_put(b, "null");
+static void s_put_number(textbuf_t *b, double v) {
+    if (v == v && v - v == 0.0) textbuf_printf(b, "%.9g", v);
+    else textbuf_printf(b, "null");
 }
 
-static void s_put_param(s_buf_t *b, const char *name, const int *shape, int n_dims, size_t off, size_t count,
+static void s_put_param(textbuf_t *b, const char *name, const int *shape, int n_dims, size_t off, size_t count,
                         int first) {
-    s_put(b, "%s{\"name\": \"%s\", \"shape\": [", first ? "" : ", ", name);
-    for (int i = 0; i < n_dims; i++) s_put(b, "%s%d", i ? ", " : "", shape[i]);
-    s_put(b, "], \"offset\": %zu, \"count\": %zu}", off, count);
+    textbuf_printf(b, "%s{\"name\": \"%s\", \"shape\": [", first ? "" : ", ", name);
+    for (int i = 0; i < n_dims; i++) textbuf_printf(b, "%s%d", i ? ", " : "", shape[i]);
+    textbuf_printf(b, "], \"offset\": %zu, \"count\": %zu}", off, count);
 }
 
 char *export_manifest_json(const net_t *net, const export_info_t *info) {
-    s_buf_t b = {0};
-    s_put(&b, "{\n  \"format\": \"kfac-weights\",\n  \"version\": 1,\n  \"program\": ");
+    textbuf_t b = {0};
+    textbuf_printf(&b, "{\n  \"format\": \"kfac-weights\",\n  \"version\": 1,\n  \"program\": ");
     s_put_string(&b, info->program ? info->program : "kfac");
-    s_put(&b, ",\n  \"step\": %" PRIu64 ",\n  \"dtype\": \"float32\",\n", info->step);
-    s_put(&b, "  \"n_params\": %zu,\n  \"n_state\": %zu,\n", net->n_params, net->n_state);
-    s_put(&b, "  \"files\": {\"params\": \"params.npy\", \"params_polyak\": \"params_polyak.npy\", \"state\": %s},\n",
+    textbuf_printf(&b, ",\n  \"step\": %" PRIu64 ",\n  \"dtype\": \"float32\",\n", info->step);
+    textbuf_printf(&b, "  \"n_params\": %zu,\n  \"n_state\": %zu,\n", net->n_params, net->n_state);
+    textbuf_printf(&b, "  \"files\": {\"params\": \"params.npy\", \"params_polyak\": \"params_polyak.npy\", \"state\": %s},\n",
           net->n_state ? "\"state.npy\"" : "null");
-    s_put(&b, "  \"input\": [%d, %d, %d],\n  \"n_classes\": %d,\n", net->in_c, net->in_h, net->in_w, net->n_classes);
+    textbuf_printf(&b, "  \"input\": [%d, %d, %d],\n  \"n_classes\": %d,\n", net->in_c, net->in_h, net->in_w, net->n_classes);
     dataset_norm_t norm;
-    s_put(&b, "  \"dataset\": ");
+    textbuf_printf(&b, "  \"dataset\": ");
     s_put_string(&b, info->dataset ? info->dataset : "");
-    s_put(&b, ",\n");
+    textbuf_printf(&b, ",\n");
     int have_norm = 0;
     if (info->norm) norm = *info->norm, have_norm = 1;
     else have_norm = info->dataset && dataset_norm_lookup(info->dataset, &norm) == 0;
     if (have_norm) {
         /* the input the parameters were trained on: x = (v - mean[c]) / std[c], v = byte / 255 for uint8
          * images (built-in sets, IDX, uint8 .npy), the value itself for float32 .npy */
-        s_put(&b, "  \"input_normalization\": {\"mean\": [");
-        for (int c = 0; c < norm.c; c++) s_put(&b, "%s%.9g", c ? ", " : "", (double)norm.mean[c]);
-        s_put(&b, "], \"std\": [");
-        for (int c = 0; c < norm.c; c++) s_put(&b, "%s%.9g", c ? ", " : "", (double)norm.std[c]);
-        s_put(&b, "]},\n");
+        textbuf_printf(&b, "  \"input_normalization\": {\"mean\": [");
+        for (int c = 0; c < norm.c; c++) textbuf_printf(&b, "%s%.9g", c ? ", " : "", (double)norm.mean[c]);
+        textbuf_printf(&b, "], \"std\": [");
+        for (int c = 0; c < norm.c; c++) textbuf_printf(&b, "%s%.9g", c ? ", " : "", (double)norm.std[c]);
+        textbuf_printf(&b, "]},\n");
     }
-    s_put(&b, "  \"final\": {\"step\": %" PRIu64 ", \"test_examples\": %d, \"test_loss\": ", info->eval_step,
+    textbuf_printf(&b, "  \"final\": {\"step\": %" PRIu64 ", \"test_examples\": %d, \"test_loss\": ", info->eval_step,
           info->eval_n);
     s_put_number(&b, info->test_loss);
-    s_put(&b, ", \"test_acc\": ");
+    textbuf_printf(&b, ", \"test_acc\": ");
     s_put_number(&b, info->test_acc);
-    s_put(&b, ", \"polyak_loss\": ");
+    textbuf_printf(&b, ", \"polyak_loss\": ");
     s_put_number(&b, info->polyak_loss);
-    s_put(&b, ", \"polyak_acc\": ");
+    textbuf_printf(&b, ", \"polyak_acc\": ");
     s_put_number(&b, info->polyak_acc);
-    s_put(&b, "},\n  \"layers\": [\n");
+    textbuf_printf(&b, "},\n  \"layers\": [\n");
     for (int i = 0; i < net->n_layers; i++) {
         const layer_t *l = &net->layers[i];
-        s_put(&b, "    {\"name\": ");
+        textbuf_printf(&b, "    {\"name\": ");
         s_put_string(&b, l->name);
-        s_put(&b, ", \"kind\": \"%s\", \"output\": [%d, %d, %d], \"params\": [", layer_kind_name(l->kind), l->c, l->h,
+        textbuf_printf(&b, ", \"kind\": \"%s\", \"output\": [%d, %d, %d], \"params\": [", layer_kind_name(l->kind), l->c, l->h,
               l->w);
         int in_size = l->in_c * l->in_h * l->in_w;
         if (l->kind == LAYER_FC) {
@@ -158,16 +134,16 @@ char *export_manifest_json(const net_t *net, const export_info_t *info) {
             int cs[1] = {l->c};
             s_put_param(&b, "gamma", cs, 1, l->w_off, l->n_w, 1);
             s_put_param(&b, "beta", cs, 1, l->b_off, l->n_b, 0);
-            s_put(&b, "], \"state\": [");
+            textbuf_printf(&b, "], \"state\": [");
             /* offsets into net->state, from the layer's own views */
             s_put_param(&b, "run_mean", cs, 1, (size_t)(l->run_mean - net->state), (size_t)l->c, 1);
             s_put_param(&b, "run_var", cs, 1, (size_t)(l->run_var - net->state), (size_t)l->c, 0);
         }
-        s_put(&b, "]}%s\n", i + 1 < net->n_layers ? "," : "");
+        textbuf_printf(&b, "]}%s\n", i + 1 < net->n_layers ? "," : "");
     }
-    s_put(&b, "  ],\n  \"model\": ");
+    textbuf_printf(&b, "  ],\n  \"model\": ");
     s_put_string(&b, net->source);
-    s_put(&b, "\n}\n");
+    textbuf_printf(&b, "\n}\n");
     if (b.failed) {
         free(b.s);
         return NULL;
