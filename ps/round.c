@@ -33,6 +33,7 @@
 
 #include "common/kfac/kfac_linalg.h"
 #include "common/base/log.h"
+#include "common/nn/nn_par.h"
 #include "common/base/ratelimit.h"
 #include "common/base/clock.h"
 
@@ -454,9 +455,9 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     s->round.step_ms_sum += math_ms;
     if (math_ms > s->round.step_ms_max) s->round.step_ms_max = math_ms;
     if (math_ms > PS_SLOW_STEP_MS && !s->round.warned_slow_step++)
-        log_warn("step %ld: the update took %.0f ms on the loop thread (messages wait meanwhile); a model this "
-                 "large wants [ps] threads > 1",
-                 s->round.t, math_ms);
+        log_warn("step %ld: the update took %.0f ms on the loop thread and %d preconditioning thread(s) (messages "
+                 "wait meanwhile; [ps] update_threads sets the threads)",
+                 s->round.t, math_ms, nn_par_threads(s->update_par));
     row->step_size = step_size;
     return 0;
 }

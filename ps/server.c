@@ -20,10 +20,12 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "common/base/affinity.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 #include "common/base/version.h"
 #include "common/net/auth.h"
+#include "common/nn/nn_par.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -342,6 +344,17 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         kfac_opts_t ko;
         runcfg_kfac_opts(c, &ko);
         if (!(s->kfac = kfac_opt_new(s->net, &ko, err, err_len))) return -EINVAL;
+        /* The update's large products on every core while the workers
+         * wait for it (the threads sleep between updates). */
+        int n_up = c->ps_update_threads > 0 ? c->ps_update_threads : affinity_count();
+        if (n_up > 64) n_up = 64;
+        if (n_up > 1) {
+            if (!(s->update_par = nn_par_new(n_up)))
+                log_warn("cannot start %d update threads; the update runs on the loop thread alone", n_up);
+            kfac_opt_set_par(s->kfac, s->update_par);
+        }
+        log_info("update: preconditioning on %d thread%s", nn_par_threads(s->update_par),
+                 nn_par_threads(s->update_par) == 1 ? "" : "s");
         if (!(s->scratch = kfac_stats_new(s->net))) {
             snprintf(err, err_len, "out of memory (statistics)");
             return -ENOMEM;
@@ -599,6 +612,7 @@ void ps_server_free(ps_server_t **s_p) {
     wire_shape_release(&s->shape);
     kfac_stats_free(&s->scratch);
     kfac_opt_free(&s->kfac);
+    nn_par_free(&s->update_par);
     sgd_free(&s->sgd);
     free(s->sgd_polyak);
     net_free(&s->net);

@@ -78,6 +78,7 @@ struct ps_server {
     /* model and optimizer */
     net_t *net;                    /* params (n_params) and state (n_state) live here */
     kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
+    struct nn_par *update_par;     /* [ps] update_threads > 1: the preconditioning's pool, else NULL */
     sgd_t *sgd;                    /* optimizer sgd, else NULL */
     float *sgd_polyak;             /* (n_params) sgd's Polyak average of the iterates, else NULL */
     long sgd_polyak_count;         /* iterates averaged into sgd_polyak so far */

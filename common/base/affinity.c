@@ -158,3 +158,10 @@ int affinity_apply(const char *list, const char *what, char *err, size_t err_len
              n_threads == 1 ? "" : "s", n_failed ? " (some threads could not be pinned)" : "");
     return 0;
 }
+
+int affinity_count(void) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) < 0) return 1;
+    int n = CPU_COUNT(&allowed);
+    return n > 0 ? n : 1;
+}

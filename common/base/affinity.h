@@ -40,4 +40,8 @@ int affinity_format(const cpu_set_t *set, char *buf, size_t len);
  * meanwhile is skipped). */
 int affinity_apply(const char *list, const char *what, char *err, size_t err_len);
 
+/* CPUs the calling thread may run on now (sched_getaffinity: after a
+ * pinning, the pinned ones), at least 1. */
+int affinity_count(void);
+
 #endif

@@ -257,7 +257,7 @@ static int s_precond_layer(kfac_opt_t *k, int s, float lambda) {
         int bK = s_block_of(k, s, 0), bP = s_block_of(k, s, 1), bG = s_block_of(k, s, 2);
         if (bK < 0 || bP < 0 || bG < 0) return 1;
         int rc = kfac_precond_kron3(k->blocks[bK].inv, k->blocks[bP].inv, k->blocks[bG].inv, lambda, gw, out,
-                                    ls->fm_c, ls->fm_t, vw, k->work);
+                                    ls->fm_c, ls->fm_t, vw, k->work, k->par);
         int ident = 0;
         if (rc) {
             if (rc != -ENODATA) k->n_precond_errors++;
@@ -280,7 +280,7 @@ static int s_precond_layer(kfac_opt_t *k, int s, float lambda) {
         if (ls->has_bias) V[(size_t)o * cols + in] = gb[o];
     }
     int rc = (bA < 0 || bG < 0) ? -ENODATA
-             : kfac_precond_kron(k->blocks[bA].inv, k->blocks[bG].inv, lambda, V, out, cols, U, k->work);
+             : kfac_precond_kron(k->blocks[bA].inv, k->blocks[bG].inv, lambda, V, out, cols, U, k->work, k->par);
     int ident = 0;
     if (rc) {
         if (rc != -ENODATA) k->n_precond_errors++;
@@ -292,6 +292,10 @@ static int s_precond_layer(kfac_opt_t *k, int s, float lambda) {
         if (ls->has_bias) vb[o] = U[(size_t)o * cols + in];
     }
     return ident;
+}
+
+void kfac_opt_set_par(kfac_opt_t *k, struct nn_par *par) {
+    if (k) k->par = par;
 }
 
 int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac_step_info_t *info) {

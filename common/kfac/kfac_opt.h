@@ -109,6 +109,7 @@ typedef struct kfac_opt {
     uint64_t n_folds;
     uint64_t n_identity_layers; /* layer-steps preconditioned by the identity */
     uint64_t n_precond_errors;  /* layer-steps whose preconditioning failed (identity used) */
+    struct nn_par *par;         /* kfac_opt_set_par: borrowed pool of the preconditioning, or NULL */
 } kfac_opt_t;
 
 /* New optimizer for net (borrowed, must outlive it). Returns NULL with a
@@ -150,6 +151,12 @@ typedef struct kfac_step_info {
     long inv_age_max;       /* max of the same (-1: no inverses yet) */
     int n_blocks_missing;   /* blocks without an inverse */
 } kfac_step_info_t;
+
+/* Split the preconditioning's large products over a pool's threads
+ * (common/nn/nn_par.h; borrowed, must outlive k or be unset with NULL).
+ * NULL (the default) computes on the caller's thread. kfac_opt_step must
+ * then not run while another user of the same pool runs it. */
+void kfac_opt_set_par(kfac_opt_t *k, struct nn_par *par);
 
 /* One update at parameter version t: params (n_params) move using grads
  * (n_params, averaged gradient, read only). Non-finite gradients are

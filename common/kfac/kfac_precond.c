@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/kfac/kfac_linalg.h"
+#include "common/nn/nn_par.h"
 #include "common/base/log.h"
 
 size_t kfac_precond_work_len(int n_out, int n_in) {
@@ -25,28 +26,68 @@ size_t kfac_precond_work_len(int n_out, int n_in) {
 }
 
 /* Y = X applied with op(M) along mode m; M is n x n row-major with n = d[m];
- * trans selects op(M) = M^T. X and Y distinct. */
-static void s_apply_mode(const float *M, bool trans, int m, const int d[3], const float *X,
-                         float *Y) {
+ * trans selects op(M) = M^T. X and Y distinct. Only the slice [lo, hi) of
+ * the free index is computed: columns for mode 0, rows for mode 2, slabs
+ * for mode 1, so that parts of a pool can share one application. */
+static void s_apply_mode_part(const float *M, bool trans, int m, const int d[3], const float *X,
+                              float *Y, int lo, int hi) {
     int n = d[m];
+    if (hi <= lo) return;
     if (m == 0) {
         int cols = d[1] * d[2];
-        /* Y (d0, d1*d2) = op(M) (d0, d0) * X (d0, d1*d2); row-major. */
-        cblas_sgemm(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, CblasNoTrans, n, cols, n,
-                    1.0f, M, n, X, cols, 0.0f, Y, cols);
+        /* Y[:, lo:hi] (d0, hi-lo) = op(M) (d0, d0) * X[:, lo:hi]; row-major. */
+        cblas_sgemm(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, CblasNoTrans, n, hi - lo, n,
+                    1.0f, M, n, X + lo, cols, 0.0f, Y + lo, cols);
     } else if (m == 2) {
-        int rows = d[0] * d[1];
-        /* Y (d0*d1, d2) = X (d0*d1, d2) * op(M)^T; row-major. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans ? CblasNoTrans : CblasTrans, rows, n, n,
-                    1.0f, X, n, M, n, 0.0f, Y, n);
+        /* Y[lo:hi] (hi-lo, d2) = X[lo:hi] (hi-lo, d2) * op(M)^T; row-major. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans ? CblasNoTrans : CblasTrans, hi - lo, n, n,
+                    1.0f, X + (size_t)lo * n, n, M, n, 0.0f, Y + (size_t)lo * n, n);
     } else {
         size_t slab = (size_t)d[1] * (size_t)d[2];
-        for (int s = 0; s < d[0]; s++)
+        for (int s = lo; s < hi; s++)
             /* Y_s (d1, d2) = op(M) (d1, d1) * X_s (d1, d2), slab s; row-major. */
             cblas_sgemm(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, CblasNoTrans, n, d[2],
                         n, 1.0f, M, n, X + (size_t)s * slab, d[2], 0.0f, Y + (size_t)s * slab,
                         d[2]);
     }
+}
+
+/* The extent of the free index that s_apply_mode_part slices. */
+static int s_free_extent(int m, const int d[3]) {
+    return m == 0 ? d[1] * d[2] : m == 2 ? d[0] * d[1] : d[0];
+}
+
+typedef struct {
+    const float *M;
+    bool trans;
+    int m;
+    const int *d;
+    const float *X;
+    float *Y;
+} s_apply_job_t;
+
+static void s_apply_part(void *arg, int part, int n_parts) {
+    const s_apply_job_t *j = arg;
+    int lo, hi;
+    nn_par_range(s_free_extent(j->m, j->d), part, n_parts, &lo, &hi);
+    s_apply_mode_part(j->M, j->trans, j->m, j->d, j->X, j->Y, lo, hi);
+}
+
+/* Below this many multiply-adds one thread does the whole application: the
+ * pool's hand-off costs more than it saves. */
+#define PRECOND_PAR_MIN_MACS (1L << 20)
+
+/* Y = X applied with op(M) along mode m, split over the pool's threads
+ * (each part one slice, single-threaded BLAS inside it); par NULL: serial. */
+static void s_apply_mode(const float *M, bool trans, int m, const int d[3], const float *X,
+                         float *Y, nn_par_t *par) {
+    double macs = (double)d[0] * d[1] * d[2] * d[m];
+    if (nn_par_threads(par) > 1 && macs >= (double)PRECOND_PAR_MIN_MACS) {
+        s_apply_job_t j = {M, trans, m, d, X, Y};
+        nn_par_run(par, s_apply_part, &j);
+        return;
+    }
+    s_apply_mode_part(M, trans, m, d, X, Y, 0, s_free_extent(m, d));
 }
 
 /* X[.., i, ..] *= s[i] along mode m, in place. */
@@ -89,7 +130,7 @@ static bool s_eigen_alone_ok(const kfac_inverse_t *f) {
 
 /* The shared engine. fac[m] is the factor for mode m or NULL (then d[m] = 1). */
 static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], float lambda,
-                           const float *V, float *U, float *work, const char *who) {
+                           const float *V, float *U, float *work, nn_par_t *par, const char *who) {
     for (int m = 0; m < 3; m++) {
         if (d[m] <= 0 || (!fac[m] && d[m] != 1) || (fac[m] && fac[m]->n != d[m])) {
             log_error("%s: factor %d has n=%d but the gradient needs %d", who, m,
@@ -146,7 +187,7 @@ static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], f
     int next = (n_steps % 2 == 1 && (const float *)U != V) ? 1 : 0;
 #define STEP(M, trans, m)                                      \
     do {                                                       \
-        s_apply_mode((M), (trans), (m), d, cur, bufs[next]);   \
+        s_apply_mode((M), (trans), (m), d, cur, bufs[next], par); \
         cur = bufs[next];                                      \
         next ^= 1;                                             \
     } while (0)
@@ -188,19 +229,19 @@ cleanup:
 }
 
 int kfac_precond_kron(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, float lambda,
-                      const float *V, int n_out, int n_in, float *U, float *work) {
+                      const float *V, int n_out, int n_in, float *U, float *work, nn_par_t *par) {
     if (!Ainv || !Ginv || n_out <= 0 || n_in <= 0) {
         log_error("kfac_precond_kron: bad arguments (n_out=%d, n_in=%d)", n_out, n_in);
         return -EINVAL;
     }
     const kfac_inverse_t *fac[3] = {Ginv, NULL, Ainv};
     const int d[3] = {n_out, 1, n_in};
-    return s_precond_modes(fac, d, lambda, V, U, work, "kfac_precond_kron");
+    return s_precond_modes(fac, d, lambda, V, U, work, par, "kfac_precond_kron");
 }
 
 int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
                        const kfac_inverse_t *Ginv, float lambda, const float *V, int n_out,
-                       int n_c, int n_t, float *U, float *work) {
+                       int n_c, int n_t, float *U, float *work, nn_par_t *par) {
     if (!Kinv || !Psiinv || !Ginv || n_out <= 0 || n_c <= 0 || n_t <= 0) {
         log_error("kfac_precond_kron3: bad arguments (n_out=%d, n_c=%d, n_t=%d)", n_out, n_c,
                   n_t);
@@ -208,7 +249,7 @@ int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
     }
     const kfac_inverse_t *fac[3] = {Ginv, Psiinv, Kinv};
     const int d[3] = {n_out, n_c, n_t};
-    return s_precond_modes(fac, d, lambda, V, U, work, "kfac_precond_kron3");
+    return s_precond_modes(fac, d, lambda, V, U, work, par, "kfac_precond_kron3");
 }
 
 int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, float *y) {

@@ -43,6 +43,8 @@
 
 #include "common/kfac/kfac_inverse.h"
 
+struct nn_par;
+
 typedef enum {
     KFAC_IDENTITY_SGD = 0,    /* U = V: plain gradient until inverses exist */
     KFAC_IDENTITY_DAMPED = 1, /* U = V / lambda: (0 + lambda I)^{-1} V, the limit of the
@@ -62,9 +64,14 @@ size_t kfac_precond_work_len(int n_out, int n_in);
  * EIGEN, or an EIGEN factor with damping_used 0 and a zero eigenvalue in
  * mixed mode); -ENODATA if either holder has no inverse yet (U untouched:
  * the caller uses kfac_precond_identity); -ENOMEM; -ERANGE if the result is
- * not finite (e.g. V had NaN/Inf). */
+ * not finite (e.g. V had NaN/Inf).
+ * par: a pool (common/nn/nn_par.h) over whose threads each large sgemm is
+ * split by output columns, rows or slabs, with single-threaded BLAS inside
+ * each part; NULL computes on the calling thread. The result does not
+ * depend on the split beyond float rounding of the BLAS kernels. */
 int kfac_precond_kron(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, float lambda,
-                      const float *V, int n_out, int n_in, float *U, float *work);
+                      const float *V, int n_out, int n_in, float *U, float *work,
+                      struct nn_par *par);
 
 /* Doubly-factored preconditioning (Ba et al. Eq. 9) of the weight gradient V
  * (n_out, n_c*n_t), column c*n_t + t:
@@ -72,10 +79,10 @@ int kfac_precond_kron(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, fl
  * i.e. per output row o, X_o (n_c, n_t) -> Psi^{-1} X_o K^{-1}, then
  * U = G^{-1} [rows]. Kinv->n == n_t, Psiinv->n == n_c, Ginv->n == n_out.
  * Damping by the forms held, as for kfac_precond_kron. work as above with
- * n_in = n_c * n_t. Return codes as kfac_precond_kron. */
+ * n_in = n_c * n_t. Return codes and par as kfac_precond_kron. */
 int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
                        const kfac_inverse_t *Ginv, float lambda, const float *V, int n_out,
-                       int n_c, int n_t, float *U, float *work);
+                       int n_c, int n_t, float *U, float *work, struct nn_par *par);
 
 /* One full block applied to a vector (the doubly-factored layer's bias,
  * whose block is G): y = (F + lambda I)^{-1} x, n = inv->n.

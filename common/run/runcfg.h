@@ -132,6 +132,7 @@ typedef struct runcfg {
     uint64_t job_timeout_ms;
     uint64_t progress_every;  /* steps between progress lines */
     int ps_threads;          /* OpenBLAS threads of the PS */
+    int ps_update_threads;   /* preconditioning threads (0: every CPU available) */
     char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
     runcfg_priority_t ps_eval_priority; /* of the evaluation thread(s) */
     int ps_eval_threads;     /* threads of each evaluation */

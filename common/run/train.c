@@ -126,6 +126,7 @@ int train_run(net_t *net, const dataset_t *train, const dataset_t *test, const t
         }
     } else {
         if (!(kfac = kfac_opt_new(net, &o->kfac, err, err_len))) { rc = -EINVAL; goto done; }
+        kfac_opt_set_par(kfac, net->par); /* the preconditioning on the net's threads, between its passes */
         if (!(batch_stats = kfac_stats_new(net))) { snprintf(err, err_len, "out of memory"); rc = -ENOMEM; goto done; }
         if (o->out && (rc = rundir_ages_begin(o->out, kfac, err, err_len)) < 0) goto done;
     }

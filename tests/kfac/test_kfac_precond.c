@@ -24,6 +24,7 @@
 #include "common/kfac/kfac_inverse.h"
 #include "common/kfac/kfac_linalg.h"
 #include "common/kfac/kfac_precond.h"
+#include "common/nn/nn_par.h"
 #include "common/base/rng.h"
 #include "tests/lib/seed.h"
 
@@ -153,14 +154,14 @@ START_TEST(test_precond_kron_cholesky_matches_dense_solve) {
         kfac_inverse_t *Ai = s_inv(A, n_in, dA, KFAC_INV_CHOLESKY);
         kfac_inverse_t *Gi = s_inv(G, n_out, dG, KFAC_INV_CHOLESKY);
         float *work = malloc(sizeof(float) * kfac_precond_work_len(n_out, n_in));
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, lambda, V, n_out, n_in, U, work), 0);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, lambda, V, n_out, n_in, U, work, NULL), 0);
         double *Ad = s_damped_d(A, n_in, dA), *Gd = s_damped_d(G, n_out, dG);
         double *M = s_kron_d(Ad, n_in, Gd, n_out); /* A (x) G: index col*n_out + o */
         double err = s_err_vs_dense(M, V, U, n_out, n_in);
         ck_assert_msg(err <= TOL, "kron cholesky %dx%d err %g seed=%llu", n_out, n_in, err,
                       (unsigned long long)seed);
         /* the same with internal work and U aliasing V */
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, lambda, V, n_out, n_in, V, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, lambda, V, n_out, n_in, V, NULL, NULL), 0);
         ck_assert(memcmp(U, V, sizeof(float) * n_out * n_in) == 0);
         free(A), free(G), free(V), free(U), free(work), free(Ad), free(Gd), free(M);
         kfac_inverse_free(&Ai);
@@ -182,7 +183,7 @@ START_TEST(test_precond_kron_eigen_matches_dense_solve) {
         float lambda = (float)(0.01 + 0.2 * rng_uniform(&r));
         kfac_inverse_t *Ai = s_inv(A, n_in, 0.0f, KFAC_INV_EIGEN);
         kfac_inverse_t *Gi = s_inv(G, n_out, 0.0f, KFAC_INV_EIGEN);
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, lambda, V, n_out, n_in, U, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, lambda, V, n_out, n_in, U, NULL, NULL), 0);
         double *Ad = s_damped_d(A, n_in, 0), *Gd = s_damped_d(G, n_out, 0);
         double *M = s_kron_d(Ad, n_in, Gd, n_out);
         for (int i = 0; i < n_out * n_in; i++) M[(size_t)i * n_out * n_in + i] += lambda;
@@ -190,7 +191,7 @@ START_TEST(test_precond_kron_eigen_matches_dense_solve) {
         ck_assert_msg(err <= TOL, "kron eigen %dx%d err %g seed=%llu", n_out, n_in, err,
                       (unsigned long long)seed);
         /* eigen damping needs lambda > 0 */
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.0f, V, n_out, n_in, U, NULL), -EINVAL);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.0f, V, n_out, n_in, U, NULL, NULL), -EINVAL);
         free(A), free(G), free(V), free(U), free(Ad), free(Gd), free(M);
         kfac_inverse_free(&Ai);
         kfac_inverse_free(&Gi);
@@ -211,7 +212,7 @@ START_TEST(test_precond_kron_mixed_forms_match_dense_solve) {
     for (int swap = 0; swap < 2; swap++) {
         kfac_inverse_t *Ai = s_inv(A, n_in, dA, swap ? KFAC_INV_EIGEN : KFAC_INV_CHOLESKY);
         kfac_inverse_t *Gi = s_inv(G, n_out, dG, swap ? KFAC_INV_CHOLESKY : KFAC_INV_EIGEN);
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 123.0f, V, n_out, n_in, U, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 123.0f, V, n_out, n_in, U, NULL, NULL), 0);
         double *Ad = s_damped_d(A, n_in, dA), *Gd = s_damped_d(G, n_out, dG);
         double *M = s_kron_d(Ad, n_in, Gd, n_out);
         double err = s_err_vs_dense(M, V, U, n_out, n_in);
@@ -252,7 +253,7 @@ START_TEST(test_precond_kron3_matches_dense_solve) {
         }
         kfac_inverse_t *Ki = s_inv(K, T, (float)dK, m), *Pi = s_inv(P, C, (float)dP, m);
         kfac_inverse_t *Gi = s_inv(G, n_out, (float)dG, m);
-        ck_assert_int_eq(kfac_precond_kron3(Ki, Pi, Gi, lambda, V, n_out, C, T, U, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron3(Ki, Pi, Gi, lambda, V, n_out, C, T, U, NULL, NULL), 0);
         double *Kd = s_damped_d(K, T, dK), *Pd = s_damped_d(P, C, dP);
         double *Gd = s_damped_d(G, n_out, dG);
         double *PK = s_kron_d(Pd, C, Kd, T); /* index c*T + t */
@@ -360,11 +361,11 @@ START_TEST(test_precond_after_failed_inverse_uses_previous) {
     for (int m = 0; m < 2; m++) {
         kfac_inverse_stats_t st = {0};
         kfac_inverse_t *Ai = kfac_inverse_new(n_in), *Gi = kfac_inverse_new(n_out);
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, V, n_out, n_in, U1, NULL), -ENODATA);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, V, n_out, n_in, U1, NULL, NULL), -ENODATA);
         ck_assert_int_eq(kfac_precond_identity(V, 12, 0.1f, KFAC_IDENTITY_SGD, U1), 0);
         ck_assert_int_eq(kfac_inverse_compute(A, n_in, 0.1f, m, Ai, &st), 0);
         ck_assert_int_eq(kfac_inverse_compute(G, n_out, 0.1f, m, Gi, &st), 0);
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, V, n_out, n_in, U1, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, V, n_out, n_in, U1, NULL, NULL), 0);
         float *A2 = malloc(sizeof(float) * n_in * n_in);
         memcpy(A2, A, sizeof(float) * n_in * n_in);
         A2[1] = NAN; /* upper triangle */
@@ -372,20 +373,82 @@ START_TEST(test_precond_after_failed_inverse_uses_previous) {
         for (int i = 0; i < n_in * n_in; i++) A2[i] = 3e38f; /* overflows every method */
         ck_assert_int_lt(kfac_inverse_compute(A2, n_in, 3e38f, m, Ai, &st), 0);
         ck_assert_uint_eq(st.n_failures, 2);
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, V, n_out, n_in, U2, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, V, n_out, n_in, U2, NULL, NULL), 0);
         ck_assert(memcmp(U1, U2, sizeof U1) == 0);
         /* a NaN gradient is reported, not silently propagated */
         float Vbad[12];
         memcpy(Vbad, V, sizeof Vbad);
         Vbad[5] = NAN;
-        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, Vbad, n_out, n_in, U2, NULL), -ERANGE);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.1f, Vbad, n_out, n_in, U2, NULL, NULL), -ERANGE);
         /* shape mismatch */
-        ck_assert_int_eq(kfac_precond_kron(Gi, Ai, 0.1f, V, n_out, n_in, U2, NULL), -EINVAL);
+        ck_assert_int_eq(kfac_precond_kron(Gi, Ai, 0.1f, V, n_out, n_in, U2, NULL, NULL), -EINVAL);
         free(A2);
         kfac_inverse_free(&Ai);
         kfac_inverse_free(&Gi);
     }
     free(A), free(G), free(V);
+}
+END_TEST
+
+/* A pool splits each large product by output columns, rows or slabs: the
+ * result must equal the one-thread result (the oracle, itself checked
+ * against the dense solves above) up to float rounding. Shapes above the
+ * split threshold on every Kronecker mode, odd so that the slices differ
+ * in size, 3 threads; Cholesky and eigen forms. Tolerance: max |diff|
+ * <= 1e-5 * max |U| (the slices run the same BLAS kernels on the same
+ * operands; measured differences are 0 or a few ulps). */
+static double s_max_rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return m > 0 ? d / m : d;
+}
+
+START_TEST(test_precond_pool_matches_one_thread) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    nn_par_t *par = nn_par_new(3);
+    ck_assert_ptr_nonnull(par);
+    for (int rep = 0; rep < 2; rep++) {
+        kfac_inv_method_t m = rep ? KFAC_INV_EIGEN : KFAC_INV_CHOLESKY;
+        /* kron: G 131 x 131, A 157 x 157 (>= 2^20 multiply-adds each way) */
+        int n_out = 131, n_in = 157;
+        float *A = s_random_spd(&r, n_in, 1.0), *G = s_random_spd(&r, n_out, 2.0);
+        kfac_inverse_t *Ai = s_inv(A, n_in, 0.1f, m), *Gi = s_inv(G, n_out, 0.1f, m);
+        size_t N = (size_t)n_out * n_in;
+        float *V = s_random_vec(&r, N), *U1 = malloc(sizeof(float) * N), *U3 = malloc(sizeof(float) * N);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.05f, V, n_out, n_in, U1, NULL, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.05f, V, n_out, n_in, U3, NULL, par), 0);
+        double d = s_max_rel_diff(U3, U1, N);
+        ck_assert_msg(d <= 1e-5, "kron %s: pool vs one thread %g seed=%llu", kfac_inverse_method_name(m), d,
+                      (unsigned long long)seed);
+        free(A), free(G), free(V), free(U1), free(U3);
+        kfac_inverse_free(&Ai);
+        kfac_inverse_free(&Gi);
+
+        /* kron3: G 129, Psi 67 (slabs), K 33: every mode over the threshold */
+        int no = 129, C = 67, T = 33;
+        float *K = s_random_spd(&r, T, 1.0), *P = s_random_spd(&r, C, 0.5), *G3 = s_random_spd(&r, no, 2.0);
+        kfac_inverse_t *Ki = s_inv(K, T, 0.1f, m), *Pi = s_inv(P, C, 0.1f, m), *G3i = s_inv(G3, no, 0.1f, m);
+        size_t N3 = (size_t)no * C * T;
+        float *V3 = s_random_vec(&r, N3), *W1 = malloc(sizeof(float) * N3), *W3 = malloc(sizeof(float) * N3);
+        ck_assert_int_eq(kfac_precond_kron3(Ki, Pi, G3i, 0.05f, V3, no, C, T, W1, NULL, NULL), 0);
+        ck_assert_int_eq(kfac_precond_kron3(Ki, Pi, G3i, 0.05f, V3, no, C, T, W3, NULL, par), 0);
+        d = s_max_rel_diff(W3, W1, N3);
+        ck_assert_msg(d <= 1e-5, "kron3 %s: pool vs one thread %g seed=%llu", kfac_inverse_method_name(m), d,
+                      (unsigned long long)seed);
+        /* and the pool did not leave the input or the result's tail alone */
+        ck_assert_msg(s_max_rel_diff(W3, V3, N3) > 1e-3, "kron3: the result equals the gradient");
+        free(K), free(P), free(G3), free(V3), free(W1), free(W3);
+        kfac_inverse_free(&Ki);
+        kfac_inverse_free(&Pi);
+        kfac_inverse_free(&G3i);
+    }
+    nn_par_free(&par);
+    ck_assert_ptr_null(par);
 }
 END_TEST
 
@@ -400,6 +463,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_precond_bn_matches_dense_2x2);
     tcase_add_test(tc, test_precond_identity_modes);
     tcase_add_test(tc, test_precond_after_failed_inverse_uses_previous);
+    tcase_add_test(tc, test_precond_pool_matches_one_thread);
     suite_add_tcase(s, tc);
     return s;
 }

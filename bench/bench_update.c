@@ -1,0 +1,277 @@
+/* bench/bench_update.c — the K-FAC update the PS computes every step
+ * (kfac_opt_step: preconditioning, step size, momentum, Polyak average), its
+ * flop count, and its speed against sgemm on this machine, with the
+ * preconditioning on 1 thread and split over a pool of threads
+ * ([ps] update_threads). Prints figures; never passes or fails on time.
+ *
+ *   build/bench/bench_update [--model F] [--doubly-min-in N] [--threads 1,2]
+ *                            [--reps N] [--method cholesky|eigen] [--seed S]
+ *
+ * Defaults: models/mnist-cnn-wide.model (fc 3136 -> 1024 doubly-factored),
+ * threads 1 and every CPU this process may use, 20 timed updates after 3
+ * untimed ones, Cholesky inverses, seed 1. --doubly-min-in 1e30 with
+ * experiments/mnist-cnn-wide-auto.model gives the standard factors of the
+ * same layer (A 3137 x 3137).
+ *
+ * Set-up: statistics of one batch of 64 random images (model-sampled labels)
+ * are folded and every block is inverted, so that each layer is
+ * preconditioned with real inverses; the gradient is that of the same batch
+ * with random labels. Each timed update starts from the same parameters.
+ *
+ * Flops: the multiply-adds of the Kronecker products, counted from the
+ * shapes (2 flops each): a layer's gradient (out, C, T) (T = in + bias for
+ * the standard factors, C = 1) costs 2 out C T (out + C + T) with Cholesky
+ * inverses (one product per mode; C only when doubly-factored) and twice
+ * that in eigen form (Q^T, then Q); the doubly layer's bias block adds
+ * 2 out^2. Element-wise work (copies, dot products, momentum, Polyak) is
+ * timed but not counted.
+ *
+ * Reference: sgemm of the largest product (out x T x out) on one thread,
+ * single-threaded OpenBLAS, best of 5: the machine's rate for this shape.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/affinity.h"
+#include "common/base/blas.h"
+#include "common/base/clock.h"
+#include "common/base/rng.h"
+#include "common/kfac/kfac_opt.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/nn/nn.h"
+#include "common/nn/nn_par.h"
+
+#define BU_BATCH 64
+#define BU_MAX_THREADS 16
+
+static void s_print_machine(void) {
+    char line[512], model[256] = "unknown";
+    int n_cpu = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "processor", 9) == 0) n_cpu++;
+            if (strncmp(line, "model name", 10) == 0 && strcmp(model, "unknown") == 0) {
+                char *c = strchr(line, ':');
+                if (c) {
+                    snprintf(model, sizeof model, "%s", c + 2);
+                    model[strcspn(model, "\n")] = '\0';
+                }
+            }
+        }
+        fclose(f);
+    }
+    char load[128] = "?";
+    if ((f = fopen("/proc/loadavg", "r"))) {
+        if (!fgets(load, sizeof load, f)) snprintf(load, sizeof load, "?");
+        fclose(f);
+    }
+    load[strcspn(load, "\n")] = '\0';
+    printf("machine: %s, %d logical CPUs, load average %s\n", model, n_cpu, load);
+    printf("OpenBLAS: core %s, %d thread(s) per call\n", openblas_get_corename(), openblas_get_num_threads());
+}
+
+/* Flops of the Kronecker products of one update (see the header comment),
+ * and the largest single product's shape. */
+static double s_update_flops(const kfac_opt_t *k, int eigen, int *big_m, int *big_n) {
+    double flops = 0.0, big = 0.0;
+    for (int s = 0; s < k->avg->n_layers; s++) {
+        const kfac_layer_stats_t *ls = &k->avg->layers[s];
+        const layer_t *l = &k->net->layers[ls->layer];
+        if (l->kind == LAYER_BATCHNORM) continue;
+        double out = ls->out, C = 1.0, T = ls->in + ls->has_bias;
+        if (ls->mode == KFAC_MODE_DOUBLY) {
+            C = ls->fm_c;
+            T = ls->fm_t;
+            flops += 2.0 * out * out; /* the bias block */
+        }
+        double f = 2.0 * out * C * T * (out + (C > 1.0 ? C : 0.0) + T);
+        flops += eigen ? 2.0 * f : f;
+        double g = out * out * C * T; /* the G-side product's multiply-adds */
+        if (g > big) {
+            big = g;
+            *big_m = (int)out;
+            *big_n = (int)(C * T);
+        }
+    }
+    return flops;
+}
+
+/* sgemm (m x n) = (m x m)(m x n), one thread, best of 5, GFLOP/s. */
+static double s_sgemm_gflops(int m, int n) {
+    float *A = malloc(sizeof(float) * (size_t)m * m), *B = malloc(sizeof(float) * (size_t)m * n),
+          *C = malloc(sizeof(float) * (size_t)m * n);
+    if (!A || !B || !C) {
+        free(A), free(B), free(C);
+        return 0.0;
+    }
+    rng_t r;
+    rng_seed(&r, 7);
+    for (size_t i = 0; i < (size_t)m * m; i++) A[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < (size_t)m * n; i++) B[i] = (float)rng_normal(&r);
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = clock_now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, m, 1.0f, A, m, B, n, 0.0f, C, n);
+        double dt = clock_now_s() - t0;
+        if (dt < best) best = dt;
+    }
+    free(A), free(B), free(C);
+    return 2.0 * m * (double)m * n / best * 1e-9;
+}
+
+static void s_usage(FILE *f) {
+    fprintf(f, "usage: bench_update [--model F] [--doubly-min-in N] [--threads 1,2] [--reps N]\n"
+               "                    [--method cholesky|eigen] [--seed S]\n");
+}
+
+int main(int argc, char **argv) {
+    blas_restart_if_generic(argv);
+    const char *model = "models/mnist-cnn-wide.model", *threads_arg = NULL, *method = "cholesky";
+    double doubly_min_in = -1.0;
+    int reps = 20;
+    unsigned long long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            s_usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "bench_update: %s needs a value\n", a);
+            s_usage(stderr);
+            return 2;
+        }
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--doubly-min-in")) doubly_min_in = atof(v);
+        else if (!strcmp(a, "--threads")) threads_arg = v;
+        else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else if (!strcmp(a, "--method")) method = v;
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else {
+            fprintf(stderr, "bench_update: unknown option %s\n", a);
+            s_usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (reps < 1 || (strcmp(method, "cholesky") && strcmp(method, "eigen"))) {
+        fprintf(stderr, "bench_update: --reps must be >= 1 and --method cholesky or eigen\n");
+        return 2;
+    }
+    int n_threads[BU_MAX_THREADS], n_t = 0;
+    if (threads_arg) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", threads_arg);
+        for (char *tok = strtok(buf, ","); tok && n_t < BU_MAX_THREADS; tok = strtok(NULL, ",")) {
+            int t = atoi(tok);
+            if (t < 1 || t > 64) {
+                fprintf(stderr, "bench_update: --threads: '%s' is not a count in 1..64\n", tok);
+                return 2;
+            }
+            n_threads[n_t++] = t;
+        }
+    } else {
+        n_threads[n_t++] = 1;
+        if (affinity_count() > 1) n_threads[n_t++] = affinity_count() > 64 ? 64 : affinity_count();
+    }
+    blas_set_threads(1);
+    s_print_machine();
+
+    char err[512] = "";
+    net_t *net = net_load(model, BU_BATCH, err, sizeof err);
+    if (!net) {
+        fprintf(stderr, "bench_update: %s\n", err);
+        return 2;
+    }
+    if (doubly_min_in > 0.0) net->fc_doubly_min_in = doubly_min_in;
+    net_init_params(net, seed);
+    kfac_opts_t ko;
+    kfac_opts_default(&ko);
+    ko.method = strcmp(method, "eigen") ? KFAC_INV_CHOLESKY : KFAC_INV_EIGEN;
+    ko.damping = 0.03;
+    kfac_opt_t *k = kfac_opt_new(net, &ko, err, sizeof err);
+    kfac_stats_t *st = k ? kfac_stats_new(net) : NULL;
+    float *x = malloc(sizeof(float) * (size_t)BU_BATCH * net->in_size);
+    int *y = malloc(sizeof(int) * BU_BATCH);
+    float *p0 = malloc(sizeof(float) * net->n_params), *grad = malloc(sizeof(float) * net->n_params);
+    if (!k || !st || !x || !y || !p0 || !grad) {
+        fprintf(stderr, "bench_update: %s\n", err[0] ? err : "out of memory");
+        return 1;
+    }
+    rng_t r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < (size_t)BU_BATCH * net->in_size; i++) x[i] = (float)rng_normal(&r);
+    net_forward(net, x, BU_BATCH, 1);
+    kfac_sample_labels(net_probs(net), BU_BATCH, net->n_classes, &r, y);
+    net_backward(net, y, NULL, NULL);
+    double t_inv = clock_now_s();
+    if (kfac_stats_compute(st, net) < 0 || kfac_opt_fold(k, st, 0) < 0 || kfac_opt_invert_all(k) != 0) {
+        fprintf(stderr, "bench_update: statistics or inverses failed\n");
+        return 1;
+    }
+    t_inv = clock_now_s() - t_inv;
+    for (int i = 0; i < BU_BATCH; i++) y[i] = (int)rng_below(&r, (uint64_t)net->n_classes);
+    net_forward(net, x, BU_BATCH, 1);
+    net_backward(net, y, NULL, NULL);
+    memcpy(grad, net->grads, sizeof(float) * net->n_params);
+    memcpy(p0, net->params, sizeof(float) * net->n_params);
+
+    int big_m = 0, big_n = 0;
+    double flops = s_update_flops(k, ko.method == KFAC_INV_EIGEN, &big_m, &big_n);
+    double ref = s_sgemm_gflops(big_m, big_n);
+    printf("model %s: %zu parameters, %d Kronecker blocks, %s inverses (statistics + all inverses: %.2f s)\n", model,
+           net->n_params, k->n_blocks, method, t_inv);
+    for (int s = 0; s < k->avg->n_layers; s++) {
+        const kfac_layer_stats_t *ls = &k->avg->layers[s];
+        if (ls->mode == KFAC_MODE_DOUBLY)
+            printf("  layer %d: doubly-factored, gradient %d x (%d x %d)\n", s, ls->out, ls->fm_c, ls->fm_t);
+        else
+            printf("  layer %d: gradient %d x %d\n", s, ls->out, ls->in + ls->has_bias);
+    }
+    printf("update: %.3f GFLOP of Kronecker products per step\n", flops * 1e-9);
+    printf("reference: sgemm %d x %d x %d on one thread: %.1f GFLOP/s\n\n", big_m, big_n, big_m, ref);
+    printf("| update threads | ms per update (mean) | min | GFLOP/s | per thread vs sgemm |\n");
+    printf("|---|---|---|---|---|\n");
+    int status = 0;
+    for (int ti = 0; ti < n_t; ti++) {
+        nn_par_t *par = n_threads[ti] > 1 ? nn_par_new(n_threads[ti]) : NULL;
+        if (n_threads[ti] > 1 && !par) {
+            fprintf(stderr, "bench_update: cannot start %d threads\n", n_threads[ti]);
+            status = 1;
+            continue;
+        }
+        kfac_opt_set_par(k, par);
+        double sum = 0.0, best = 1e30;
+        for (int rep = -3; rep < reps; rep++) {
+            memcpy(net->params, p0, sizeof(float) * net->n_params);
+            kfac_step_info_t info;
+            double t0 = clock_now_s();
+            int rc = kfac_opt_step(k, net->params, grad, 1, &info);
+            double dt = clock_now_s() - t0;
+            if (rc < 0 || info.n_layers_identity > 0) {
+                fprintf(stderr, "bench_update: the update failed (%d) or fell back to the identity (%d layers)\n", rc,
+                        info.n_layers_identity);
+                status = 1;
+                break;
+            }
+            if (rep < 0) continue;
+            sum += dt;
+            if (dt < best) best = dt;
+        }
+        kfac_opt_set_par(k, NULL);
+        nn_par_free(&par);
+        double mean = sum / reps, gf = flops / mean * 1e-9;
+        printf("| %d | %.1f | %.1f | %.1f | %.2f |\n", n_threads[ti], 1e3 * mean, 1e3 * best, gf,
+               gf / n_threads[ti] / (ref > 0 ? ref : 1.0));
+        fflush(stdout);
+    }
+    free(x), free(y), free(p0), free(grad);
+    kfac_stats_free(&st);
+    kfac_opt_free(&k);
+    net_free(&net);
+    return status;
+}
