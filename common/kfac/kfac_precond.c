@@ -64,10 +64,10 @@ typedef struct {
     const int *d;
     const float *X;
     float *Y;
-} s_apply_job_t;
+} apply_job_t;
 
 static void s_apply_part(void *arg, int part, int n_parts) {
-    const s_apply_job_t *j = arg;
+    const apply_job_t *j = arg;
     int lo, hi;
     nn_par_range(s_free_extent(j->m, j->d), part, n_parts, &lo, &hi);
     s_apply_mode_part(j->M, j->trans, j->m, j->d, j->X, j->Y, lo, hi);
@@ -83,7 +83,7 @@ static void s_apply_mode(const float *M, bool trans, int m, const int d[3], cons
                          float *Y, nn_par_t *par) {
     double macs = (double)d[0] * d[1] * d[2] * d[m];
     if (nn_par_threads(par) > 1 && macs >= (double)PRECOND_PAR_MIN_MACS) {
-        s_apply_job_t j = {M, trans, m, d, X, Y};
+        apply_job_t j = {M, trans, m, d, X, Y};
         nn_par_run(par, s_apply_part, &j);
         return;
     }
