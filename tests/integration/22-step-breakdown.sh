@@ -14,7 +14,11 @@
 #   - the rows before the first evaluation have eval_busy = 0, and the row
 #     after each evaluation is queued has eval_busy = 1 (the evaluation of
 #     10000 images cannot end before the loop thread reads its state);
-#   - some row has curv_ms > 0 (statistics were folded on the loop).
+#   - some row has curv_ms > 0 (statistics were folded on the loop);
+#   - kfac-ps ran the update's products on the 3 threads of [ps]
+#     update_threads (its log says so), and the run above, with them, still
+#     trained: the last 20 steps' mean training loss is below the first
+#     20 steps'.
 . tests/integration/harness.inc
 h_init 22-step-breakdown
 TOL_MS=3
@@ -39,6 +43,7 @@ statsd = 1
 invertd = 1
 [ps]
 progress_every = 50
+update_threads = 3
 EOF2
 h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet
 h_wait "$H_PID" 150
@@ -66,4 +71,10 @@ msg=$(awk -F, -v tol="$TOL_MS" '
     prev_wall = $h["wall_s"]; prev_pub = p
   }
   END { if (!curv) { print "no row has curv_ms > 0"; exit 1 } }' "$steps") || h_fail "$msg"
-h_pass "120 rows: the period columns add up to the wall clock within $TOL_MS ms; eval_busy marks the evaluations"
+grep -q "update: preconditioning on 3 threads" "$H_DIR/out/logs/ps.log" ||
+  h_fail "kfac-ps did not start the 3 update threads of [ps] update_threads: $(grep 'update:' "$H_DIR/out/logs/ps.log")"
+msg=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  $h["step"] <= 20 { a += $h["train_loss"]; na++ } $h["step"] > 100 { b += $h["train_loss"]; nb++ }
+  END { if (!(b / nb < a / na)) { printf "training loss did not fall: %.4f first 20 steps, %.4f last 20\n", a / na, b / nb; exit 1 } }' "$steps") ||
+  h_fail "$msg"
+h_pass "120 rows: the period columns add up to the wall clock within $TOL_MS ms; eval_busy marks the evaluations; the update ran on 3 threads and the loss fell"
