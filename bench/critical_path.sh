@@ -18,11 +18,12 @@
 #
 # Parts (each prints its table):
 #  1. Breakdown, demo model (deploy/examples/mnist-cnn-kfac.ini): bench/
-#     bench_cluster.sh with arms sgd, kfac-before (--before's daemons),
-#     kfac (this build: the update split over every core) and kfac-1thread
-#     ([ps] update_threads = 1), 300 steps, 2 repeats, interleaved.
+#     bench_cluster.sh with arms sgd-before and kfac-before (--before's
+#     daemons), sgd, kfac (this build: the update split over every core)
+#     and kfac-1thread ([ps] update_threads = 1), 250 steps, 2 repeats,
+#     interleaved.
 #  2. The same on models/mnist-cnn-wide.model (fc 3136 -> 1024,
-#     doubly-factored), arms sgd, kfac-before, kfac; 150 steps.
+#     doubly-factored), 150 steps.
 #  3. Wall time to 99.0% test accuracy (whole test set, current or Polyak
 #     parameters, evaluated every 50 steps) on the wide model: K-FAC against
 #     SGD at --sgd-lr, per seed, interleaved; wall seconds of the evaluated
@@ -57,20 +58,21 @@ done
   { echo "critical_path.sh: build first: make && make build-bench" >&2; exit 2; }
 mkdir -p "$out" || exit 1
 
-s_demo=300 s_wide=150 max_kfac=800 max_sgd=1500 reps=2
+s_demo=250 s_wide=150 max_kfac=800 max_sgd=1500 reps=2
 [ "$quick" = 1 ] && { s_demo=25 s_wide=25 max_kfac=10 max_sgd=10 reps=1; }
 echo "critical path, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 echo
 echo "## 1. Breakdown, demo model"
 sh bench/bench_cluster.sh --steps "$s_demo" --repeats "$reps" --out "$out/demo" \
-  --arm 'sgd|--optimizer.kind sgd' --arm "kfac-before|bin=$before" --arm 'kfac|' \
-  --arm 'kfac-1thread|--ps.update_threads 1'
+  --arm "sgd-before|bin=$before --optimizer.kind sgd" --arm "kfac-before|bin=$before" \
+  --arm 'sgd|--optimizer.kind sgd' --arm 'kfac|' --arm 'kfac-1thread|--ps.update_threads 1'
 
 echo
 echo "## 2. Breakdown, wide model"
 sh bench/bench_cluster.sh --steps "$s_wide" --repeats "$reps" --out "$out/wide" \
-  --arm 'sgd|--optimizer.kind sgd' --arm "kfac-before|bin=$before" --arm 'kfac|' \
+  --arm "sgd-before|bin=$before --optimizer.kind sgd" --arm "kfac-before|bin=$before" \
+  --arm 'sgd|--optimizer.kind sgd' --arm 'kfac|' --arm 'kfac-1thread|--ps.update_threads 1' \
   -- --model.file models/mnist-cnn-wide.model
 
 echo
