@@ -103,7 +103,7 @@ for seed in $seeds; do
 done
 echo "load average after: $(cat /proc/loadavg)"
 awk '
-  NF == 4 && $3 != "-" { n[$1]++; st[$1] += $3; w[$1] += $4 }
+  NF == 4 && $3 != "-" && $3 != "steps/s" { n[$1]++; st[$1] += $3; w[$1] += $4 }
   $3 == "steps/s" { ns[$1]++; s[$1] += $4 }
   END {
     printf "| arm | seeds reached | steps to 99%% (mean) | wall s to 99%% (mean) | steps/s |\n|---|---|---|---|---|\n"

@@ -1,7 +1,0 @@
-#!/bin/sh
-# doubly: every run of the sweep, exactly as it was started (from the repository root).
-cd "${KFAC_ROOT:-/work/main}" || exit 1
-sh deploy/kfac-launch experiments/mnist-cnn.ini --port auto --quiet --run.seed 1 --run.out_dir /work/main/runs/sweeps/doubly/doubly/1 --run.target_acc 0.98 --kfac.kl_zeta 0.5 --kfac.kl_decay_every 150 --model.file experiments/mnist-cnn-wide-auto.model --run.steps 400 --run.eval_every 25 --run.log_level debug --model.doubly_min_in 1000  # doubly, seed 1
-sh deploy/kfac-launch experiments/mnist-cnn.ini --port auto --quiet --run.seed 1 --run.out_dir /work/main/runs/sweeps/doubly/standard/1 --run.target_acc 0.98 --kfac.kl_zeta 0.5 --kfac.kl_decay_every 150 --model.file experiments/mnist-cnn-wide-auto.model --run.steps 400 --run.eval_every 25 --run.log_level debug --model.doubly_min_in 1e30  # standard, seed 1
-sh deploy/kfac-launch experiments/mnist-cnn.ini --port auto --quiet --run.seed 2 --run.out_dir /work/main/runs/sweeps/doubly/doubly/2 --run.target_acc 0.98 --kfac.kl_zeta 0.5 --kfac.kl_decay_every 150 --model.file experiments/mnist-cnn-wide-auto.model --run.steps 400 --run.eval_every 25 --run.log_level debug --model.doubly_min_in 1000  # doubly, seed 2
-sh deploy/kfac-launch experiments/mnist-cnn.ini --port auto --quiet --run.seed 2 --run.out_dir /work/main/runs/sweeps/doubly/standard/2 --run.target_acc 0.98 --kfac.kl_zeta 0.5 --kfac.kl_decay_every 150 --model.file experiments/mnist-cnn-wide-auto.model --run.steps 400 --run.eval_every 25 --run.log_level debug --model.doubly_min_in 1e30  # standard, seed 2
