@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "common/base/clock.h"
 #include "common/base/blas.h"
 #include "common/nn/nn.h"
@@ -59,41 +60,6 @@ static void *s_alloc(size_t n_bytes) {
         exit(1);
     }
     return p;
-}
-
-/* Machine description: CPU model, logical CPUs, load, OpenBLAS core. */
-static void s_print_machine(void) {
-    char line[512], model[256] = "unknown";
-    int n_cpu = 0;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            if (strncmp(line, "processor", 9) == 0) n_cpu++;
-            if (strncmp(line, "model name", 10) == 0 && strcmp(model, "unknown") == 0) {
-                char *c = strchr(line, ':');
-                if (c) {
-                    snprintf(model, sizeof model, "%s", c + 2);
-                    model[strcspn(model, "\n")] = '\0';
-                }
-            }
-        }
-        fclose(f);
-    }
-    printf("machine: %s, %d logical CPUs\n", model, n_cpu);
-    const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("OpenBLAS: core %s (OPENBLAS_CORETYPE %s), %s\n", openblas_get_corename(), ct ? ct : "unset",
-           openblas_get_config());
-}
-
-static void s_print_load(const char *when) {
-    char buf[128] = "?";
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (!fgets(buf, sizeof buf, f)) snprintf(buf, sizeof buf, "?");
-        fclose(f);
-    }
-    buf[strcspn(buf, "\n")] = '\0';
-    printf("load average %s: %s\n", when, buf);
 }
 
 static int s_cmp_double(const void *a, const void *b) {
@@ -324,10 +290,10 @@ int main(int argc, char **argv) {
                "       --whole: part 1 only, the whole network)\n");
         return argc > 2 ? 2 : 0;
     }
-    s_print_machine();
-    s_print_load("before");
+    bench_print_machine();
+    bench_print_load("", "before");
     s_part1(model);
     if (!whole_only) s_part2(model);
-    s_print_load("after");
+    bench_print_load("", "after");
     return 0;
 }

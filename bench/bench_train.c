@@ -46,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "common/base/clock.h"
 #include "common/base/blas.h"
 #include "common/nn/data.h"
@@ -75,40 +76,6 @@ static double s_cpu_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void s_print_machine(void) {
-    char line[512], model[256] = "unknown";
-    int n_cpu = 0;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            if (strncmp(line, "processor", 9) == 0) n_cpu++;
-            if (strncmp(line, "model name", 10) == 0 && strcmp(model, "unknown") == 0) {
-                char *c = strchr(line, ':');
-                if (c) {
-                    snprintf(model, sizeof model, "%s", c + 2);
-                    model[strcspn(model, "\n")] = '\0';
-                }
-            }
-        }
-        fclose(f);
-    }
-    printf("machine: %s, %d logical CPUs\n", model, n_cpu);
-    const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("OpenBLAS: core %s (OPENBLAS_CORETYPE %s), %d threads, %s\n", openblas_get_corename(), ct ? ct : "unset",
-           openblas_get_num_threads(), openblas_get_config());
-}
-
-static void s_print_load(const char *when) {
-    char buf[128] = "?";
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (!fgets(buf, sizeof buf, f)) snprintf(buf, sizeof buf, "?");
-        fclose(f);
-    }
-    buf[strcspn(buf, "\n")] = '\0';
-    printf("  load average %s: %s\n", when, buf);
 }
 
 static void s_kfac_opts(const bt_cfg_t *c, train_opts_t *o) {
@@ -296,7 +263,7 @@ int main(int argc, char **argv) {
         return prc < 0 ? 2 : 0;
     }
     openblas_set_num_threads(c.threads);
-    s_print_machine();
+    bench_print_machine();
     char err[512];
     int status = 1;
     dataset_t *train = NULL, *test = NULL;
@@ -328,22 +295,22 @@ int main(int argc, char **argv) {
     train_result_t kr, sr;
 
     printf("\n== 1. K-FAC, train_run\n");
-    s_print_load("before");
+    bench_print_load("  ", "before");
     if (s_train(net, train, test, &ko, &kr)) goto done;
-    s_print_load("after");
+    bench_print_load("  ", "after");
     s_report_run("K-FAC", &kr, 1);
     double kips = kr.examples / (kr.seconds > 0 ? kr.seconds : 1e-9);
 
     printf("\n== 2. SGD, train_run\n");
-    s_print_load("before");
+    bench_print_load("  ", "before");
     if (s_train(net, train, test, &so, &sr)) goto done;
-    s_print_load("after");
+    bench_print_load("  ", "after");
     s_report_run("SGD", &sr, 0);
 
     printf("\n== 3. K-FAC, instrumented loop (time per part of the step)\n");
-    s_print_load("before");
+    bench_print_load("  ", "before");
     if (s_instrumented(net, train, test, &ko)) goto done;
-    s_print_load("after");
+    bench_print_load("  ", "after");
 
     printf("\n== summary\n");
     printf("K-FAC %.0f images/s = %.2fx the reference 2,886 (goal >= 3x: %s); test accuracy %.2f%% vs the "

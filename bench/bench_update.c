@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/clock.h"
@@ -46,33 +47,6 @@
 
 #define BU_BATCH 64
 #define BU_MAX_THREADS 16
-
-static void s_print_machine(void) {
-    char line[512], model[256] = "unknown";
-    int n_cpu = 0;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            if (strncmp(line, "processor", 9) == 0) n_cpu++;
-            if (strncmp(line, "model name", 10) == 0 && strcmp(model, "unknown") == 0) {
-                char *c = strchr(line, ':');
-                if (c) {
-                    snprintf(model, sizeof model, "%s", c + 2);
-                    model[strcspn(model, "\n")] = '\0';
-                }
-            }
-        }
-        fclose(f);
-    }
-    char load[128] = "?";
-    if ((f = fopen("/proc/loadavg", "r"))) {
-        if (!fgets(load, sizeof load, f)) snprintf(load, sizeof load, "?");
-        fclose(f);
-    }
-    load[strcspn(load, "\n")] = '\0';
-    printf("machine: %s, %d logical CPUs, load average %s\n", model, n_cpu, load);
-    printf("OpenBLAS: core %s, %d thread(s) per call\n", openblas_get_corename(), openblas_get_num_threads());
-}
 
 /* Flops of the Kronecker products of one update (see the header comment),
  * and the largest single product's shape. */
@@ -179,7 +153,8 @@ int main(int argc, char **argv) {
         if (affinity_count() > 1) n_threads[n_t++] = affinity_count() > 64 ? 64 : affinity_count();
     }
     blas_set_threads(1);
-    s_print_machine();
+    bench_print_machine();
+    bench_print_load("", "before");
 
     char err[512] = "";
     net_t *net = net_load(model, BU_BATCH, err, sizeof err);
