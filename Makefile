@@ -7,6 +7,7 @@
 #   make fuzz       libFuzzer harnesses (clang) in build-fuzz/; make fuzz-run runs them
 #   make bench      print benchmark figures (never pass/fail)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make gpu-kit    the GPU machine's kit: build-gpukit/kfac-gpu-kit.tar.xz (docs/gpu.md)
 #   V=1             show full command lines;  CUDA=0 never touch CUDA
 #
 # Each folder adds its sources in its own module.mk; objects go to $(BUILD).
@@ -54,6 +55,7 @@ endif
 
 .DEFAULT_GOAL := all
 .PHONY: build-all build-tests build-bench
+.PHONY: gpu-kit
 .PHONY: all check check-unit check-integration check-asan bench demo install clean deps data help
 .SUFFIXES:
 .SECONDARY:
@@ -124,10 +126,20 @@ demo: $(DEPS_STAMP)
 	$(Q)sh tools/fetch-data.sh
 	$(Q)KFAC_BIN=$(BUILD) sh deploy/kfac-launch $(DEMO_CONFIG) --force
 
+# The kit a bare GPU machine runs bench/gpu/first-run.sh from: daemons, twin
+# tests, bench_gpu and every non-CUDA shared library they load, in one
+# archive (tools/gpu-kit.sh; docs/gpu.md). Needs a CUDA build.
+GPU_KIT_DIR ?= build-gpukit
+gpu-kit: $(DEPS_STAMP)
+	$(Q)test "$(CUDA)" = 1 || { echo "make gpu-kit: needs a CUDA build (nvcc and cuDNN's headers; CUDA=$(CUDA))" >&2; exit 1; }
+	$(Q)$(SUBMAKE) build-all $(BUILD)/tests/backend/test_backend $(BUILD)/tests/backend/test_backend_cuda $(BUILD)/bench/bench_gpu
+	$(Q)sh tools/fetch-data.sh
+	$(Q)NVCC=$(NVCC) sh tools/gpu-kit.sh $(BUILD) $(GPU_KIT_DIR)
+
 clean:
 	rm -rf build build-asan
 
 help:
-	@sed -n '2,13p' Makefile
+	@sed -n '2,14p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -68,7 +68,7 @@ done
 [ -r "$config" ] || { echo "bench_cluster.sh: cannot read the run file $config" >&2; exit 2; }
 case $steps$repeats$skip in *[!0-9]*) echo "bench_cluster.sh: --steps, --repeats and --skip take whole numbers" >&2; exit 2 ;; esac
 [ "$steps" -gt "$((skip + 1))" ] || { echo "bench_cluster.sh: --steps must exceed --skip + 1" >&2; exit 2; }
-[ -x build/kfac-ps ] || { echo "bench_cluster.sh: build first (make)" >&2; exit 2; }
+[ -x "${KFAC_BIN:-build}/kfac-ps" ] || { echo "bench_cluster.sh: no ${KFAC_BIN:-build}/kfac-ps: build first (make), or set KFAC_BIN" >&2; exit 2; }
 mkdir -p "$out" || exit 1
 
 model=$(awk -F: '/^model name/ { sub(/^ /, "", $2); print $2; exit }' /proc/cpuinfo)

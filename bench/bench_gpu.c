@@ -8,6 +8,13 @@
  * (reason)".
  *
  *   bench_gpu [--batch N] [--seconds S] [model ...]
+ *   bench_gpu --probe
+ *
+ * --probe: only say whether the CUDA backend runs here: "GPU: <device,
+ * runtime, driver, cuDNN and cuBLAS versions>" (a backend made on a tiny
+ * net) and exit 0, or "no GPU: <why>" and exit 1.
+ * With KFAC_REQUIRE_GPU=1 a machine where the CUDA backend cannot be made
+ * is a failure (exit 1) instead of CPU figures and "GPU: not available".
  *
  * Defaults: batch 128, at least 2 s of steps per measurement (and at least
  * 3 steps), models/mnist-cnn.model and models/resnet8-cifar.model (run from
@@ -121,6 +128,8 @@ static int s_bench_model(const char *path, int batch, double seconds, int gpu) {
         b = backend_new(BACKEND_CUDA, net, err, sizeof err);
         if (!b) {
             printf("  GPU: not available (%s)\n", err);
+            const char *req = getenv("KFAC_REQUIRE_GPU");
+            if (req && strcmp(req, "1") == 0) return 1;
         } else {
             s_measure(b, net, s, &d, seconds, &ts, &tf);
             s_report(backend_describe(b), batch, ts, tf);
@@ -134,9 +143,26 @@ static int s_bench_model(const char *path, int batch, double seconds, int gpu) {
     return 0;
 }
 
+/* --probe: the CUDA backend on a tiny net, or why not. */
+static int s_probe(void) {
+    char why[512];
+    net_t *net = net_parse("input 1x4x4\nconv name=c out=2 k=3 pad=1\nrelu\nflatten\nfc name=f out=3\nsoftmax_xent\n",
+                           "probe", 2, why, sizeof why);
+    backend_t *b = net ? backend_new(BACKEND_CUDA, net, why, sizeof why) : NULL;
+    if (b) printf("GPU: %s\n", backend_describe(b));
+    else printf("no GPU: %s\n", why);
+    int ok = b != NULL;
+    backend_free(&b);
+    net_free(&net);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
-    blas_restart_if_generic(argv); /* OpenBLAS's fast kernels, as every kfac program uses */
     blas_restart_if_generic(argv); /* the OpenBLAS kernels the daemons use */
+    if (argc == 2 && strcmp(argv[1], "--probe") == 0) {
+        log_init(LOG_LEVEL_WARN, "bench_gpu");
+        return s_probe();
+    }
     int batch = 128;
     double seconds = 2.0;
     const char *models[16];
@@ -149,7 +175,7 @@ int main(int argc, char **argv) {
         } else if (argv[i][0] != '-' && n_models < 16) {
             models[n_models++] = argv[i];
         } else {
-            fprintf(stderr, "usage: bench_gpu [--batch N] [--seconds S] [model ...]\n");
+            fprintf(stderr, "usage: bench_gpu [--batch N] [--seconds S] [model ...] | bench_gpu --probe\n");
             return 2;
         }
     }
@@ -171,6 +197,12 @@ int main(int argc, char **argv) {
     printf("CPU: OpenBLAS with %d threads\n", openblas_get_num_threads());
     char why[512];
     int gpu = backend_gpu_probe(why, sizeof why);
+    const char *req = getenv("KFAC_REQUIRE_GPU");
+    const int required = req && strcmp(req, "1") == 0;
+    if (!gpu && required) {
+        fprintf(stderr, "bench_gpu: KFAC_REQUIRE_GPU=1 and the GPU is not available: %s\n", why);
+        return 1;
+    }
     if (!gpu) printf("GPU: not available (%s)\n", why);
     int rc = 0;
     for (int m = 0; m < n_models; m++) rc |= s_bench_model(models[m], batch, seconds, gpu);

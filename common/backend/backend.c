@@ -49,6 +49,11 @@ int backend_kind_parse(const char *s, backend_kind_t *out) {
     return 0;
 }
 
+int backend_gpu_required(void) {
+    const char *v = getenv("KFAC_REQUIRE_GPU");
+    return v && strcmp(v, "1") == 0;
+}
+
 int backend_gpu_probe(char *why, size_t why_len) {
 #ifdef KFAC_CUDA
     return backend_cuda_probe(why, why_len);
@@ -96,13 +101,15 @@ backend_t *backend_new(backend_kind_t kind, net_t *net, char *err, size_t err_le
         b->cuda = cuda;
         return b;
     }
-    if (kind == BACKEND_CUDA) {
-        if (err && err_len) snprintf(err, err_len, "CUDA backend unavailable: %s", why);
+    if (kind == BACKEND_CUDA || backend_gpu_required()) {
+        if (err && err_len)
+            snprintf(err, err_len, "CUDA backend unavailable%s: %s",
+                     kind == BACKEND_CUDA ? "" : " and KFAC_REQUIRE_GPU=1 forbids the CPU", why);
         return NULL;
     }
     log_info("backend: %s: using the CPU", why);
 #else
-    if (kind == BACKEND_CUDA) {
+    if (kind == BACKEND_CUDA || backend_gpu_required()) {
         if (err && err_len) snprintf(err, err_len, "CUDA backend unavailable: %s", S_NO_CUDA_BUILD);
         return NULL;
     }

@@ -68,6 +68,11 @@ int backend_kind_parse(const char *s, backend_kind_t *out);
  * the CUDA context when a GPU answers: do not fork afterwards. */
 int backend_gpu_probe(char *why, size_t why_len);
 
+/* Is the environment variable KFAC_REQUIRE_GPU set to 1? Then BACKEND_AUTO
+ * fails like BACKEND_CUDA where no GPU answers, instead of using the CPU: a
+ * run meant for a GPU never goes on silently without one. */
+int backend_gpu_required(void);
+
 /* Make a backend for net (borrowed; must outlive the backend).
  *   BACKEND_CPU:  always succeeds (unless out of memory).
  *   BACKEND_CUDA: needs a CUDA build and a usable GPU; otherwise NULL with a
