@@ -7,9 +7,13 @@
  * time. Without a GPU it prints the CPU figures and "GPU: not available
  * (reason)".
  *
- *   bench_gpu [--batch N] [--seconds S] [model ...]
+ *   bench_gpu [--batch N] [--seconds S] [--stats-detail] [model ...]
  *   bench_gpu --probe
  *
+ * --stats-detail: the statistics' time slot by slot on each backend, and on
+ * the GPU the same again for each way of computing the factor products
+ * (KFAC_CUDA_GRAM=syrk, gemm, split; docs/gpu.md) unless KFAC_CUDA_GRAM
+ * chooses one.
  * --probe: only say whether the CUDA backend runs here: "GPU: <device,
  * runtime, driver, cuDNN and cuBLAS versions>" (a backend made on a tiny
  * net) and exit 0, or "no GPU: <why>" and exit 1.
@@ -37,6 +41,8 @@
 #include "common/base/log.h"
 #include "common/nn/nn.h"
 #include "common/base/rng.h"
+
+static int g_stats_detail; /* --stats-detail */
 
 typedef struct bench_data {
     float *x;
@@ -87,6 +93,43 @@ static void s_measure(backend_t *b, net_t *net, kfac_stats_t *s, const bench_dat
     *t_stats = t / k;
 }
 
+/* Mean seconds of backend_stats over at least 3 calls and `seconds`. */
+static double s_time_stats(backend_t *b, kfac_stats_t *s, double seconds) {
+    int k = 0;
+    double t = 0.0, t0 = clock_now_s();
+    while (k < 3 || t < seconds) {
+        if (backend_stats(b, s)) {
+            fprintf(stderr, "bench_gpu: statistics failed on %s\n", backend_describe(b));
+            exit(1);
+        }
+        k++;
+        t = clock_now_s() - t0;
+    }
+    return t / k;
+}
+
+/* --stats-detail: the statistics' time slot by slot (every other slot
+ * skipped), and with every slot skipped (what is left: the factor arena's
+ * copy to the host), after a step on b. */
+static void s_stats_detail(backend_t *b, net_t *net, kfac_stats_t *s, const bench_data_t *d, double seconds) {
+    s_step(b, net, d);
+    for (int j = 0; j < s->n_layers; j++) s->layers[j].skip = 1;
+    printf("    statistics, slot by slot (%s):\n      none (arena copy only) %8.3f ms\n", backend_describe(b),
+           1e3 * s_time_stats(b, s, seconds));
+    for (int j = 0; j < s->n_layers; j++) {
+        const kfac_layer_stats_t *ls = &s->layers[j];
+        s->layers[j].skip = 0;
+        char dims[64];
+        int o = 0;
+        for (int k = 0; k < ls->n_factors && o < (int)sizeof dims - 8; k++)
+            o += snprintf(dims + o, sizeof dims - (size_t)o, "%s%d", k ? "," : "", ls->f[k].dim);
+        printf("      %-12s %-8s dims %-14s %8.3f ms\n", net->layers[ls->layer].name, layer_kind_name(ls->kind), dims,
+               1e3 * s_time_stats(b, s, seconds));
+        s->layers[j].skip = 1;
+    }
+    for (int j = 0; j < s->n_layers; j++) s->layers[j].skip = 0;
+}
+
 static void s_report(const char *who, int batch, double t_step, double t_stats) {
     printf("  %s\n    step %9.2f ms  %9.0f images/s    statistics %9.2f ms\n", who, 1e3 * t_step, batch / t_step,
            1e3 * t_stats);
@@ -122,6 +165,7 @@ static int s_bench_model(const char *path, int batch, double seconds, int gpu) {
     }
     s_measure(b, net, s, &d, seconds, &ts, &tf);
     s_report(backend_describe(b), batch, ts, tf);
+    if (g_stats_detail) s_stats_detail(b, net, s, &d, seconds / 10);
     backend_free(&b);
 
     if (gpu) {
@@ -133,7 +177,25 @@ static int s_bench_model(const char *path, int batch, double seconds, int gpu) {
         } else {
             s_measure(b, net, s, &d, seconds, &ts, &tf);
             s_report(backend_describe(b), batch, ts, tf);
+            if (g_stats_detail) s_stats_detail(b, net, s, &d, seconds / 10);
             backend_free(&b);
+            /* The factor products the other ways (KFAC_CUDA_GRAM), unless the caller chose one. */
+            static const char *const grams[] = {"syrk", "gemm", "split"};
+            const char *chosen = getenv("KFAC_CUDA_GRAM");
+            for (int g = 0; g < 3 && g_stats_detail && !chosen; g++) {
+                if (g == 0) continue; /* syrk: the default, measured above */
+                setenv("KFAC_CUDA_GRAM", grams[g], 1);
+                b = backend_new(BACKEND_CUDA, net, err, sizeof err);
+                unsetenv("KFAC_CUDA_GRAM");
+                if (!b) {
+                    printf("  KFAC_CUDA_GRAM=%s: %s\n", grams[g], err);
+                    continue;
+                }
+                s_measure(b, net, s, &d, seconds, &ts, &tf);
+                s_report(backend_describe(b), batch, ts, tf);
+                s_stats_detail(b, net, s, &d, seconds / 10);
+                backend_free(&b);
+            }
         }
     }
     free(d.x);
@@ -172,10 +234,12 @@ int main(int argc, char **argv) {
             batch = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
             seconds = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--stats-detail") == 0) {
+            g_stats_detail = 1;
         } else if (argv[i][0] != '-' && n_models < 16) {
             models[n_models++] = argv[i];
         } else {
-            fprintf(stderr, "usage: bench_gpu [--batch N] [--seconds S] [model ...] | bench_gpu --probe\n");
+            fprintf(stderr, "usage: bench_gpu [--batch N] [--seconds S] [--stats-detail] [model ...] | bench_gpu --probe\n");
             return 2;
         }
     }

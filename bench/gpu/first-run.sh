@@ -30,11 +30,15 @@
 #     fp32, TF32 off, the host-device copies a worker makes), in this run;
 #  6. short clusters (bench/bench_cluster.sh) on the kit's MNIST: 2 GPU
 #     workers, kfac-statsd on the GPU, 4 CPU inverse daemons, kfac-ps on the
-#     CPU; K-FAC and SGD on the demo model and on the wide model.
+#     CPU; K-FAC and SGD on the demo model and on the wide model;
+#  7. study 1 (asynchronous against synchronous inverses, Ba et al. sec. 6.1)
+#     in that setting: tools/kfac-sweep, seeds 1 2 3, whole test set;
+#  8. the twin tests with more seeds, while time is left.
 #
 # Output, in --out (8 files at most): summary.md (the verdict and every
-# figure), machine.log, twin.log, memcheck.log, tf32.log, bench.log,
-# cluster.log and clusters.tar.gz (the clusters' run folders and logs).
+# figure), machine.log, twin.log (with the TF32 and extra-seed runs),
+# memcheck.log, bench.log, cluster.log, study1.log and runs.tar.gz (the clusters' and the study's
+# CSVs, configurations and logs).
 # The verdict line says whether the run counts: it counts only when a GPU
 # was used by every GPU step and nothing failed. Exit status: 0 when it
 # counts, 1 when something failed, 3 when there was no GPU (a rehearsal).
@@ -57,7 +61,7 @@ mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 S=$out/summary.md
 T0=$(date +%s)
-BUDGET=${KFAC_GPU_BUDGET_S:-290}   # seconds for the whole script
+BUDGET=${KFAC_GPU_BUDGET_S:-340}   # seconds for the whole script
 failed=""
 gpu=1
 
@@ -173,15 +177,16 @@ else
 fi
 if [ "$gpu" = 1 ]; then
   t=$(limit 60)
-  NVIDIA_TF32_OVERRIDE=0 KFAC_REQUIRE_GPU=1 timeout "$t" "$KIT/tests/test_backend_cuda" >"$out/tf32.log" 2>&1
+  NVIDIA_TF32_OVERRIDE=0 KFAC_REQUIRE_GPU=1 timeout "$t" "$KIT/tests/test_backend_cuda" >"$work/tf32.log" 2>&1
   rc=$?
-  worst "$out/tf32.log" >"$work/worst-tf32.txt"
+  { echo "== test_backend_cuda with NVIDIA_TF32_OVERRIDE=0: exit $rc"; cat "$work/tf32.log"; } >>"$out/twin.log"
+  worst "$work/tf32.log" >"$work/worst-tf32.txt"
   if [ "$rc" = 0 ] && cmp -s "$work/worst.txt" "$work/worst-tf32.txt"; then
     say "- NVIDIA_TF32_OVERRIDE=0: exit 0, the same worst errors as step 2 (no TF32 was in use)"
   else
     say "- NVIDIA_TF32_OVERRIDE=0: exit $rc; worst errors differ from step 2:"
     diff "$work/worst.txt" "$work/worst-tf32.txt" | sed 's/^/    /' | tee -a "$S"
-    fail "TF32 check" "exit $rc or different errors (tf32.log)"
+    fail "TF32 check" "exit $rc or different errors (twin.log)"
   fi
 else
   say "- NVIDIA_TF32_OVERRIDE=0: not run (no GPU)"
@@ -194,7 +199,8 @@ sec=2; [ "$quick" = 1 ] && sec=0.3
 t=$(limit 60)
 {
   echo "== bench_gpu"
-  KFAC_REQUIRE_GPU=$gpu timeout "$t" "$KIT/bench/bench_gpu" --seconds "$sec" --batch 128 models/mnist-cnn.model models/resnet8-cifar.model
+  KFAC_REQUIRE_GPU=$gpu timeout "$t" "$KIT/bench/bench_gpu" --seconds "$sec" --batch 128 --stats-detail \
+    models/mnist-cnn.model models/resnet8-cifar.model
   echo "exit $?"
   echo "== torch_step.py"
   timeout "$(limit 60)" python3 bench/gpu/torch_step.py --seconds "$sec" --batch 128
@@ -246,13 +252,48 @@ else
   grep -q '^| \*\*kfac' "$out/cluster.log" || fail "cluster" "no K-FAC figures (cluster.log)"
   grep -h 'device: ' "$work"/clusters/demo/kfac-1/logs/worker-1.log 2>/dev/null | head -n 1 | sed 's/^/- worker-1: /' | tee -a "$S"
   grep -h 'device: ' "$work"/clusters/demo/kfac-1/logs/statsd-1.log 2>/dev/null | head -n 1 | sed 's/^/- statsd-1: /' | tee -a "$S"
-  tar -C "$work" -czf "$out/clusters.tar.gz" clusters 2>/dev/null
 fi
 
-# ---- 7. more seeds, with what time is left ------------------------------------
+# ---- 7. study 1 on this machine ------------------------------------------------
+# Asynchronous against synchronous inverses (Ba et al. sec. 6.1), the points
+# of experiments/async-vs-sync-mnist.sweep, with the workers and kfac-statsd
+# on the GPU and 4 CPU inverse daemons; whole test set, seeds 1 2 3.
+say ""
+say "## 7. Study 1 (asynchronous against synchronous inverses) with GPU workers"
+if [ ! -f "$KIT/data/mnist/train-images-idx3-ubyte.gz" ] || [ "$(left)" -lt 60 ]; then
+  say "- not run (no MNIST in the kit, or $(left) s left)"
+else
+  st=200; [ "$quick" = 1 ] && st=30
+  cat >"$work/gpu-async-vs-sync.sweep" <<EOF
+title = Study 1 on a GPU machine: asynchronous vs synchronous inverses, MNIST CNN
+base = experiments/mnist-cnn.ini
+seeds = 1 2 3
+set data.dir = $KIT/data
+set worker.device = ${dev:-cpu}
+set statsd.device = ${dev:-cpu}
+set cluster.invertd = 4
+set run.eval_n = 0
+set run.steps = $st
+set run.eval_every = 50
+point async = kfac.max_inverse_staleness=-1 kfac.refresh=continuous
+point sync-every-20 = kfac.max_inverse_staleness=19 kfac.refresh=every kfac.inverse_every=20
+point sync-every-step = kfac.max_inverse_staleness=0 run.steps=$((st / 2))
+EOF
+  t=$(limit 150)
+  s0=$(date +%s)
+  { timeout "$t" sh tools/kfac-sweep "$work/gpu-async-vs-sync.sweep" --out "$work/study1"
+    echo "exit $?"
+    sh tools/kfac-sweep "$work/gpu-async-vs-sync.sweep" --out "$work/study1" --report; } >"$out/study1.log" 2>&1
+  say "- $(( $(date +%s) - s0 )) s; $(grep -m1 '^exit' "$out/study1.log")"
+  [ -r "$work/study1/summary.md" ] && sed -n '1,40p' "$work/study1/summary.md" | tee -a "$S"
+fi
+(cd "$work" && find clusters study1 -type f \( -name '*.csv' -o -name '*.ini' -o -name '*.md' -o -name '*.tsv' \
+   -o -name '*.log' -o -name '*.txt' -o -name '*.sweep' \) 2>/dev/null | tar -czf "$out/runs.tar.gz" -T - 2>/dev/null)
+
+# ---- 8. more seeds, with what time is left ------------------------------------
 if [ "$gpu" = 1 ] && [ "$(left)" -gt 40 ]; then
   say ""
-  say "## 7. Twin tests with more seeds (while time is left)"
+  say "## 8. Twin tests with more seeds (while time is left)"
   for i in 1 2 3 4 5 6; do
     [ "$(left)" -gt 25 ] || break
     sd=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')

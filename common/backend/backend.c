@@ -259,3 +259,38 @@ int backend_layer_copy(backend_t *b, int layer, float *y, float *dy) {
     if (dy) memcpy(dy, l->dy, bytes);
     return 0;
 }
+
+int backend_reserve_stats(backend_t *b, const kfac_stats_t *s) {
+    if (!b || !s) return -EINVAL;
+#ifdef KFAC_CUDA
+    if (b->kind == BACKEND_CUDA) return backend_cuda_reserve_stats(b->cuda, s);
+#endif
+    return 0;
+}
+
+size_t backend_device_bytes(const backend_t *b) {
+#ifdef KFAC_CUDA
+    if (b && b->kind == BACKEND_CUDA) return backend_cuda_device_bytes(b->cuda);
+#else
+    (void)b;
+#endif
+    return 0;
+}
+
+backend_t *backend_new_with_stats(backend_kind_t kind, net_t *net, const kfac_stats_t *s, char *err,
+                                  size_t err_len) {
+    backend_t *b = backend_new(kind, net, err, err_len);
+    if (!b || !s || backend_kind(b) != BACKEND_CUDA) return b;
+    if (backend_reserve_stats(b, s) == 0) return b;
+    char why[512];
+    snprintf(why, sizeof why, "%s", backend_describe(b));
+    backend_free(&b);
+    if (kind == BACKEND_CUDA || backend_gpu_required()) {
+        if (err && err_len)
+            snprintf(err, err_len, "the GPU has no room for the K-FAC statistics (%s)%s", why,
+                     kind == BACKEND_CUDA ? "" : " and KFAC_REQUIRE_GPU=1 forbids the CPU");
+        return NULL;
+    }
+    log_warn("backend: the GPU has no room for the K-FAC statistics (%s): using the CPU", why);
+    return backend_new(BACKEND_CPU, net, err, err_len);
+}

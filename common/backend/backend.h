@@ -135,6 +135,28 @@ int backend_backward(backend_t *b, const int *labels, int grads_to_host, float *
  * the full matrices into s's host arena. Returns 0, -EINVAL or -EIO. */
 int backend_stats(backend_t *b, kfac_stats_t *s);
 
+/* Allocate now every device buffer backend_stats needs for s (built for
+ * this net) at the net's batch capacity, so that a GPU without room for the
+ * statistics is found when the backend is made, not at the first
+ * backend_stats in the middle of a run. CPU backend: nothing to do.
+ * Returns 0, -EINVAL (s does not fit the net) or -EIO (the allocation
+ * failed; the backend is then failed). */
+int backend_reserve_stats(backend_t *b, const kfac_stats_t *s);
+
+/* backend_new, then (s non-NULL: a backend that will compute statistics)
+ * backend_reserve_stats. With BACKEND_AUTO a GPU that has no room for the
+ * statistics gives way to the CPU, with one warning that says why (unless
+ * KFAC_REQUIRE_GPU=1: then it fails); with BACKEND_CUDA it fails, the
+ * reason in err. */
+backend_t *backend_new_with_stats(backend_kind_t kind, net_t *net, const kfac_stats_t *s, char *err,
+                                  size_t err_len);
+
+/* Device memory the backend holds, in bytes (0 for the CPU backend). The
+ * CUDA backend's share of a GPU can be capped with the environment variable
+ * KFAC_CUDA_MEM_LIMIT (bytes, or with a K, M or G suffix): an allocation
+ * beyond it fails as a full GPU would. */
+size_t backend_device_bytes(const backend_t *b);
+
 /* Copy layer `layer`'s output y and its gradient dy (each n * size floats of
  * the last forward / backward pass; either may be NULL) to the host — for
  * tests and debugging the twin backends. softmax_xent has neither. Returns 0,

@@ -76,8 +76,11 @@ const char *cb_fname(const char *call, char *buf, size_t len) {
 int cb_cuda_check(backend_cuda_t *cb, cudaError_t e, const char *call, const char *file, int line) {
     if (e == cudaSuccess) return 0;
     char fn[80];
-    return cb_fail(cb, "%s:%d: %s: %s (%s)", file, line, cb_fname(call, fn, sizeof fn), cudaGetErrorString(e),
-                  cudaGetErrorName(e));
+    /* A fault of a kernel queued earlier is reported by the next call that waits. */
+    const int late = !cb->sync_each && strstr(call, "Synchronize") != NULL;
+    return cb_fail(cb, "%s:%d: %s: %s (%s)%s", file, line, cb_fname(call, fn, sizeof fn), cudaGetErrorString(e),
+                   cudaGetErrorName(e),
+                   late ? "; work queued earlier may have caused it: KFAC_CUDA_SYNC=1 names the layer" : "");
 }
 
 int cb_blas_check(backend_cuda_t *cb, cublasStatus_t st, const char *call, const char *file, int line) {
@@ -102,7 +105,32 @@ int cb_dnn_check(backend_cuda_t *cb, cudnnStatus_t st, const char *call, const c
 /* ---- small helpers -------------------------------------------------------------- */
 
 int cb_dalloc(backend_cuda_t *cb, void **p, size_t bytes) {
-    return CK_CUDA(cudaMalloc(p, bytes ? bytes : 16));
+    if (!bytes) bytes = 16;
+    if (cb->mem_limit && cb->mem_used + bytes > cb->mem_limit)
+        return cb_fail(cb, "out of device memory: %zu more bytes would exceed KFAC_CUDA_MEM_LIMIT=%zu (%zu in use)",
+                       bytes, cb->mem_limit, cb->mem_used);
+    CB_TRY(CK_CUDA(cudaMalloc(p, bytes)));
+    cb->mem_used += bytes;
+    return 0;
+}
+
+int cb_dfree(backend_cuda_t *cb, void **p, size_t bytes) {
+    if (!*p) return 0;
+    int rc = CK_CUDA(cudaFree(*p));
+    *p = NULL;
+    cb->mem_used -= bytes < cb->mem_used ? bytes : cb->mem_used;
+    return rc;
+}
+
+/* KFAC_CUDA_SYNC=1: wait for the work just queued, so that a device fault is
+ * reported at the layer that caused it instead of at a later synchronization.
+ * Without it an asynchronous fault surfaces at the next synchronizing call,
+ * whose message then says so. */
+int cb_sync_after(backend_cuda_t *cb, const char *what, const char *name) {
+    if (!cb->sync_each) return 0;
+    cudaError_t e = cudaStreamSynchronize(cb->stream);
+    if (e == cudaSuccess) return 0;
+    return cb_fail(cb, "%s of layer %s: %s (%s)", what, name, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 int cb_halloc(backend_cuda_t *cb, void **p, size_t bytes) {
@@ -252,6 +280,10 @@ static int s_set_shape(backend_cuda_t *cb, int n) {
     size_t free_b = 0, total_b = 0;
     CB_TRY(CK_CUDA(cudaMemGetInfo(&free_b, &total_b)));
     size_t ws_cap = free_b / CB_WS_FREE_DIV;
+    if (cb->mem_limit) { /* within the limit, the old workspace's bytes counted as free */
+        const size_t room = cb->mem_limit - (cb->mem_used - cb->ws_bytes);
+        if (room / CB_WS_FREE_DIV < ws_cap) ws_cap = room / CB_WS_FREE_DIV;
+    }
     if (ws_cap > CB_WS_MAX) ws_cap = CB_WS_MAX;
     size_t need = 0;
     cb->shape_n = 0;
@@ -282,8 +314,7 @@ static int s_set_shape(backend_cuda_t *cb, int n) {
     if (need > cb->ws_bytes) {
         /* Nothing may still use the old workspace. */
         CB_TRY(CK_CUDA(cudaStreamSynchronize(cb->stream)));
-        if (cb->d_ws) CB_TRY(CK_CUDA(cudaFree(cb->d_ws)));
-        cb->d_ws = NULL;
+        CB_TRY(cb_dfree(cb, &cb->d_ws, cb->ws_bytes));
         cb->ws_bytes = 0;
         CB_TRY(cb_dalloc(cb, &cb->d_ws, need));
         cb->ws_bytes = need;
@@ -389,6 +420,14 @@ static void s_describe(backend_cuda_t *cb) {
              (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), rt / 1000, (rt % 1000) / 10, drv / 1000,
              (drv % 1000) / 10, dnn_v / 10000, (dnn_v % 10000) / 100, dnn_v % 100, blas_v / 10000,
              (blas_v / 100) % 100, blas_v % 100);
+    size_t len = strlen(cb->desc);
+    if (cb->sync_each && len < sizeof cb->desc)
+        len += (size_t)snprintf(cb->desc + len, sizeof cb->desc - len, ", KFAC_CUDA_SYNC=1");
+    if (cb->gram != CB_GRAM_SYRK && len < sizeof cb->desc)
+        len += (size_t)snprintf(cb->desc + len, sizeof cb->desc - len, ", KFAC_CUDA_GRAM=%s",
+                                cb->gram == CB_GRAM_GEMM ? "gemm" : "split");
+    if (cb->mem_limit && len < sizeof cb->desc)
+        snprintf(cb->desc + len, sizeof cb->desc - len, ", KFAC_CUDA_MEM_LIMIT=%zu", cb->mem_limit);
 }
 
 static int s_init(backend_cuda_t *cb) {
@@ -461,6 +500,32 @@ backend_cuda_t *backend_cuda_new(net_t *net, char *err, size_t err_len) {
     }
     cb->net = net;
     cb->device = 0;
+    const char *v = getenv("KFAC_CUDA_MEM_LIMIT");
+    if (v && *v) {
+        char *end = NULL;
+        double lim = strtod(v, &end);
+        const double mul = (*end == 'K' || *end == 'k') ? 1024.0 : (*end == 'M' || *end == 'm') ? 1048576.0
+                         : (*end == 'G' || *end == 'g') ? 1073741824.0 : 1.0;
+        if (end == v || !(lim > 0) || (*end && mul == 1.0)) {
+            if (err && err_len) snprintf(err, err_len, "KFAC_CUDA_MEM_LIMIT=%s: expected bytes, e.g. 4G or 512M", v);
+            free(cb);
+            return NULL;
+        }
+        cb->mem_limit = (size_t)(lim * mul);
+    }
+    v = getenv("KFAC_CUDA_SYNC");
+    cb->sync_each = v && strcmp(v, "1") == 0;
+    v = getenv("KFAC_CUDA_GRAM");
+    cb->gram = CB_GRAM_SYRK;
+    if (v && *v) {
+        if (strcmp(v, "gemm") == 0) cb->gram = CB_GRAM_GEMM;
+        else if (strcmp(v, "split") == 0) cb->gram = CB_GRAM_SPLIT;
+        else if (strcmp(v, "syrk") != 0) {
+            if (err && err_len) snprintf(err, err_len, "KFAC_CUDA_GRAM=%s: expected syrk, gemm or split", v);
+            free(cb);
+            return NULL;
+        }
+    }
     if (s_init(cb) != 0) {
         if (err && err_len) snprintf(err, err_len, "initialization failed: %s", cb->fail_msg);
         backend_cuda_free(&cb);
@@ -492,7 +557,7 @@ void backend_cuda_free(backend_cuda_t **cb_p) {
         free(cb->layers);
     }
     void *dev[] = {cb->d_params, cb->d_grads, cb->d_state,   cb->d_x,       cb->d_probs,   cb->d_labels,
-                   cb->d_hits,   cb->d_lg,    cb->d_bn,      cb->d_ws,      cb->d_scratch, cb->d_factors};
+                   cb->d_hits,   cb->d_lg,    cb->d_bn,      cb->d_ws,      cb->d_scratch, cb->d_factors, cb->d_gram};
     for (size_t j = 0; j < sizeof dev / sizeof dev[0]; j++)
         if (dev[j]) (void)cudaFree(dev[j]);
     void *host[] = {cb->h_params, cb->h_grads,  cb->h_state, cb->h_x,
@@ -513,6 +578,8 @@ void backend_cuda_free(backend_cuda_t **cb_p) {
 const char *backend_cuda_describe(const backend_cuda_t *cb) { return cb->desc; }
 
 int backend_cuda_failed(const backend_cuda_t *cb) { return cb->failed; }
+
+size_t backend_cuda_device_bytes(const backend_cuda_t *cb) { return cb->mem_used; }
 
 int backend_cuda_set_params(backend_cuda_t *cb, const float *params, const float *state) {
     if (cb->failed) return cb->failed;
@@ -631,7 +698,10 @@ int backend_cuda_forward(backend_cuda_t *cb, const float *x, int n, int train) {
     CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->d_x, cb->h_x, xb, cudaMemcpyHostToDevice, cb->stream)));
     CB_TRY(s_dropout_masks(cb, n, train));
     CB_TRY(CK_CUDA(cudaEventRecord(cb->ev_input, cb->stream)));
-    for (int li = 0; li < net->n_layers; li++) CB_TRY(s_layer_forward(cb, li, n, train));
+    for (int li = 0; li < net->n_layers; li++) {
+        CB_TRY(s_layer_forward(cb, li, n, train));
+        CB_TRY(cb_sync_after(cb, "forward", net->layers[li].name));
+    }
     if (train && net->n_state) {
         /* The updated running statistics come back now, as net_forward leaves them in net->state. */
         CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_state, cb->d_state, net->n_state * sizeof(float),
@@ -754,7 +824,11 @@ int backend_cuda_backward(backend_cuda_t *cb, const int *labels, int grads_to_ho
     CB_TRY(CK_CUDA(backend_cuda_k_softmax(cb_input(cb, last), cb->d_probs, n, K, cb->stream)));
     CB_TRY(CK_CUDA(backend_cuda_k_xent(cb->d_probs, cb->d_labels, n, K, 1.0f / (float)n, cb_input_grad(cb, last),
                                        cb->d_lg, cb->d_hits, cb->stream)));
-    for (int li = L - 2; li >= 0; li--) CB_TRY(s_layer_backward(cb, li, n));
+    CB_TRY(cb_sync_after(cb, "loss", last->name));
+    for (int li = L - 2; li >= 0; li--) {
+        CB_TRY(s_layer_backward(cb, li, n));
+        CB_TRY(cb_sync_after(cb, "backward", net->layers[li].name));
+    }
     CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_lg, cb->d_lg, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost,
                                    cb->stream)));
     CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_hits, cb->d_hits, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost,

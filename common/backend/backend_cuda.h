@@ -48,6 +48,8 @@ int backend_cuda_probs(backend_cuda_t *cb, float *probs);
 int backend_cuda_backward(backend_cuda_t *cb, const int *labels, int grads_to_host, float *loss,
                           int *n_correct);
 int backend_cuda_stats(backend_cuda_t *cb, kfac_stats_t *s);
+int backend_cuda_reserve_stats(backend_cuda_t *cb, const kfac_stats_t *s);
+size_t backend_cuda_device_bytes(const backend_cuda_t *cb);
 int backend_cuda_layer_copy(backend_cuda_t *cb, int layer, float *y, float *dy);
 #endif
 

@@ -21,6 +21,13 @@
 #define CB_WS_MAX ((size_t)1 << 30)  /* cuDNN workspace: at most 1 GiB ... */
 #define CB_WS_FREE_DIV 4             /* ... and at most a quarter of the free memory */
 
+/* Factor products F = alpha X^T X (KFAC_CUDA_GRAM): */
+#define CB_GRAM_SYRK 0               /* "syrk": cublasSsyrk */
+#define CB_GRAM_GEMM 1               /* "gemm": cublasSgemm of the whole product */
+#define CB_GRAM_SPLIT 2              /* "split": the rows cut into chunks, one SGEMM each (batched), summed */
+#define CB_GRAM_CHUNK_ROWS 4096      /* split: rows per chunk at least ... */
+#define CB_GRAM_MAX_CHUNKS 32        /* ... and at most this many chunks */
+
 typedef struct cb_layer {
     float *y, *dy;           /* (cap, size) device; NULL for softmax_xent */
     int32_t *argmax;         /* maxpool: (cap, size) */
@@ -82,6 +89,12 @@ struct backend_cuda {
     int fwd_n;                  /* examples of the last forward pass; 0: none */
     int train;                  /* mode of the last forward pass */
     int bwd_done;               /* a backward pass ran after it */
+    size_t mem_limit;           /* KFAC_CUDA_MEM_LIMIT: device bytes this backend may take; 0: no limit */
+    size_t mem_used;            /* device bytes it holds (cb_dalloc minus cb_dfree) */
+    int sync_each;              /* KFAC_CUDA_SYNC=1: synchronize after every layer and statistics slot */
+    int gram;                   /* KFAC_CUDA_GRAM: how factor products X^T X are computed (CB_GRAM_*) */
+    float *d_gram;              /* CB_GRAM_SPLIT: partial products, gram_len floats */
+    size_t gram_len;
     int failed;                 /* 0 or -EIO */
     char fail_msg[384];
     char desc[448];
@@ -95,6 +108,8 @@ int cb_blas_check(backend_cuda_t *cb, cublasStatus_t st, const char *call, const
 int cb_dnn_check(backend_cuda_t *cb, cudnnStatus_t st, const char *call, const char *file, int line);
 int cb_dalloc(backend_cuda_t *cb, void **p, size_t bytes);
 int cb_halloc(backend_cuda_t *cb, void **p, size_t bytes);
+int cb_dfree(backend_cuda_t *cb, void **p, size_t bytes);
+int cb_sync_after(backend_cuda_t *cb, const char *what, const char *name);
 size_t cb_align(size_t bytes);
 const float *cb_input(const backend_cuda_t *cb, const layer_t *l);
 float *cb_input_grad(const backend_cuda_t *cb, const layer_t *l);

@@ -17,14 +17,58 @@
 
 /* ---- factor statistics ----------------------------------------------------------------- */
 
+/* CB_GRAM_SPLIT: the chunks the m rows of a product are cut into (1: none). */
+static int s_gram_chunks(int m) {
+    int c = m / CB_GRAM_CHUNK_ROWS;
+    if (c > CB_GRAM_MAX_CHUNKS) c = CB_GRAM_MAX_CHUNKS;
+    return c < 1 ? 1 : c;
+}
+
 /* F (d, d) = alpha X^T X for rows X (m, d) row-major, exactly symmetric, with
- * F[d-1][d-1] = 1 if corner. */
+ * F[d-1][d-1] = 1 if corner. Three ways (KFAC_CUDA_GRAM, docs/gpu.md):
+ * SYRK (half the flops), one SGEMM of the whole product, or the rows cut
+ * into chunks multiplied by one batched SGEMM and summed in a fixed order
+ * (for the tall products of convolutions: many rows, few columns, where
+ * one product has too few output tiles to fill the GPU). */
 static int s_gram(backend_cuda_t *cb, const float *X, int m, int d, float alpha, float *F, int corner) {
-    const float zero = 0.0f;
-    /* Column-major: X_cm = X^T (d x m, ld d); C (d x d) = alpha X_cm X_cm^T (SYRK, no transpose),
-     * written to its column-major LOWER triangle = the row-major UPPER one; then mirrored. */
-    CB_TRY(CK_BLAS(cublasSsyrk(cb->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, d, m, &alpha, X, d, &zero, F, d)));
+    const float zero = 0.0f, one = 1.0f;
+    /* Column-major: X_cm = X^T (d x m, ld d); C (d x d) = alpha X_cm X_cm^T. */
+    if (cb->gram == CB_GRAM_SYRK) {
+        /* Written to its column-major LOWER triangle = the row-major UPPER one; then mirrored. */
+        CB_TRY(CK_BLAS(cublasSsyrk(cb->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, d, m, &alpha, X, d, &zero, F, d)));
+        return CK_CUDA(backend_cuda_k_symmetrize(F, d, corner, cb->stream));
+    }
+    const int chunks = cb->gram == CB_GRAM_SPLIT ? s_gram_chunks(m) : 1;
+    if (chunks == 1) {
+        CB_TRY(CK_BLAS(cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, d, d, m, &alpha, X, d, X, d, &zero, F, d)));
+        return CK_CUDA(backend_cuda_k_symmetrize(F, d, corner, cb->stream));
+    }
+    const int q = m / chunks, rest = m - chunks * q;
+    const size_t dd = (size_t)d * d;
+    if ((size_t)chunks * dd > cb->gram_len) return cb_fail(cb, "statistics: gram scratch too small");
+    /* Partial i = alpha X_i^T X_i over rows [i q, (i + 1) q); the rows past chunks * q join partial 0. */
+    CB_TRY(CK_BLAS(cublasSgemmStridedBatched(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, d, d, q, &alpha, X, d,
+                                             (long long)q * d, X, d, (long long)q * d, &zero, cb->d_gram, d,
+                                             (long long)dd, chunks)));
+    if (rest) {
+        const float *Xr = X + (size_t)chunks * q * d;
+        CB_TRY(CK_BLAS(cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, d, d, rest, &alpha, Xr, d, Xr, d, &one,
+                                   cb->d_gram, d)));
+    }
+    CB_TRY(CK_CUDA(cudaMemcpyAsync(F, cb->d_gram, dd * sizeof(float), cudaMemcpyDeviceToDevice, cb->stream)));
+    for (int i = 1; i < chunks; i++) CB_TRY(CK_CUDA(backend_cuda_k_accumulate(F, cb->d_gram + i * dd, dd, cb->stream)));
     return CK_CUDA(backend_cuda_k_symmetrize(F, d, corner, cb->stream));
+}
+
+/* Floats of CB_GRAM_SPLIT scratch slot ls needs for n examples (only the
+ * convolutions' KFC products have enough rows to be split). */
+static size_t s_slot_gram(const kfac_layer_stats_t *ls, const net_t *net, int n) {
+    const layer_t *l = &net->layers[ls->layer];
+    if (l->kind != LAYER_CONV || ls->mode != KFAC_MODE_KFC) return 0;
+    const int m = n * ls->positions, chunks = s_gram_chunks(m);
+    if (chunks == 1) return 0;
+    const size_t d = (size_t)(ls->in + ls->has_bias > ls->out ? ls->in + ls->has_bias : ls->out);
+    return (size_t)chunks * d * d;
 }
 
 /* Does slot ls describe layer l of the net (kfac_stats_new's layout)? */
@@ -92,12 +136,18 @@ static int s_stats_buffers(backend_cuda_t *cb, const kfac_stats_t *s) {
         size_t b = s_slot_scratch(&s->layers[j], net, net->batch_cap);
         if (b > scratch) scratch = b;
     }
-    const int grow = s->n_floats > cb->factors_len || s->n_floats > cb->h_factors_len || scratch > cb->scratch_bytes;
+    size_t gram = 0;
+    if (cb->gram == CB_GRAM_SPLIT)
+        for (int j = 0; j < s->n_layers; j++) {
+            size_t g = s_slot_gram(&s->layers[j], net, net->batch_cap);
+            if (g > gram) gram = g;
+        }
+    const int grow = s->n_floats > cb->factors_len || s->n_floats > cb->h_factors_len ||
+                     scratch > cb->scratch_bytes || gram > cb->gram_len;
     if (!grow) return 0;
     CB_TRY(CK_CUDA(cudaStreamSynchronize(cb->stream))); /* nothing may still use the old buffers */
     if (s->n_floats > cb->factors_len) {
-        if (cb->d_factors) CB_TRY(CK_CUDA(cudaFree(cb->d_factors)));
-        cb->d_factors = NULL;
+        CB_TRY(cb_dfree(cb, (void **)&cb->d_factors, cb->factors_len * sizeof(float)));
         cb->factors_len = 0;
         CB_TRY(cb_dalloc(cb, (void **)&cb->d_factors, s->n_floats * sizeof(float)));
         cb->factors_len = s->n_floats;
@@ -109,9 +159,14 @@ static int s_stats_buffers(backend_cuda_t *cb, const kfac_stats_t *s) {
         CB_TRY(cb_halloc(cb, (void **)&cb->h_factors, s->n_floats * sizeof(float)));
         cb->h_factors_len = s->n_floats;
     }
+    if (gram > cb->gram_len) {
+        CB_TRY(cb_dfree(cb, (void **)&cb->d_gram, cb->gram_len * sizeof(float)));
+        cb->gram_len = 0;
+        CB_TRY(cb_dalloc(cb, (void **)&cb->d_gram, gram * sizeof(float)));
+        cb->gram_len = gram;
+    }
     if (scratch > cb->scratch_bytes) {
-        if (cb->d_scratch) CB_TRY(CK_CUDA(cudaFree(cb->d_scratch)));
-        cb->d_scratch = NULL;
+        CB_TRY(cb_dfree(cb, &cb->d_scratch, cb->scratch_bytes));
         cb->scratch_bytes = 0;
         CB_TRY(cb_dalloc(cb, &cb->d_scratch, scratch));
         cb->scratch_bytes = scratch;
@@ -175,6 +230,19 @@ static int s_slot_stats(backend_cuda_t *cb, const kfac_stats_t *s, const kfac_la
                                             (double *)cb->d_scratch, cb->stream));
 }
 
+int backend_cuda_reserve_stats(backend_cuda_t *cb, const kfac_stats_t *s) {
+    if (cb->failed) return cb->failed;
+    for (int j = 0; j < s->n_layers; j++)
+        if (!s_slot_matches(s, &s->layers[j], cb->net)) {
+            log_error("backend_reserve_stats: statistics slot %d (layer %d) does not match this network", j,
+                      s->layers[j].layer);
+            return -EINVAL;
+        }
+    if (s->n_layers == 0 || s->n_floats == 0) return 0;
+    CB_TRY(CK_CUDA(cudaSetDevice(cb->device)));
+    return s_stats_buffers(cb, s);
+}
+
 int backend_cuda_stats(backend_cuda_t *cb, kfac_stats_t *s) {
     if (cb->failed) return cb->failed;
     const net_t *net = cb->net;
@@ -194,12 +262,24 @@ int backend_cuda_stats(backend_cuda_t *cb, kfac_stats_t *s) {
     CB_TRY(CK_CUDA(cudaSetDevice(cb->device)));
     CB_TRY(s_stats_buffers(cb, s));
     for (int j = 0; j < s->n_layers; j++)
-        if (!s->layers[j].skip) CB_TRY(s_slot_stats(cb, s, &s->layers[j], n));
+        if (!s->layers[j].skip) {
+            CB_TRY(s_slot_stats(cb, s, &s->layers[j], n));
+            CB_TRY(cb_sync_after(cb, "statistics", net->layers[s->layers[j].layer].name));
+        }
     /* Only the factor matrices cross to the host: the whole arena in one copy. */
     CB_TRY(CK_CUDA(cudaMemcpyAsync(cb->h_factors, cb->d_factors, s->n_floats * sizeof(float), cudaMemcpyDeviceToHost,
                                    cb->stream)));
     CB_TRY(CK_CUDA(cudaStreamSynchronize(cb->stream)));
-    memcpy(s->arena, cb->h_factors, s->n_floats * sizeof(float));
+    /* Into the caller's arena: the computed slots only. A skipped slot keeps
+     * what it held, as on the CPU; its device range was never written. */
+    for (int j = 0; j < s->n_layers; j++) {
+        if (s->layers[j].skip) continue;
+        for (int k = 0; k < s->layers[j].n_factors; k++) {
+            const kfac_factor_t *f = &s->layers[j].f[k];
+            const size_t off = (size_t)(f->data - s->arena);
+            memcpy(f->data, cb->h_factors + off, kfac_factor_len(f) * sizeof(float));
+        }
+    }
     for (int j = 0; j < s->n_layers; j++)
         for (int k = 0; k < s->layers[j].n_factors; k++) {
             s->layers[j].f[k].n_samples = s->layers[j].skip ? 0 : n; /* skipped: empty, as on the CPU */
