@@ -12,8 +12,8 @@
  *
  * --stats-detail: the statistics' time slot by slot on each backend, and on
  * the GPU the same again for each way of computing the factor products
- * (KFAC_CUDA_GRAM=syrk, gemm, split; docs/gpu.md) unless KFAC_CUDA_GRAM
- * chooses one.
+ * (KFAC_CUDA_GRAM=gemm, the default, and syrk; docs/gpu.md) unless
+ * KFAC_CUDA_GRAM chooses one.
  * --probe: only say whether the CUDA backend runs here: "GPU: <device,
  * runtime, driver, cuDNN and cuBLAS versions>" (a backend made on a tiny
  * net) and exit 0, or "no GPU: <why>" and exit 1.
@@ -180,10 +180,10 @@ static int s_bench_model(const char *path, int batch, double seconds, int gpu) {
             if (g_stats_detail) s_stats_detail(b, net, s, &d, seconds / 10);
             backend_free(&b);
             /* The factor products the other ways (KFAC_CUDA_GRAM), unless the caller chose one. */
-            static const char *const grams[] = {"syrk", "gemm", "split"};
+            static const char *const grams[] = {"gemm", "syrk"};
             const char *chosen = getenv("KFAC_CUDA_GRAM");
-            for (int g = 0; g < 3 && g_stats_detail && !chosen; g++) {
-                if (g == 0) continue; /* syrk: the default, measured above */
+            for (int g = 0; g < 2 && g_stats_detail && !chosen; g++) {
+                if (g == 0) continue; /* gemm: the default, measured above */
                 setenv("KFAC_CUDA_GRAM", grams[g], 1);
                 b = backend_new(BACKEND_CUDA, net, err, sizeof err);
                 unsetenv("KFAC_CUDA_GRAM");

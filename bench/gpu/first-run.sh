@@ -3,11 +3,12 @@
 # command of at most about 5 minutes, from the kit `make gpu-kit` builds
 # (tools/gpu-kit.sh). Run from the repository root:
 #
-#   sh bench/gpu/first-run.sh [--kit build-gpukit/kfac-gpu-kit.tar.xz] [--out DIR] [--quick]
+#   sh bench/gpu/first-run.sh [--kit build-gpukit/kfac-gpu-kit.tar.xz] [--out DIR] [--quick] [--tests-only]
 #
 #   --kit    the kit archive (default build-gpukit/kfac-gpu-kit.tar.xz)
 #   --out    where the results go (default $OUT when set, else runs/gpu-first-run)
 #   --quick  shorter measurements and clusters (a rehearsal of the logic)
+#   --tests-only  steps 1-5 only (about 2 minutes): a rerun after a fix
 #
 # It needs on the machine only the NVIDIA driver and the CUDA runtime,
 # cuBLAS and cuDNN 9 libraries, wherever they are (bench/gpu/kit-env.sh
@@ -46,11 +47,13 @@ set -u
 kit_archive=build-gpukit/kfac-gpu-kit.tar.xz
 out=${OUT:-runs/gpu-first-run}
 quick=0
+tests_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --kit) kit_archive=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --tests-only) tests_only=1; shift ;;
     -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "first-run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -225,7 +228,9 @@ grep -m1 '^torch [0-9]' "$out/bench.log" | sed 's/^/- /' | tee -a "$S"
 # ---- 6. clusters ---------------------------------------------------------------
 say ""
 say "## 6. Clusters: 2 workers and kfac-statsd on the GPU, 4 CPU inverse daemons, kfac-ps on the CPU"
-if [ ! -f "$KIT/data/mnist/train-images-idx3-ubyte.gz" ]; then
+if [ "$tests_only" = 1 ]; then
+  say "- not run (--tests-only)"
+elif [ ! -f "$KIT/data/mnist/train-images-idx3-ubyte.gz" ]; then
   say "- not run: the kit carries no MNIST (built without data/mnist)"
 else
   dev=cuda; [ "$gpu" = 1 ] || dev=cpu
@@ -260,8 +265,8 @@ fi
 # on the GPU and 4 CPU inverse daemons; whole test set, seeds 1 2 3.
 say ""
 say "## 7. Study 1 (asynchronous against synchronous inverses) with GPU workers"
-if [ ! -f "$KIT/data/mnist/train-images-idx3-ubyte.gz" ] || [ "$(left)" -lt 60 ]; then
-  say "- not run (no MNIST in the kit, or $(left) s left)"
+if [ "$tests_only" = 1 ] || [ ! -f "$KIT/data/mnist/train-images-idx3-ubyte.gz" ] || [ "$(left)" -lt 60 ]; then
+  say "- not run (--tests-only, no MNIST in the kit, or $(left) s left)"
 else
   st=200; [ "$quick" = 1 ] && st=30
   cat >"$work/gpu-async-vs-sync.sweep" <<EOF
@@ -291,7 +296,7 @@ fi
    -o -name '*.log' -o -name '*.txt' -o -name '*.sweep' \) 2>/dev/null | tar -czf "$out/runs.tar.gz" -T - 2>/dev/null)
 
 # ---- 8. more seeds, with what time is left ------------------------------------
-if [ "$gpu" = 1 ] && [ "$(left)" -gt 40 ]; then
+if [ "$gpu" = 1 ] && [ "$tests_only" = 0 ] && [ "$(left)" -gt 40 ]; then
   say ""
   say "## 8. Twin tests with more seeds (while time is left)"
   for i in 1 2 3 4 5 6; do

@@ -423,9 +423,8 @@ static void s_describe(backend_cuda_t *cb) {
     size_t len = strlen(cb->desc);
     if (cb->sync_each && len < sizeof cb->desc)
         len += (size_t)snprintf(cb->desc + len, sizeof cb->desc - len, ", KFAC_CUDA_SYNC=1");
-    if (cb->gram != CB_GRAM_SYRK && len < sizeof cb->desc)
-        len += (size_t)snprintf(cb->desc + len, sizeof cb->desc - len, ", KFAC_CUDA_GRAM=%s",
-                                cb->gram == CB_GRAM_GEMM ? "gemm" : "split");
+    if (cb->gram == CB_GRAM_SYRK && len < sizeof cb->desc)
+        len += (size_t)snprintf(cb->desc + len, sizeof cb->desc - len, ", KFAC_CUDA_GRAM=syrk");
     if (cb->mem_limit && len < sizeof cb->desc)
         snprintf(cb->desc + len, sizeof cb->desc - len, ", KFAC_CUDA_MEM_LIMIT=%zu", cb->mem_limit);
 }
@@ -516,12 +515,11 @@ backend_cuda_t *backend_cuda_new(net_t *net, char *err, size_t err_len) {
     v = getenv("KFAC_CUDA_SYNC");
     cb->sync_each = v && strcmp(v, "1") == 0;
     v = getenv("KFAC_CUDA_GRAM");
-    cb->gram = CB_GRAM_SYRK;
+    cb->gram = CB_GRAM_GEMM;
     if (v && *v) {
-        if (strcmp(v, "gemm") == 0) cb->gram = CB_GRAM_GEMM;
-        else if (strcmp(v, "split") == 0) cb->gram = CB_GRAM_SPLIT;
-        else if (strcmp(v, "syrk") != 0) {
-            if (err && err_len) snprintf(err, err_len, "KFAC_CUDA_GRAM=%s: expected syrk, gemm or split", v);
+        if (strcmp(v, "syrk") == 0) cb->gram = CB_GRAM_SYRK;
+        else if (strcmp(v, "gemm") != 0) {
+            if (err && err_len) snprintf(err, err_len, "KFAC_CUDA_GRAM=%s: expected gemm (the default) or syrk", v);
             free(cb);
             return NULL;
         }
@@ -557,7 +555,7 @@ void backend_cuda_free(backend_cuda_t **cb_p) {
         free(cb->layers);
     }
     void *dev[] = {cb->d_params, cb->d_grads, cb->d_state,   cb->d_x,       cb->d_probs,   cb->d_labels,
-                   cb->d_hits,   cb->d_lg,    cb->d_bn,      cb->d_ws,      cb->d_scratch, cb->d_factors, cb->d_gram};
+                   cb->d_hits,   cb->d_lg,    cb->d_bn,      cb->d_ws,      cb->d_scratch, cb->d_factors};
     for (size_t j = 0; j < sizeof dev / sizeof dev[0]; j++)
         if (dev[j]) (void)cudaFree(dev[j]);
     void *host[] = {cb->h_params, cb->h_grads,  cb->h_state, cb->h_x,

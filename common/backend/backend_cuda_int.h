@@ -22,11 +22,8 @@
 #define CB_WS_FREE_DIV 4             /* ... and at most a quarter of the free memory */
 
 /* Factor products F = alpha X^T X (KFAC_CUDA_GRAM): */
-#define CB_GRAM_SYRK 0               /* "syrk": cublasSsyrk */
-#define CB_GRAM_GEMM 1               /* "gemm": cublasSgemm of the whole product */
-#define CB_GRAM_SPLIT 2              /* "split": the rows cut into chunks, one SGEMM each (batched), summed */
-#define CB_GRAM_CHUNK_ROWS 4096      /* split: rows per chunk at least ... */
-#define CB_GRAM_MAX_CHUNKS 32        /* ... and at most this many chunks */
+#define CB_GRAM_GEMM 0               /* "gemm" (default): cublasSgemm of the whole product */
+#define CB_GRAM_SYRK 1               /* "syrk": cublasSsyrk, half the flops and 12-34x slower on an H200 */
 
 typedef struct cb_layer {
     float *y, *dy;           /* (cap, size) device; NULL for softmax_xent */
@@ -93,8 +90,6 @@ struct backend_cuda {
     size_t mem_used;            /* device bytes it holds (cb_dalloc minus cb_dfree) */
     int sync_each;              /* KFAC_CUDA_SYNC=1: synchronize after every layer and statistics slot */
     int gram;                   /* KFAC_CUDA_GRAM: how factor products X^T X are computed (CB_GRAM_*) */
-    float *d_gram;              /* CB_GRAM_SPLIT: partial products, gram_len floats */
-    size_t gram_len;
     int failed;                 /* 0 or -EIO */
     char fail_msg[384];
     char desc[448];

@@ -17,58 +17,23 @@
 
 /* ---- factor statistics ----------------------------------------------------------------- */
 
-/* CB_GRAM_SPLIT: the chunks the m rows of a product are cut into (1: none). */
-static int s_gram_chunks(int m) {
-    int c = m / CB_GRAM_CHUNK_ROWS;
-    if (c > CB_GRAM_MAX_CHUNKS) c = CB_GRAM_MAX_CHUNKS;
-    return c < 1 ? 1 : c;
-}
-
 /* F (d, d) = alpha X^T X for rows X (m, d) row-major, exactly symmetric, with
- * F[d-1][d-1] = 1 if corner. Three ways (KFAC_CUDA_GRAM, docs/gpu.md):
- * SYRK (half the flops), one SGEMM of the whole product, or the rows cut
- * into chunks multiplied by one batched SGEMM and summed in a fixed order
- * (for the tall products of convolutions: many rows, few columns, where
- * one product has too few output tiles to fill the GPU). */
+ * F[d-1][d-1] = 1 if corner. By default one SGEMM of the whole product
+ * (twice SYRK's flops): cuBLAS's SSYRK parallelizes the tall products of
+ * the convolutions' statistics (many rows, few columns) poorly, and on an
+ * H200 it made the statistics 12x (MNIST CNN) to 34x (ResNet-8) slower
+ * (bench_gpu --stats-detail, bench/RESULTS.md). KFAC_CUDA_GRAM=syrk keeps
+ * SSYRK. Either way one triangle is kept and mirrored. */
 static int s_gram(backend_cuda_t *cb, const float *X, int m, int d, float alpha, float *F, int corner) {
-    const float zero = 0.0f, one = 1.0f;
-    /* Column-major: X_cm = X^T (d x m, ld d); C (d x d) = alpha X_cm X_cm^T. */
-    if (cb->gram == CB_GRAM_SYRK) {
-        /* Written to its column-major LOWER triangle = the row-major UPPER one; then mirrored. */
+    const float zero = 0.0f;
+    /* Column-major: X_cm = X^T (d x m, ld d); C (d x d) = alpha X_cm X_cm^T. SSYRK writes its column-major
+     * LOWER triangle = the row-major UPPER one, which k_symmetrize mirrors; SGEMM writes both, and the same
+     * triangle is mirrored. */
+    if (cb->gram == CB_GRAM_SYRK)
         CB_TRY(CK_BLAS(cublasSsyrk(cb->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, d, m, &alpha, X, d, &zero, F, d)));
-        return CK_CUDA(backend_cuda_k_symmetrize(F, d, corner, cb->stream));
-    }
-    const int chunks = cb->gram == CB_GRAM_SPLIT ? s_gram_chunks(m) : 1;
-    if (chunks == 1) {
+    else
         CB_TRY(CK_BLAS(cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, d, d, m, &alpha, X, d, X, d, &zero, F, d)));
-        return CK_CUDA(backend_cuda_k_symmetrize(F, d, corner, cb->stream));
-    }
-    const int q = m / chunks, rest = m - chunks * q;
-    const size_t dd = (size_t)d * d;
-    if ((size_t)chunks * dd > cb->gram_len) return cb_fail(cb, "statistics: gram scratch too small");
-    /* Partial i = alpha X_i^T X_i over rows [i q, (i + 1) q); the rows past chunks * q join partial 0. */
-    CB_TRY(CK_BLAS(cublasSgemmStridedBatched(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, d, d, q, &alpha, X, d,
-                                             (long long)q * d, X, d, (long long)q * d, &zero, cb->d_gram, d,
-                                             (long long)dd, chunks)));
-    if (rest) {
-        const float *Xr = X + (size_t)chunks * q * d;
-        CB_TRY(CK_BLAS(cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, d, d, rest, &alpha, Xr, d, Xr, d, &one,
-                                   cb->d_gram, d)));
-    }
-    CB_TRY(CK_CUDA(cudaMemcpyAsync(F, cb->d_gram, dd * sizeof(float), cudaMemcpyDeviceToDevice, cb->stream)));
-    for (int i = 1; i < chunks; i++) CB_TRY(CK_CUDA(backend_cuda_k_accumulate(F, cb->d_gram + i * dd, dd, cb->stream)));
     return CK_CUDA(backend_cuda_k_symmetrize(F, d, corner, cb->stream));
-}
-
-/* Floats of CB_GRAM_SPLIT scratch slot ls needs for n examples (only the
- * convolutions' KFC products have enough rows to be split). */
-static size_t s_slot_gram(const kfac_layer_stats_t *ls, const net_t *net, int n) {
-    const layer_t *l = &net->layers[ls->layer];
-    if (l->kind != LAYER_CONV || ls->mode != KFAC_MODE_KFC) return 0;
-    const int m = n * ls->positions, chunks = s_gram_chunks(m);
-    if (chunks == 1) return 0;
-    const size_t d = (size_t)(ls->in + ls->has_bias > ls->out ? ls->in + ls->has_bias : ls->out);
-    return (size_t)chunks * d * d;
 }
 
 /* Does slot ls describe layer l of the net (kfac_stats_new's layout)? */
@@ -136,14 +101,7 @@ static int s_stats_buffers(backend_cuda_t *cb, const kfac_stats_t *s) {
         size_t b = s_slot_scratch(&s->layers[j], net, net->batch_cap);
         if (b > scratch) scratch = b;
     }
-    size_t gram = 0;
-    if (cb->gram == CB_GRAM_SPLIT)
-        for (int j = 0; j < s->n_layers; j++) {
-            size_t g = s_slot_gram(&s->layers[j], net, net->batch_cap);
-            if (g > gram) gram = g;
-        }
-    const int grow = s->n_floats > cb->factors_len || s->n_floats > cb->h_factors_len ||
-                     scratch > cb->scratch_bytes || gram > cb->gram_len;
+    const int grow = s->n_floats > cb->factors_len || s->n_floats > cb->h_factors_len || scratch > cb->scratch_bytes;
     if (!grow) return 0;
     CB_TRY(CK_CUDA(cudaStreamSynchronize(cb->stream))); /* nothing may still use the old buffers */
     if (s->n_floats > cb->factors_len) {
@@ -158,12 +116,6 @@ static int s_stats_buffers(backend_cuda_t *cb, const kfac_stats_t *s) {
         cb->h_factors_len = 0;
         CB_TRY(cb_halloc(cb, (void **)&cb->h_factors, s->n_floats * sizeof(float)));
         cb->h_factors_len = s->n_floats;
-    }
-    if (gram > cb->gram_len) {
-        CB_TRY(cb_dfree(cb, (void **)&cb->d_gram, cb->gram_len * sizeof(float)));
-        cb->gram_len = 0;
-        CB_TRY(cb_dalloc(cb, (void **)&cb->d_gram, gram * sizeof(float)));
-        cb->gram_len = gram;
     }
     if (scratch > cb->scratch_bytes) {
         CB_TRY(cb_dfree(cb, &cb->d_scratch, cb->scratch_bytes));
