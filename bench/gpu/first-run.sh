@@ -212,7 +212,7 @@ t=$(limit 60)
 sed -n '/== bench_gpu/,/== torch_step/p' "$out/bench.log" | grep -q '^exit 0' || fail "bench_gpu" "bench.log"
 awk '
   /^model / { m = $2; sub(/:$/, "", m); sub(/^models\//, "", m); sub(/\.model$/, "", m) }
-  /^  cuda/ { who = "gpu" } /^  cpu/ { who = "cpu" }
+  /^  cuda/ { who = seen[m]++ ? "" : "gpu" } /^  cpu/ { who = "cpu" }  # the default: the first cuda line
   /images\/s/ && who != "" { for (i = 1; i <= NF; i++) if ($i == "images/s") ips[m, who] = $(i - 1); who = "" }
   /^torch [a-z]/ && /images\/s/ { m = $2; sub(/:$/, "", m); for (i = 1; i <= NF; i++) if ($i == "images/s") t[m] = $(i - 1); sub(/,$/, "", t[m]) }
   END {
