@@ -21,6 +21,7 @@
 #   MANIFEST  what was packed, from which commit, with sizes
 # The archive must travel with a working tree of at most 64 MiB: the script
 # prints its size and fails above KFAC_KIT_MAX_MB (default 48).
+# KFAC_KIT_XZ_LEVEL (default 6) is the xz level: 0 packs fast (tests).
 set -eu
 BUILD=${1:?usage: tools/gpu-kit.sh BUILD OUT_DIR}
 OUT=${2:?usage: tools/gpu-kit.sh BUILD OUT_DIR}
@@ -84,7 +85,7 @@ fi
 } > "$k/MANIFEST"
 
 mkdir -p "$OUT"
-tar -C "$stage" -cf - kfac-gpu-kit | xz -T0 -6 > "$OUT/kfac-gpu-kit.tar.xz.tmp"
+tar -C "$stage" -cf - kfac-gpu-kit | xz -T0 -"${KFAC_KIT_XZ_LEVEL:-6}" > "$OUT/kfac-gpu-kit.tar.xz.tmp"
 mv "$OUT/kfac-gpu-kit.tar.xz.tmp" "$OUT/kfac-gpu-kit.tar.xz"
 bytes=$(wc -c < "$OUT/kfac-gpu-kit.tar.xz")
 mb=$(( (bytes + 1048575) / 1048576 ))

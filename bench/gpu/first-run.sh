@@ -198,11 +198,12 @@ fi
 # ---- 4, 5. the worker step against PyTorch --------------------------------------
 say ""
 say "## 4-5. A worker step (batch 128): kfac on the GPU and the CPU, PyTorch + cuDNN on the same GPU"
-sec=2; [ "$quick" = 1 ] && sec=0.3
+sec=2 detail=--stats-detail
+[ "$quick" = 1 ] && sec=0.3 detail=""
 t=$(limit 60)
 {
   echo "== bench_gpu"
-  KFAC_REQUIRE_GPU=$gpu timeout "$t" "$KIT/bench/bench_gpu" --seconds "$sec" --batch 128 --stats-detail \
+  KFAC_REQUIRE_GPU=$gpu timeout "$t" "$KIT/bench/bench_gpu" --seconds "$sec" --batch 128 $detail \
     models/mnist-cnn.model models/resnet8-cifar.model
   echo "exit $?"
   echo "== torch_step.py"
