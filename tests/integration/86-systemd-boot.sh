@@ -16,7 +16,8 @@
 # On each: `make install DESTDIR=<its root>`, the data bound read-only at
 # /srv/kfac/data, the same /etc/kfac/kfac.ini (kfac.ini.example with the
 # edits a user makes: [cluster] ps, a short run of the small model,
-# checkpoints every CKPT steps, [ps] metrics on), and the keys made by
+# checkpoints every CKPT steps, [ps] metrics on, [invertd] cpus = 0 to
+# pin the inverse daemons), and the keys made by
 # running docs/security.md's blocks "kfac keys (systemd), 1..4" as the doc
 # holds them, each on the host it names; their `scp` lines run a stand-in
 # that copies public keys through a folder of the test. Units are enabled
@@ -24,7 +25,8 @@
 # Checked, each by what the run reports (the metrics endpoint, the
 # journals, the run folder):
 #   - every unit starts and stays up under its hardening: the metrics count
-#     2 workers, 1 statsd and 2 inverse daemons, and steps go on;
+#     2 workers, 1 statsd and 2 inverse daemons, and steps go on; the
+#     inverse daemons log their pinning ([invertd] cpus);
 #   - inv2 is booted, its key admitted by blocks 2, 3, 4 (the reload), and
 #     its kfac-invertd@1 started: inverse daemons 2 -> 3; kfac-invertd@2 on
 #     inv is stopped: 3 -> 2;
@@ -169,9 +171,9 @@ ini_make() { # the example, edited as a user of these hosts edits it
     -e "s|^steps = 2000\$|steps = $STEPS|" -e "s|^eval_every = 200\$|eval_every = $STEPS|" \
     -e 's|^eval_n = 0$|eval_n = 2000|' -e "s|^every = 100\$|every = $CKPT|" \
     -e 's|^file = /usr/local/share/kfac/models/mnist-cnn.model$|file = /usr/local/share/kfac/models/mnist-mlp.model|' \
-    -e 's|^\[ps\]$|[ps]\nmetrics = 127.0.0.1:9464|' "$1" >"$2" || return 1
+    -e 's|^\[ps\]$|[ps]\nmetrics = 127.0.0.1:9464|' -e 's|^\[invertd\]$|[invertd]\ncpus = 0|' "$1" >"$2" || return 1
   for want in "file = /usr/local/share/kfac/models/mnist-mlp.model" "ps = tcp://10.86.0.1:5555" "steps = $STEPS" \
-    "every = $CKPT" "metrics = 127.0.0.1:9464" "bind = tcp://0.0.0.0:5555" "out_dir = runs/mnist-cnn-kfac" \
+    "every = $CKPT" "metrics = 127.0.0.1:9464" "cpus = 0" "bind = tcp://0.0.0.0:5555" "out_dir = runs/mnist-cnn-kfac" \
     "server_public_key = /etc/kfac/keys/ps.pub" "allow_invertd = /etc/kfac/keys/allow/invertd"; do
     grep -qx "$want" "$2" || { echo "kfac.ini.example changed: the edit to '$want' found no line to change"; return 1; }
   done
@@ -297,7 +299,10 @@ wm kfac_inverses_installed_total ">=" 1 30
 od=/var/lib/kfac/runs/mnist-cnn-kfac
 ep=$(c_sh ps "cat $od/endpoint") || c_fail "no endpoint file in $od on the PS host"
 case $ep in tcp://*:5555) ;; *) c_fail "endpoint file says '$ep', expected tcp://...:5555" ;; esac
-echo "$H_NAME: training: 2 workers, 1 statsd, 2 inverse daemons (step $(metric kfac_step))"
+# [invertd] cpus = 0: pinning (sched_setaffinity) works under the filter.
+c_journal inv kfac-invertd@1 | grep -q "pinned to CPU 0 " ||
+  c_fail "kfac-invertd@1 on inv did not log its pinning to CPU 0 ([invertd] cpus = 0)"
+echo "$H_NAME: training: 2 workers, 1 statsd, 2 inverse daemons, pinned (step $(metric kfac_step))"
 
 # ---- a new host with one more inverse daemon, then one less on inv -------------------
 root_make inv2
