@@ -101,7 +101,12 @@ c_stop() {
     kill -TERM "$np" 2>/dev/null
     t=0
     while kill -0 "$np" 2>/dev/null && [ $t -lt 50 ]; do sleep 0.2; t=$((t + 1)); done
-    kill -KILL "$np" 2>/dev/null
+    # Last resort: the container's PID 1 first (its PID namespace dies with
+    # it; checked again to be nspawn's child), then nspawn.
+    if kill -0 "$np" 2>/dev/null; then
+      l=$(c_leader "$1") && kill -KILL "$l" 2>/dev/null
+      kill -KILL "$np" 2>/dev/null
+    fi
   fi
   wait "$np" 2>/dev/null
   eval "pid_$1="
@@ -214,12 +219,14 @@ c_boot() { # HOST: boot its container, wait until systemd runs
   eval "pid_$h=$!"
   running="$running $h"
 }
-c_wait_up() { # HOST
+c_wait_up() { # HOST [fail]: skip when it cannot boot, or with "fail" (a boot mid-run) fail
+  out=h_skip
+  [ "${2:-}" = fail ] && out=h_fail
   state=""
   t=0
   while [ $t -lt $((BOOT_S * 5)) ]; do
     eval "np=\$pid_$1"
-    kill -0 "$np" 2>/dev/null || h_skip "container $1 did not boot: $(tail -n 3 "$H_DIR/console-$1.log" | tr '\n' ' ')"
+    kill -0 "$np" 2>/dev/null || $out "container $1 did not boot: $(tail -n 3 "$H_DIR/console-$1.log" | tr '\n' ' ')"
     if l=$(c_leader "$1"); then
       state=$(nsenter -t "$l" -a systemctl is-system-running 2>/dev/null)
       case $state in running | degraded) return 0 ;; esac
@@ -227,7 +234,7 @@ c_wait_up() { # HOST
     sleep 0.2
     t=$((t + 1))
   done
-  h_skip "the systemd of container $1 did not come up in ${BOOT_S}s (state '$state')"
+  $out "the systemd of container $1 did not come up in ${BOOT_S}s (state '$state')"
 }
 # keys_run HOST N VARS: docs/security.md's block N inside HOST, after VARS
 # (shell assignments) and the scp stand-in; then carry HOST's public keys.
@@ -307,7 +314,7 @@ echo "$H_NAME: training: 2 workers, 1 statsd, 2 inverse daemons, pinned (step $(
 # ---- a new host with one more inverse daemon, then one less on inv -------------------
 root_make inv2
 c_boot inv2
-c_wait_up inv2
+c_wait_up inv2 fail
 keys_run inv2 2 "KEYS='invertd-1' PS_HOST=$PSN"
 keys_run ps 3 "HOST=$(hostname_of inv2) KEYS='invertd-1'"
 keys_run ps 4 ""
@@ -352,7 +359,7 @@ c_stop wk
 wm 'kfac_clients{role="worker"}' == 0 30
 wm 'kfac_clients{role="statsd"}' == 0 30
 c_boot wk
-c_wait_up wk
+c_wait_up wk fail
 wm 'kfac_clients{role="worker"}' == 2 40
 back=$(metric kfac_step)
 wm kfac_step ">=" $((back + 20)) 40
