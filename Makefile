@@ -9,6 +9,7 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make gpu-kit    the GPU machine's kit: build-gpukit/kfac-gpu-kit.tar.xz (docs/gpu.md)
 #   V=1             show full command lines;  CUDA=0 never touch CUDA
+#                   (CUDA=1 is the default where nvcc and cudnn.h are found)
 #
 # Each folder adds its sources in its own module.mk; objects go to $(BUILD).
 
@@ -19,7 +20,10 @@ V       ?= 0
 SAN     ?= 0
 CUDA_HOME ?= /usr/local/cuda
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
-CUDA    ?= $(if $(NVCC),1,0)
+# The CUDA backend needs both nvcc and cuDNN's headers; with either missing
+# the build is CPU-only (CUDA=0/1 on the command line overrides).
+CUDNN_H ?= $(wildcard $(CUDA_HOME)/include/cudnn.h)
+CUDA    ?= $(if $(and $(NVCC),$(CUDNN_H)),1,0)
 
 ifeq ($(V),1)
 Q :=

@@ -21,6 +21,10 @@
 #                                        checks the exported weights with an
 #                                        independent NumPy forward pass
 #   systemd                              systemd-analyze verifies deploy/systemd
+#   systemd-container                    systemd-nspawn: tests/integration/
+#                                        86-systemd-boot.sh boots systemd in a
+#                                        container and runs the installed
+#                                        units there
 #   procps                               process handling in tests
 #   iproute2                             ip netns and veth pairs for
 #                                        tests/integration/85-netns.sh
@@ -36,7 +40,7 @@
 set -eu
 pkgs="pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
 liblapacke-dev libuv1-dev check zlib1g-dev curl ca-certificates
-dataset-fashion-mnist gnuplot-nox systemd procps iproute2 slurm-wlm munge libmicrohttpd-dev python3-numpy"
+dataset-fashion-mnist gnuplot-nox systemd systemd-container procps iproute2 slurm-wlm munge libmicrohttpd-dev python3-numpy"
 missing=""
 for p in $pkgs; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -79,7 +79,10 @@ int main(int argc, char **argv) {
         *slash = '\0';
         struct stat st;
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "kfac-keygen: folder %s does not exist; create it first: mkdir -m 700 -p %s\n", dir, dir);
+            fprintf(stderr, "kfac-keygen: folder %s does not exist; create it first: mkdir -m 755 -p %s "
+                            "(the secret key is written 0600; the folder must be readable by the daemons' "
+                            "users, systemd's dynamic users included)\n",
+                    dir, dir);
             goto done;
         }
     }

@@ -9,6 +9,11 @@
 #   - a key only in daemons' own sections goes to each (--threads);
 #   - the counts come from the configuration and the overrides (--workers 3
 #     gives 3 workers with ids 1..3), --port N points everybody at port N;
+#   - every option reaches each daemon whose option table (its --help) has
+#     it and no other, one key from every section (so [checkpoint], no
+#     role's name, reaches kfac-ps: --checkpoint.every and the bare --every);
+#   - options may come before or after CONFIG (the same command lines
+#     either way; --check CONFIG works), a second file is refused;
 #   - an unknown option, --id and a bad --port are usage errors (exit 2).
 . tests/integration/harness.inc
 h_init 15-launcher-args
@@ -31,7 +36,46 @@ grep "kfac-ps " "$out" | grep -q -- "--ps.bind=tcp://127.0.0.1:23456" || h_fail 
 [ "$(grep -c -- '--cluster.ps=tcp://127.0.0.1:23456' "$out")" = 7 ] || h_fail "not every daemon points at port 23456"
 grep "kfac-statsd " "$out" | grep -q "^nice -n 10 " || h_fail "kfac-statsd does not run at nice 10"
 
-for bad in "--bogus 1" "--id 3" "--port 70000" "--nice 40"; do
+# One key of every section; who must get it comes from the daemons' --help.
+keys="run.seed=3 model.file=models/mnist-cnn.model data.batch=32 optimizer.momentum=0.8 kfac.damping=0.01
+cluster.workers=2 ps.progress_every=10 checkpoint.every=50 worker.threads=1 statsd.threads=1 invertd.max_n=0
+security.insecure=false"
+secs=$(for r in ps worker statsd invertd; do "$BUILD/kfac-$r" --help | sed -n 's/^  --\([a-z0-9_]*\)\.[a-z0-9_]*=.*/\1/p'; done | sort -u)
+for sec in $secs; do
+  echo "$keys" | tr ' ' '\n' | grep -q "^$sec\." || h_fail "section [$sec] (in a daemon's --help) has no key in this test"
+done
+set --
+for kv in $keys; do set -- "$@" "--$kv"; done
+KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run "$@" >"$out" 2>"$H_DIR/err.log" ||
+  h_fail "--dry-run with one key per section failed: $(cat "$H_DIR/err.log")"
+for kv in $keys; do
+  k=${kv%%=*}
+  for r in ps worker statsd invertd; do
+    # every command line of kfac-$r has it, or none does
+    n=$(grep -c "^[^ ]*kfac-$r \|^nice -n [0-9]* [^ ]*kfac-$r " "$out")
+    [ "$n" -ge 1 ] || h_fail "no kfac-$r in the dry run: $(cat "$out")"
+    want=0
+    "$BUILD/kfac-$r" --help | grep -q -- "^  --$k=" && want=$n
+    got=$(grep "^[^ ]*kfac-$r \|^nice -n [0-9]* [^ ]*kfac-$r " "$out" | grep -c -- " --$kv\( \|\$\)")
+    [ "$got" = "$want" ] || h_fail "--$kv reached $got of the $n kfac-$r, its --help says $want should: $(grep "kfac-$r " "$out")"
+  done
+done
+grep "kfac-ps " "$out" | grep -q -- "--checkpoint.every=50" || h_fail "--checkpoint.every did not reach kfac-ps"
+KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run --every 7 >"$out" 2>"$H_DIR/err.log" || h_fail "--every 7 failed: $(cat "$H_DIR/err.log")"
+[ "$(grep -c -- '--checkpoint.every=7' "$out")" = 1 ] && grep "kfac-ps " "$out" | grep -q -- "--checkpoint.every=7" ||
+  h_fail "the bare --every did not reach kfac-ps alone: $(cat "$out")"
+
+# Options before CONFIG: the same command lines as after it.
+KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run --port 23456 --workers 3 --batch 32 >"$H_DIR/after" 2>&1 ||
+  h_fail "options after CONFIG failed: $(cat "$H_DIR/after")"
+KFAC_BIN="$BUILD" sh deploy/kfac-launch --dry-run --port 23456 --workers 3 "$cfg" --batch 32 >"$H_DIR/before" 2>&1 ||
+  h_fail "options before CONFIG failed: $(cat "$H_DIR/before")"
+cmp -s "$H_DIR/after" "$H_DIR/before" || h_fail "options before CONFIG gave other command lines: $(diff "$H_DIR/after" "$H_DIR/before")"
+KFAC_BIN="$BUILD" sh deploy/kfac-launch --check "$cfg" >"$H_DIR/check.log" 2>&1 ||
+  h_fail "kfac-launch --check CONFIG failed: $(cat "$H_DIR/check.log")"
+grep -q "accept it" "$H_DIR/check.log" || h_fail "kfac-launch --check CONFIG did not check: $(cat "$H_DIR/check.log")"
+
+for bad in "--bogus 1" "--checkpoint.bogus 1" "--id 3" "--port 70000" "--nice 40" "$cfg"; do
   # shellcheck disable=SC2086
   KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run $bad >/dev/null 2>&1
   st=$?
@@ -39,4 +83,4 @@ for bad in "--bogus 1" "--id 3" "--port 70000" "--nice 40"; do
 done
 KFAC_BIN="$BUILD" sh deploy/kfac-launch /nonexistent.ini --dry-run >/dev/null 2>&1
 [ $? = 2 ] || h_fail "a missing configuration file is not a usage error"
-h_pass "overrides routed to the daemons that read them; usage errors exit 2"
+h_pass "overrides routed to exactly the daemons that read them, [checkpoint] included; options before or after CONFIG; usage errors exit 2"

@@ -45,7 +45,7 @@ before=$(cat "$K/ps.pub")
 grep -q -- "--force" "$H_DIR/kg.log" || h_fail "kfac-keygen's refusal to overwrite does not name --force: $(cat "$H_DIR/kg.log")"
 [ "$(cat "$K/ps.pub")" = "$before" ] || h_fail "kfac-keygen changed $K/ps.pub while refusing"
 "$BUILD/kfac-keygen" --out "$K/nowhere/x" >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen wrote into a missing folder"
-grep -q "mkdir -m 700 -p $K/nowhere" "$H_DIR/kg.log" || h_fail "no mkdir hint: $(cat "$H_DIR/kg.log")"
+grep -q "mkdir -m 755 -p $K/nowhere" "$H_DIR/kg.log" || h_fail "no mkdir hint: $(cat "$H_DIR/kg.log")"
 "$BUILD/kfac-keygen" >/dev/null 2>&1
 [ $? = 2 ] || h_fail "kfac-keygen without --out is not a usage error (2)"
 
