@@ -8,8 +8,9 @@
 # for at most 60 s: it used to stop 50 ms after the last reply, and count
 # 19 of 20 when kfac-ps fell behind. Its VmRSS (/proc/PID/status) is
 # read before, at the peak (sampled every 0.1 s) and after IDLE_S seconds
-# of quiet. Pass: after <= 1.2 x before (without the fixed mmap threshold
-# of ps/server.c it stayed at 1.59 x). The figures are printed
+# of quiet. Pass: after <= 1.2 x before (without the malloc_trim that
+# kfac-ps does once a burst is over, ps/trim.h, it stayed at 1.59 x). The
+# figures are printed
 # (bench/RESULTS.md, "Memory after a burst of large frames"). KFAC_BURST
 # (frames, default 20) and KFAC_BURST_MODEL change the burst.
 . tests/integration/harness.inc
