@@ -265,9 +265,11 @@ static int s_stats_to_pb(const msg_stats_t *st, s_stats_pb_t *t) {
 #define S_ARR_OK(p, n) ((n) == 0 || (p) != NULL)
 #define S_ARR(p, n) ((n) ? (float *)(p) : NULL)
 
-int msg_encode(const msg_t *m, uint8_t **buf, size_t *len) {
-    if (!m || !buf || !len) return -EINVAL;
-    *buf = NULL;
+/* msg_encode (into == NULL: a new malloc'd *buf) and msg_encode_to (into
+ * the caller's `into`, cap bytes). */
+static int s_encode(const msg_t *m, uint8_t **buf, uint8_t *into, size_t cap, size_t *len) {
+    if (!m || (!buf && !into) || !len) return -EINVAL;
+    if (buf) *buf = NULL;
     *len = 0;
 
     Kfac__Envelope env = KFAC__ENVELOPE__INIT;
@@ -439,22 +441,37 @@ int msg_encode(const msg_t *m, uint8_t **buf, size_t *len) {
     }
 
     size_t size = kfac__envelope__get_packed_size(&env);
-    uint8_t *out = malloc(size ? size : 1);
+    if (into && size > cap) {
+        *len = size; /* what it needs */
+        rc = -ENOSPC;
+        goto cleanup;
+    }
+    uint8_t *out = into ? into : malloc(size ? size : 1);
     if (!out) {
         rc = -ENOMEM;
         goto cleanup;
     }
     size_t written = kfac__envelope__pack(&env, out);
     if (written != size) { /* cannot happen unless protobuf-c is broken */
-        free(out);
+        if (!into) free(out);
         rc = -EIO;
         goto cleanup;
     }
-    *buf = out;
+    if (buf) *buf = out;
     *len = size;
 cleanup:
     s_stats_pb_free(&stats);
     return rc;
+}
+
+int msg_encode(const msg_t *m, uint8_t **buf, size_t *len) {
+    if (!buf) return -EINVAL;
+    return s_encode(m, buf, NULL, 0, len);
+}
+
+int msg_encode_to(const msg_t *m, uint8_t *buf, size_t cap, size_t *len) {
+    if (!buf) return -EINVAL;
+    return s_encode(m, NULL, buf, cap, len);
 }
 
 /* ---- decode ------------------------------------------------------------- */

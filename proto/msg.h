@@ -303,6 +303,13 @@ void msg_init(msg_t *m, msg_type_t type, msg_role_t role, uint32_t sender_id);
  * non-zero count) or -ENOMEM. Does not validate the contents. */
 int msg_encode(const msg_t *m, uint8_t **buf, size_t *len);
 
+/* As msg_encode, into the caller's buf of cap bytes (borrowed; nothing is
+ * allocated but the encoder's small bookkeeping): a buffer kept and refilled
+ * for every version of a large message. *len receives the encoded size.
+ * Returns 0, -ENOSPC when cap is too small (*len then holds the size
+ * needed; buf is not written), or an error of msg_encode. */
+int msg_encode_to(const msg_t *m, uint8_t *buf, size_t cap, size_t *len);
+
 /* Parse len bytes into *out, which then owns copies of everything (see
  * Ownership above); the input buffer is only read.
  * Returns 0; -EBADMSG when the bytes are not an Envelope (out is zeroed);

@@ -51,8 +51,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (s->refresh && p->role == MSG_ROLE_STATSD) return ps_refresh_send_statsd(s, p); /* ps/refresh_send.c */
     int ws = s_want_stats(s, p);
     if (s->round.pver[ws] != s->round.t || !s->round.pbuf[ws]) {
-        free(s->round.pbuf[ws]);
-        s->round.pbuf[ws] = NULL;
+        s->round.pver[ws] = -1;
         msg_t m;
         msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 0);
         m.params.version = (uint64_t)s->round.t;
@@ -63,14 +62,31 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         m.params.want_stats = ws;
         if (ws && s->refresh) /* adaptive: only the layers due (ps/refresh.h) */
             m.params.n_stats_layers = (size_t)ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
-        int rc = msg_encode(&m, &s->round.pbuf[ws], &s->round.plen[ws]);
+        /* Encoded once per version into one buffer that every send shares
+         * (no copy per client) and that the next version refills in place
+         * (no allocation, no fresh pages). A send still in ZeroMQ's hands (a
+         * slow client) keeps the old buffer alive; this version gets a new
+         * one. */
+        if (zloop_buf_busy(s->round.pbuf[ws])) zloop_buf_free(&s->round.pbuf[ws]);
+        size_t need = 0;
+        uint8_t probe[1]; /* no buffer yet: only the size is learnt */
+        int rc = s->round.pbuf[ws] ? msg_encode_to(&m, zloop_buf_data(s->round.pbuf[ws]),
+                                                   zloop_buf_cap(s->round.pbuf[ws]), &need)
+                                   : msg_encode_to(&m, probe, 0, &need);
+        if (rc == -ENOSPC) {
+            zloop_buf_free(&s->round.pbuf[ws]);
+            rc = (s->round.pbuf[ws] = zloop_buf_new(need))
+                     ? msg_encode_to(&m, zloop_buf_data(s->round.pbuf[ws]), need, &need)
+                     : -ENOMEM;
+        }
         if (rc < 0) {
             log_error("encoding Params failed: %s", strerror(-rc));
             return rc;
         }
+        s->round.plen[ws] = need;
         s->round.pver[ws] = s->round.t;
     }
-    int rc = zloop_send(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws]);
+    int rc = zloop_send_buf(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws]);
     p->wait = PS_WAIT_NONE;
     if (rc < 0) {
         log_debug("Params %ld not delivered to %s#%u: %s", s->round.t, msg_role_name(p->role), p->id, strerror(-rc));
@@ -489,6 +505,7 @@ static void s_step_publish(ps_server_t *s) {
     s->steps_run++;
     s->round.last_step_ns = uv_hrtime();
     if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
+    ps_trim_stepped(&s->trim, uv_now(&s->loop) * 1000000ULL); /* the same clock as ps_trim_received */
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {

@@ -36,8 +36,7 @@ void ps_round_state_release(ps_round_t *r) {
 
 void ps_round_state_drop_params(ps_round_t *r) {
     for (int i = 0; i < 2; i++) {
-        free(r->pbuf[i]);
-        r->pbuf[i] = NULL;
+        zloop_buf_free(&r->pbuf[i]);
         r->plen[i] = 0;
         r->pver[i] = -1;
     }

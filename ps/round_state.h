@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "common/kfac/kfac_stats.h"
+#include "common/net/zloop.h"
 #include "common/nn/nn.h"
 #include "ps/peers.h"
 
@@ -42,8 +43,11 @@ typedef struct ps_round {
     double step_ms_sum, step_ms_max; /* time the update held the loop thread */
     int warned_slow_step;
 
-    /* encoded Params of version pver[i], want_stats = i (owned) */
-    uint8_t *pbuf[2];
+    /* Params of version pver[i] with want_stats = i, encoded once per
+     * version into pbuf[i] (owned; shared by every send of it, and
+     * refilled in place for the next version once no send holds it) and
+     * plen[i] bytes long; pver[i] = -1: none encoded */
+    zloop_buf_t *pbuf[2];
     size_t plen[2];
     long pver[2];
 } ps_round_t;
@@ -57,7 +61,8 @@ int ps_round_state_init(ps_round_t *r, const net_t *net, int with_stats);
 /* Free what r owns and zero it. NULL is a no-op. */
 void ps_round_state_release(ps_round_t *r);
 
-/* Free the encoded Params cache (the next send encodes again). */
+/* Free the encoded Params buffers (the next send encodes again, into a new
+ * one; a buffer a send still holds goes when that send is written out). */
 void ps_round_state_drop_params(ps_round_t *r);
 
 /* Empty the sums, the gradient count and the round's statistics for the

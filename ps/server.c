@@ -154,6 +154,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
 static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uint8_t *data, size_t len, void *user) {
     (void)sock;
     ps_server_t *s = user;
+    ps_trim_received(&s->trim, uv_now(&s->loop) * 1000000ULL, len);
     s_handle_recv(s, route, data, len);
     s_settle(s);
 }
@@ -165,6 +166,18 @@ static void s_on_eval_done(const ps_eval_result_t *r, int status, void *user) {
 }
 
 /* ---- timers ------------------------------------------------------------------ */
+
+/* After a burst of large messages, once it is over: the memory the heaps
+ * kept for it goes back to the system (ps/trim.h says why not sooner). */
+static void s_trim(ps_server_t *s) {
+    uint64_t now_ns = uv_now(&s->loop) * 1000000ULL;
+    if (!ps_trim_due(&s->trim, now_ns, PS_TRIM_IDLE_MS * 1000000ULL)) return;
+    uint64_t n_bytes = s->trim.bytes_since;
+    malloc_trim(0);
+    ps_trim_done(&s->trim);
+    log_debug("large messages over (%.1f MB since the last trim): freed memory given back (malloc_trim)",
+              (double)n_bytes * 1e-6);
+}
 
 static void s_on_tick(uv_timer_t *t) {
     ps_server_t *s = t->data;
@@ -195,6 +208,7 @@ static void s_on_tick(uv_timer_t *t) {
     }
     ps_round_tick(s);
     s_settle(s);
+    s_trim(s);
 }
 
 /* The heartbeat doubles as the check that a peer's connection is still
@@ -409,6 +423,32 @@ oom:
     return -ENOMEM;
 }
 
+/* Messages without page churn. glibc serves a block from its heaps below
+ * its mmap threshold, and from a mapping of its own (fresh pages, faulted
+ * in, unmapped at free) above it; it trims a heap whose free top exceeds
+ * its trim threshold. Both thresholds follow the largest mapped block freed
+ * so far (the trim threshold at twice the other; the mmap threshold at most
+ * 32 MiB), starting from 128 KiB. Left to learn from the traffic, they lag
+ * behind it: each new size of message is mapped once, and the heap of
+ * libzmq's I/O thread, which receives every message, was trimmed and
+ * faulted in again most steps (two 13 MB gradients freed together reach
+ * twice the largest). One block of the largest message accepted, mapped and
+ * freed at start-up, starts them where the messages are: from the first
+ * step every message is served from the heaps, which keep its pages for the
+ * next one. glibc's rule stays dynamic (no mallopt, which would fix the
+ * thresholds); what a burst leaves in the heaps goes back by malloc_trim
+ * once it is over (ps/trim.h). Messages over 32 MiB (models far larger than
+ * the ones shipped) are still mapped each time. */
+static void s_malloc_prime(int64_t max_msg_bytes) {
+    const int64_t cap = 32 * 1024 * 1024 - 4096; /* glibc follows freed blocks up to 32 MiB */
+    if (max_msg_bytes <= 0) return;
+    size_t n = (size_t)(max_msg_bytes < cap ? max_msg_bytes : cap);
+    volatile char *b = malloc(n);
+    if (!b) return;
+    b[0] = 1; /* used: the pair is not optimised away */
+    free((void *)b);
+}
+
 static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     if (!(s->zctx = zmq_ctx_new())) {
         snprintf(err, err_len, "zmq_ctx_new failed: %s", zmq_strerror(errno));
@@ -419,6 +459,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     int64_t max_bytes = msg_limits_max_bytes(&s->shape.limits);
     o.max_msg_bytes = max_bytes > 0 ? max_bytes : -1;
     log_info("largest message accepted: %" PRId64 " bytes (ZMQ_MAXMSGSIZE, from the model's shapes)", max_bytes);
+    s_malloc_prime(max_bytes);
     o.linger_ms = PS_LINGER_MS;
     if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
@@ -455,23 +496,8 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     return 0;
 }
 
-/* Memory that comes back after a burst of large frames. glibc raises its
- * mmap threshold to the size of each large block freed (up to 32 MiB), so
- * after the first large message every later one of up to that size comes
- * from a heap arena (libzmq's I/O thread has its own) and stays there when
- * freed: 20 frames of 20.7 MB left the PS 59% larger for good
- * (bench/RESULTS.md). A fixed threshold (which also stops the dynamic
- * one) keeps blocks of PS_MMAP_MIN_BYTES and more (messages, their decoded
- * copies) in their own mappings, which free() returns to the system at
- * once. The settings are process-wide: once, at start-up. */
-#define PS_MMAP_MIN_BYTES (256 * 1024)
-static void s_malloc_setup(void) {
-    if (mallopt(M_MMAP_THRESHOLD, PS_MMAP_MIN_BYTES) != 1) log_warn("mallopt(M_MMAP_THRESHOLD) failed");
-}
-
 ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
     int rc = -ENOMEM;
-    s_malloc_setup();
     if (rc_out) *rc_out = rc;
     ps_server_t *s = calloc(1, sizeof *s);
     if (!s) {
@@ -483,6 +509,7 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t e
     s->final_step = -1;
     s->last_inv_age_max = -1;
     s->next_job_id = 1;
+    ps_trim_init(&s->trim);
     s->t0_ns = uv_hrtime();
     if (uv_loop_init(&s->loop) < 0) {
         snprintf(err, err_len, "uv_loop_init failed");

@@ -35,6 +35,7 @@
 #include "ps/round_state.h"
 #include "ps/sched.h"
 #include "ps/server.h"
+#include "ps/trim.h"
 #include "ps/wire.h"
 #include "common/base/ratelimit.h"
 
@@ -54,6 +55,9 @@
 #define PS_SLOW_STEP_MS 250.0
 /* Consecutive failed updates (non-finite direction) before giving up. */
 #define PS_MAX_STEP_FAILURES 10
+/* Quiet time after large messages before freed memory goes back to the
+ * system (ps/trim.h). */
+#define PS_TRIM_IDLE_MS 500
 
 typedef enum {
     PS_PHASE_RUNNING = 0, /* rounds go on */
@@ -102,6 +106,8 @@ struct ps_server {
     double round_open_ms;          /* steps.csv timing: when the round of t opened (clock_now_ms) */
     double round_curv_ms;          /* ... loop time on folds and installs since */
     int round_eval_busy;           /* ... an evaluation was pending when it opened */
+
+    ps_trim_t trim;                /* when freed memory goes back (ps/trim.h) */
 
     /* clients */
     ps_peers_t peers;

@@ -24,12 +24,16 @@
  *                (Error NOT_WELCOMED). With --large_bytes just under the PS's
  *                limit (it logs "largest message accepted: N bytes") this is
  *                the memory burst of tests/integration/62-memory-burst.sh:
- *                  kfac-poke --kinds large --large_bytes N --count 40
+ *                  kfac-poke --kinds large --large_bytes N --count 40 --replies 40
  * With --client_secret_key and --server_public_key it is a CURVE client
  * (an unlisted key is refused in the handshake: nothing is sent, and the
  * "handshakes:" line counts the refusals).
  * Every reply is decoded and, up to --print of them, printed one per line
- * ("reply 3: error INVALID: ..."); the last line sums up. Exit: 0 done,
+ * ("reply 3: error INVALID: ..."); the last line sums up. After the last
+ * frame it collects replies until 50 ms pass without one (the first may
+ * take --wait_ms), or, with --replies N, until N have come in all (at most
+ * --wait_ms): a PS that handles each large frame in more than 50 ms has
+ * its later replies counted, not cut off. Exit: 0 done,
  * 1 nothing could be sent, 2 usage error.
  *
  * Hostile member (--member_id N >= 0): a gradient worker with a valid Hello
@@ -72,6 +76,7 @@ typedef struct poke_cfg {
     int count;
     uint64_t seed;
     int wait_ms;
+    int replies;
     int interval_ms;
     char *kinds;
     int print;
@@ -88,6 +93,9 @@ static const config_option_t s_opts[] = {
     O("count", OPT_INT, count, "100", 1, 1000000, "frames to send"),
     O("seed", OPT_UINT64, seed, "0", 0, 0, "seed of the random frames (0: from the clock)"),
     O("wait_ms", OPT_INT, wait_ms, "1000", 0, 600000, "how long to collect replies after the last frame"),
+    O("replies", OPT_INT, replies, "0", 0, 1000000,
+      "replies expected: collect until that many came, for at most wait_ms after the last frame (0: until 50 ms "
+      "pass without one, once the first came or wait_ms passed)"),
     O("interval_ms", OPT_INT, interval_ms, "0", 0, 60000, "pause between frames"),
     O("kinds", OPT_STRING, kinds, "all", 1, 512,
       "comma-separated frame kinds: random truncated version body role unwelcomed nan shape job empty multipart "
@@ -284,10 +292,26 @@ typedef struct tally {
     uint64_t n_undecodable;
 } tally_t;
 
-/* Read every reply that arrives within timeout_ms (then until quiet). */
+static int64_t s_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read the replies that arrive within timeout_ms. With --replies N (and
+ * timeout_ms > 0) until N have come in all or timeout_ms has passed: a PS
+ * that is slow to handle large frames is waited for, not cut off. Without
+ * it until 50 ms pass without a reply once the first came. */
 static void s_collect(void *sock, int timeout_ms, const poke_cfg_t *c, tally_t *t) {
     zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    int counted = c->replies > 0 && timeout_ms > 0;
+    int64_t deadline_ms = s_now_ms() + timeout_ms;
     for (;;) {
+        if (counted) {
+            int64_t left_ms = deadline_ms - s_now_ms();
+            if (t->n_replies >= (uint64_t)c->replies || left_ms <= 0) return;
+            timeout_ms = (int)left_ms;
+        }
         int rc = zmq_poll(&it, 1, timeout_ms);
         if (rc < 0 && errno == EINTR) continue;
         if (rc <= 0) return;
@@ -320,7 +344,7 @@ static void s_collect(void *sock, int timeout_ms, const poke_cfg_t *c, tally_t *
         msg_clear(&m);
         zmq_msg_close(&zm);
         fflush(stdout);
-        timeout_ms = timeout_ms < 50 ? timeout_ms : 50; /* drain what is there, then go on */
+        if (!counted) timeout_ms = timeout_ms < 50 ? timeout_ms : 50; /* drain what is there, then go on */
     }
 }
 

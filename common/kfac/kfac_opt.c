@@ -266,7 +266,7 @@ static int s_precond_layer(kfac_opt_t *k, int s, float lambda) {
         }
         if (gb) {
             int bB = s_block_of(k, s, 3);
-            if (bB < 0 || kfac_precond_block(k->blocks[bB].inv, lambda, gb, vb) != 0)
+            if (bB < 0 || kfac_precond_block(k->blocks[bB].inv, lambda, gb, vb, k->work) != 0) /* work >= out floats */
                 kfac_precond_identity(gb, l->n_b, lambda, k->opts.identity_mode, vb);
         }
         return ident;

@@ -167,7 +167,9 @@ static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], f
         if (!own) return -ENOMEM;
         work = own;
     }
-    if (!all_eigen) {
+    bool any_eigen = false; /* mixed forms: an EIGEN factor among CHOLESKY ones needs a row of scales */
+    for (int m = 0; m < 3; m++) any_eigen = any_eigen || (fac[m] && fac[m]->method == KFAC_INV_EIGEN);
+    if (!all_eigen && any_eigen) {
         int nmax = d[0] > d[1] ? d[0] : d[1];
         nmax = nmax > d[2] ? nmax : d[2];
         scale = malloc(sizeof(float) * (size_t)nmax);
@@ -252,14 +254,15 @@ int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
     return s_precond_modes(fac, d, lambda, V, U, work, par, "kfac_precond_kron3");
 }
 
-int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, float *y) {
+int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, float *y, float *work) {
     if (!inv || !x || !y || !isfinite(lambda) || lambda < 0.0f) {
         log_error("kfac_precond_block: bad arguments");
         return -EINVAL;
     }
     if (!inv->valid) return -ENODATA;
     int n = inv->n;
-    float *t = malloc(sizeof(float) * (size_t)n);
+    float *own = work ? NULL : malloc(sizeof(float) * (size_t)n);
+    float *t = work ? work : own;
     if (!t) return -ENOMEM;
     int rc = 0;
     if (inv->method == KFAC_INV_CHOLESKY) {
@@ -281,7 +284,7 @@ int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, 
     }
     if (!kfac_linalg_all_finite(y, (size_t)n)) rc = -ERANGE;
 cleanup:
-    free(t);
+    free(own);
     return rc;
 }
 

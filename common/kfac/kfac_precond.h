@@ -89,10 +89,12 @@ int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
  * EIGEN form: y = Q diag(1 / (v + lambda)) Q^T x, exact for any lambda > 0,
  * so G's own decomposition serves. CHOLESKY form: y = inv x; the holder must
  * then have been computed with damping lambda (a separate holder from the
- * factored-damped G^{-1}); lambda is not used. y may alias x.
+ * factored-damped G^{-1}); lambda is not used. y may alias x. work: n
+ * floats of scratch (caller-owned, e.g. the optimizer's, so that a step
+ * allocates nothing), or NULL to allocate it here.
  * Returns 0, -EINVAL, -ENODATA (no inverse yet, y untouched), -ENOMEM, or
  * -ERANGE (non-finite result). */
-int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, float *y);
+int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, float *y, float *work);
 
 /* Unit-wise BatchNorm preconditioning: for each channel i < n_c,
  *     (pg_i, pb_i) = ([[f_gg, f_gb], [f_gb, f_bb]] + lambda I)^{-1} (dg_i, db_i)

@@ -122,6 +122,36 @@ int zloop_send_take(zloop_socket_t *s, const zloop_peer_t *peer, uint8_t **buf, 
 int zloop_send_many(zloop_socket_t *s, const zloop_peer_t *peers, size_t n_peers, uint8_t **buf, size_t len,
                     int *status);
 
+/* ---- shared send buffers ---------------------------------------------------
+ * One encoded message sent to many peers without a copy per peer, and
+ * refilled for the next one without a new allocation (Params: tens of MB,
+ * every step, to every worker). The owner holds one reference; every send
+ * of it holds another until ZeroMQ has written it out. The count is atomic:
+ * ZeroMQ releases a send on its I/O thread. The bytes may be rewritten only
+ * while no send holds them (zloop_buf_busy() == 0). */
+typedef struct zloop_buf zloop_buf_t;
+
+/* A buffer of cap bytes (at least 1), owned by the caller (zloop_buf_free).
+ * NULL when out of memory. */
+zloop_buf_t *zloop_buf_new(size_t cap);
+
+/* Its size in bytes (0 for NULL) and its bytes (borrowed; write them only
+ * while it is not busy). */
+size_t zloop_buf_cap(const zloop_buf_t *b);
+uint8_t *zloop_buf_data(zloop_buf_t *b);
+
+/* 1 while a send still holds b (its bytes must not change), else 0. */
+int zloop_buf_busy(const zloop_buf_t *b);
+
+/* Send the first len bytes (len <= cap) of b to peer without copying them:
+ * the send holds a reference until ZeroMQ has written it out. Returns as
+ * zloop_send (-EINVAL also for len > cap). b stays the caller's. */
+int zloop_send_buf(zloop_socket_t *s, const zloop_peer_t *peer, zloop_buf_t *b, size_t len);
+
+/* Drop the owner's reference: the memory goes now, or when the last send
+ * holding it is written out. NULLs *bp; NULL is a no-op. */
+void zloop_buf_free(zloop_buf_t **bp);
+
 /* Counters so far. */
 void zloop_socket_stats(const zloop_socket_t *s, zloop_stats_t *out);
 

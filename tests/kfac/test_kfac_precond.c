@@ -266,7 +266,9 @@ START_TEST(test_precond_kron3_matches_dense_solve) {
 
         /* bias: its own full block (G + lambda I)^{-1} db */
         kfac_inverse_t *Bi = m == KFAC_INV_EIGEN ? Gi : s_inv(G, n_out, lambda, m);
-        ck_assert_int_eq(kfac_precond_block(Bi, lambda, db, pdb), 0);
+        float *bwork = rng_below(&r, 2) ? malloc(sizeof(float) * (size_t)n_out) : NULL; /* given, or allocated inside */
+        ck_assert_int_eq(kfac_precond_block(Bi, lambda, db, pdb, bwork), 0);
+        free(bwork);
         double *Bd = s_damped_d(G, n_out, lambda);
         err = s_err_vs_dense(Bd, db, pdb, n_out, 1);
         ck_assert_msg(err <= TOL, "bias err %g seed=%llu", err, (unsigned long long)seed);

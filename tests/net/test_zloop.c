@@ -342,6 +342,114 @@ START_TEST(test_zloop_send_many_zero_copy) {
 }
 END_TEST
 
+/* ---- a shared send buffer: sent to every peer, refilled, freed in flight -- */
+
+typedef struct shb {
+    fx_t fx;
+    zloop_socket_t *router, *dealer[FAN_N];
+    zloop_peer_t peers[FAN_N];
+    int n_peers;
+    zloop_buf_t *buf;
+    uv_timer_t poll;
+    int poll_open;
+    int round;              /* 1: the first version sent, 2: the refill sent */
+    int n_got[3], n_bad;
+    int unknown_rc, too_long_rc, busy_after_unknown;
+    int rc[3][FAN_N];
+} shb_t;
+
+static void s_shb_close_all(fx_t *f) {
+    shb_t *a = (shb_t *)f;
+    zloop_socket_free(&a->router);
+    for (int i = 0; i < FAN_N; i++) zloop_socket_free(&a->dealer[i]);
+    if (a->poll_open) {
+        a->poll_open = 0;
+        uv_timer_stop(&a->poll);
+        uv_close((uv_handle_t *)&a->poll, NULL);
+    }
+    zloop_buf_free(&a->buf);
+    fx_close_watchdog(f);
+}
+
+static uint8_t s_shb_byte(int version, size_t i) { return (uint8_t)(i * 13 + (i >> 9) + 101 * version); }
+
+static void s_shb_send(shb_t *a, int version) {
+    uint8_t *d = zloop_buf_data(a->buf);
+    for (size_t i = 0; i < FAN_BYTES; i++) d[i] = s_shb_byte(version, i);
+    a->round = version;
+    for (int i = 0; i < FAN_N; i++) a->rc[version][i] = zloop_send_buf(a->router, &a->peers[i], a->buf, FAN_BYTES);
+}
+
+/* Waits until ZeroMQ has let go of the first version, then refills the
+ * same buffer and sends it again, and frees it while those sends are out. */
+static void s_shb_poll(uv_timer_t *t) {
+    shb_t *a = t->data;
+    if (a->n_got[1] < FAN_N || zloop_buf_busy(a->buf)) return;
+    uv_timer_stop(t);
+    s_shb_send(a, 2);
+    zloop_buf_free(&a->buf); /* the sends keep the bytes alive until written out */
+}
+
+static void s_shb_router(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t *d, size_t n, void *u) {
+    shb_t *a = u;
+    (void)s, (void)d, (void)n;
+    a->peers[a->n_peers++] = *peer;
+    if (a->n_peers < FAN_N) return;
+    ck_assert_int_eq(zloop_buf_busy(a->buf), 0);
+    ck_assert_uint_eq(zloop_buf_cap(a->buf), FAN_BYTES);
+    a->too_long_rc = zloop_send_buf(a->router, &a->peers[0], a->buf, FAN_BYTES + 1);
+    zloop_peer_t nobody = {.len = 6};
+    memcpy(nobody.id, "nobody", 6);
+    a->unknown_rc = zloop_send_buf(a->router, &nobody, a->buf, 16);
+    a->busy_after_unknown = zloop_buf_busy(a->buf); /* a failed send holds nothing */
+    s_shb_send(a, 1);
+    uv_timer_start(&a->poll, s_shb_poll, 1, 1);
+}
+
+static void s_shb_dealer(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t *d, size_t n, void *u) {
+    (void)s, (void)peer;
+    shb_t *a = u;
+    int version = n == FAN_BYTES && d[0] == s_shb_byte(1, 0) ? 1 : n == FAN_BYTES && d[0] == s_shb_byte(2, 0) ? 2 : 0;
+    int ok = version > 0;
+    for (size_t i = 0; ok && i < n; i++) ok = d[i] == s_shb_byte(version, i);
+    if (!ok) a->n_bad++;
+    a->n_got[version]++;
+    if (a->n_got[2] == FAN_N) a->fx.close_all(&a->fx);
+}
+
+START_TEST(test_zloop_send_buf_shared_refilled) {
+    shb_t a;
+    memset(&a, 0, sizeof a);
+    fx_init(&a.fx, 5000, s_shb_close_all);
+    ck_assert_int_eq(uv_timer_init(&a.fx.loop, &a.poll), 0);
+    a.poll.data = &a;
+    a.poll_open = 1;
+    a.buf = zloop_buf_new(FAN_BYTES);
+    ck_assert_ptr_nonnull(a.buf);
+    char ep[256];
+    a.router = s_socket(&a.fx, ZMQ_ROUTER, -1, s_shb_router, &a);
+    ck_assert_int_eq(zloop_socket_bind(a.router, "tcp://127.0.0.1:0", ep, sizeof ep), 0);
+    for (int i = 0; i < FAN_N; i++) {
+        a.dealer[i] = s_socket(&a.fx, ZMQ_DEALER, -1, s_shb_dealer, &a);
+        ck_assert_int_eq(zloop_socket_connect(a.dealer[i], ep), 0);
+        ck_assert_int_eq(zloop_send(a.dealer[i], NULL, "hi", 2), 0);
+    }
+    fx_run(&a.fx);
+    ck_assert(!a.fx.timed_out);
+    ck_assert_int_eq(a.too_long_rc, -EINVAL);
+    ck_assert_int_eq(a.unknown_rc, -EHOSTUNREACH);
+    ck_assert_int_eq(a.busy_after_unknown, 0);
+    for (int v = 1; v <= 2; v++)
+        for (int i = 0; i < FAN_N; i++) ck_assert_int_eq(a.rc[v][i], 0);
+    ck_assert_int_eq(a.n_got[1], FAN_N); /* every peer got the first version, */
+    ck_assert_int_eq(a.n_got[2], FAN_N); /* then the refill, whole */
+    ck_assert_int_eq(a.n_got[0], 0);
+    ck_assert_int_eq(a.n_bad, 0);
+    ck_assert_ptr_null(a.buf);
+    zloop_buf_free(NULL);
+}
+END_TEST
+
 typedef struct lim {
     fx_t fx;
     zloop_socket_t *router, *dealer;
@@ -748,6 +856,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_zloop_pingpong_lockstep);
     tcase_add_test(tc, test_zloop_close_inside_callback);
     tcase_add_test(tc, test_zloop_send_many_zero_copy);
+    tcase_add_test(tc, test_zloop_send_buf_shared_refilled);
     tcase_add_test(tc, test_zloop_max_msg_size_enforced);
     tcase_add_test(tc, test_zloop_malformed_frames_dropped);
     tcase_add_test(tc, test_zloop_pool_delivers_all);

@@ -54,6 +54,44 @@ START_TEST(test_msg_roundtrip_every_type) {
 }
 END_TEST
 
+/* msg_encode_to: the same bytes as msg_encode in a buffer of exactly the
+ * size or larger (nothing written past the size); a smaller buffer is
+ * refused with the size needed and left untouched. */
+START_TEST(test_msg_encode_to_caller_buffer) {
+    msgfx_ctx_t c;
+    msgfx_ctx_init(&c);
+    for (int t = MSG_HELLO; t < MSG_TYPE_COUNT; t++) {
+        for (int rep = 0; rep < 10; rep++) {
+            msg_t m;
+            msgfx_random_msg(&c, (msg_type_t)t, &m);
+            uint8_t *ref;
+            size_t len, got = 0;
+            ck_assert_int_eq(msg_encode(&m, &ref, &len), 0);
+            size_t slack = rng_below(&c.rng, 64);
+            uint8_t *buf = malloc(len + slack + 1);
+            ck_assert_ptr_nonnull(buf);
+            memset(buf, 0xa5, len + slack + 1);
+            ck_assert_int_eq(msg_encode_to(&m, buf, len + slack, &got), 0);
+            ck_assert_msg(got == len && memcmp(buf, ref, len) == 0, "seed %llu: %s: msg_encode_to differs",
+                          (unsigned long long)c.seed, msg_type_name((msg_type_t)t));
+            for (size_t i = len; i < len + slack + 1; i++) ck_assert_uint_eq(buf[i], 0xa5);
+            if (len > 0) {
+                memset(buf, 0xa5, len + slack + 1);
+                size_t cap = rng_below(&c.rng, (uint32_t)len);
+                got = 0;
+                ck_assert_int_eq(msg_encode_to(&m, buf, cap, &got), -ENOSPC);
+                ck_assert_uint_eq(got, len);
+                for (size_t i = 0; i < len + slack + 1; i++) ck_assert_uint_eq(buf[i], 0xa5);
+            }
+            ck_assert_int_eq(msg_encode_to(&m, NULL, 100, &got), -EINVAL);
+            free(buf);
+            free(ref);
+            msg_clear(&m);
+        }
+    }
+}
+END_TEST
+
 /* Borrowed arrays and NULL strings encode; decoding gives "" for NULL. */
 START_TEST(test_msg_encode_borrowed_fields) {
     static const float w[5] = {1, -2, 3.5f, 0, 1e-30f};
@@ -276,6 +314,7 @@ Suite *make_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_msg_roundtrip_every_type);
+    tcase_add_test(tc, test_msg_encode_to_caller_buffer);
     tcase_add_test(tc, test_msg_encode_borrowed_fields);
     tcase_add_test(tc, test_msg_decode_take_array);
     tcase_add_test(tc, test_msg_roundtrip_large_gradient);

@@ -226,7 +226,7 @@ START_TEST(test_ps_round_state_commit_once) {
     ck_assert_uint_eq(rs.steps_done, 7);
 
     /* The Params cache: dropped, it is empty and marks no version. */
-    rs.pbuf[1] = malloc(16);
+    rs.pbuf[1] = zloop_buf_new(16);
     rs.plen[1] = 16;
     rs.pver[1] = 7;
     ps_round_state_drop_params(&rs);
