@@ -103,6 +103,11 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
     if (x->kfac) {
         s_head(&b, "kfac_inverses_installed_total", "counter", "Inverses installed from inverse daemons.");
         textbuf_printf(&b, "kfac_inverses_installed_total %llu\n", (unsigned long long)x->inverses_installed);
+        s_head(&b, "kfac_inverses_refused_total", "counter",
+               "Inverses refused: they failed the check against their factor, or answered another daemon's job.");
+        textbuf_printf(&b, "kfac_inverses_refused_total %llu\n", (unsigned long long)x->inverses_refused);
+        s_head(&b, "kfac_invertd_distrusted_total", "counter", "Inverse daemons given no more jobs for bad results.");
+        textbuf_printf(&b, "kfac_invertd_distrusted_total %llu\n", (unsigned long long)x->invertd_distrusted);
         s_head(&b, "kfac_stats_folded_total", "counter", "Statistics batches folded into the factors.");
         textbuf_printf(&b, "kfac_stats_folded_total %llu\n", (unsigned long long)x->stats_folded);
         s_head(&b, "kfac_inverse_age_steps", "gauge",

@@ -15,6 +15,7 @@
  *   kfac_clients{role="worker"|"statsd"|"invertd"},
  *   kfac_rejected_messages_total{type=...}, and with kind = kfac:
  *   kfac_inverses_installed_total, kfac_stats_folded_total,
+ *   kfac_inverses_refused_total, kfac_invertd_distrusted_total,
  *   kfac_inverse_age_steps{layer=...,factor=...} (-1: none yet),
  *   kfac_curvature_idle_seconds{what="inverses"|"statistics"},
  *   kfac_curvature_stale{what=...} (1 when idle longer than
@@ -47,6 +48,8 @@ typedef struct ps_http_snapshot {
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE]: undecodable */
     int kfac;                /* kind = kfac: the fields below mean something */
     uint64_t inverses_installed, stats_folded;
+    uint64_t inverses_refused;         /* results that failed verification or came from the wrong daemon */
+    uint64_t invertd_distrusted;       /* inverse daemons given no more jobs for it */
     double idle_inverses_s, idle_stats_s; /* since the last install / fold (or the first step) */
     int stale_inverses, stale_stats;      /* idle longer than [ps] curvature_warn_s */
     int n_blocks;

@@ -18,6 +18,7 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
+#include "common/kfac/kfac_inverse.h"
 #include "common/kfac/kfac_linalg.h"
 
 /* ---- inversion jobs --------------------------------------------------------------- */
@@ -48,6 +49,10 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     msg_t m;
     msg_init(&m, MSG_JOB, MSG_ROLE_PS, 0);
     m.job.job_id = s->next_job_id++;
+    if ((rc = ps_verify_cut(s->verify, b, m.job.job_id, s->job_F, kb->n, damping)) < 0) {
+        log_error("keeping the probe of job %" PRIu64 " failed (%s)", m.job.job_id, strerror(-rc));
+        return 0; /* the daemon keeps waiting */
+    }
     m.job.layer = (uint32_t)kb->layer;
     m.job.factor = (uint32_t)kb->factor;
     m.job.factor_version = (uint64_t)fv;
@@ -75,7 +80,7 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
         int best_b = -1;
         for (int i = 0; i < s->peers.n; i++) {
             ps_peer_t *p = s->peers.v[i];
-            if (p->role != MSG_ROLE_INVERTD || p->wait != PS_WAIT_JOB || !p->present) continue;
+            if (p->role != MSG_ROLE_INVERTD || p->wait != PS_WAIT_JOB || !p->present || p->distrusted) continue;
             if (best && p->wait_seq >= best->wait_seq) continue;
             int b = ps_sched_pick(s->sched, s->n_blocks, s->policy, p->max_n, now, timeout);
             if (b < 0) continue;
@@ -88,7 +93,39 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
 }
 
 
+/* One more bad result from daemon p (why: what was wrong): counted, named
+ * in the log; at PS_BAD_INVERSES_MAX it gets no more jobs and is told so. */
+static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r, const char *why) {
+    char name[160];
+    uint64_t skipped = 0;
+    ps_peer_name(p, name, sizeof name);
+    s->n_inv_bad++;
+    p->n_bad_inverses++;
+    p->n_rejected++;
+    s->rejected[MSG_JOB_RESULT]++;
+    s->rejected_code[MSG_ERR_INVALID]++;
+    if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) refused (%d of %d): %s", name, r->job_id,
+                 r->layer, r->factor, p->n_bad_inverses, PS_BAD_INVERSES_MAX, why);
+    if (p->n_bad_inverses < PS_BAD_INVERSES_MAX || p->distrusted) return;
+    p->distrusted = 1;
+    p->wait = PS_WAIT_NONE;
+    s->n_invertd_distrusted++;
+    ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+    log_warn("%s: %d of its results failed verification: it gets no more jobs, and the ones it holds go to other "
+             "inverse daemons", name, p->n_bad_inverses);
+    char text[200];
+    snprintf(text, sizeof text, "%d of your inverses failed kfac-ps's verification: no more jobs for this daemon",
+             p->n_bad_inverses);
+    ps_io_send_text(s, &p->route, MSG_SHUTDOWN, text);
+}
+
 void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    if (p->distrusted) {
+        ps_io_reject(s, &p->route, p, MSG_JOB_REQUEST, MSG_ERR_INVALID,
+                     "this inverse daemon is distrusted: %d of its results failed verification", p->n_bad_inverses);
+        return;
+    }
     if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
         char name[160];
         uint64_t skipped = 0;
@@ -113,9 +150,20 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_after_reject(s, p, m);
         return;
     }
+    if (p->distrusted) {
+        ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
+                     "this inverse daemon is distrusted: %d of its results failed verification", p->n_bad_inverses);
+        return;
+    }
     ps_sched_block_t *sb = &s->sched[b];
     long version = -1;
-    int cur = ps_sched_result(sb, r->job_id, &version);
+    int cur = ps_sched_result(sb, r->job_id, p->id, &version);
+    if (cur == -EPERM) {
+        snprintf(err, sizeof err, "job %" PRIu64 " was handed to another inverse daemon", r->job_id);
+        s_bad_result(s, p, r, err);
+        if (!p->distrusted) ps_round_after_reject(s, p, m);
+        return;
+    }
     if (cur < 0) {
         /* Answered with the next Job all the same (docs/protocol.md), counted. */
         uint64_t skipped = 0;
@@ -129,16 +177,21 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_after_reject(s, p, m);
         return;
     }
+    const float job_d = ps_verify_damping(s->verify, b, r->job_id);
     if ((long)r->factor_version != version) {
-        ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
-                      "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64, r->job_id, version,
-                      r->factor_version);
-        ps_sched_failed(sb, version);
-        ps_round_after_reject(s, p, m);
+        (void)ps_verify_check(s->verify, b, r->job_id, NULL, 0.0f, NULL, err, sizeof err); /* forget its probe */
+        snprintf(err, sizeof err, "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64,
+                 r->job_id, version, r->factor_version);
+        s_bad_result(s, p, r, err);
+        if (!p->distrusted) {
+            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", err);
+            ps_round_after_reject(s, p, m);
+        }
         return;
     }
     if (r->error && r->error[0]) {
         uint64_t skipped = 0;
+        (void)ps_verify_check(s->verify, b, r->job_id, NULL, 0.0f, NULL, err, sizeof err); /* forget its probe */
         s->n_inv_failed++;
         ps_sched_failed(sb, version);
         if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
@@ -146,10 +199,41 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                      r->n, version, r->error);
     } else {
         double t_inst = clock_now_ms();
-        kfac_inverse_t *inv = ps_wire_result_inverse(r, s->kfac->blocks[b].n, s->job_F, err, sizeof err);
-        int rc = inv ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
+        /* The damping is the job's: an eigen result is applied with it; a Cholesky result may say it added
+         * more (the daemon's escalations, at most 10^KFAC_INVERSE_MAX_ESCALATIONS times), never less. */
+        float d_used = job_d;
+        const double d_max = (double)job_d * pow(10.0, KFAC_INVERSE_MAX_ESCALATIONS) * (1.0 + 1e-5);
+        char why[700] = "";
+        if (job_d < 0.0f)
+            snprintf(why, sizeof why, "no probe is kept for job %" PRIu64, r->job_id);
+        else if (r->method == MSG_METHOD_CHOLESKY) {
+            d_used = (float)r->damping;
+            if (!(isfinite(r->damping) && r->damping >= (double)job_d * (1.0 - 1e-5) && r->damping <= d_max))
+                snprintf(why, sizeof why, "damping %g: the job asked for %g (at most %g after escalations)",
+                         r->damping, (double)job_d, d_max);
+        }
+        kfac_inverse_t *inv = why[0] ? NULL : ps_wire_result_inverse(r, s->kfac->blocks[b].n, d_used, s->job_F, err,
+                                                                     sizeof err);
+        double resid = NAN;
+        int vrc = inv ? ps_verify_check(s->verify, b, r->job_id, inv, d_used, &resid, why, sizeof why) : -EDOM;
+        if (!inv && !why[0]) snprintf(why, sizeof why, "%s", err[0] ? err : "the inverse could not be loaded");
+        if (inv && vrc == 0)
+            log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
+        int rc = inv && vrc == 0 ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
         kfac_inverse_free(&inv);
         s->round_curv_ms += clock_now_ms() - t_inst;
+        if (vrc != 0) {
+            /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets
+             * it (the job was cleared above). */
+            (void)ps_verify_check(s->verify, b, r->job_id, NULL, 0.0f, NULL, err, sizeof err); /* forget the probe */
+            s_bad_result(s, p, r, why);
+            if (!p->distrusted) {
+                ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was refused: %s", why);
+                ps_round_wait_job(s, p);
+            }
+            ps_round_dispatch_jobs(s);
+            return;
+        }
         if (rc < 0) {
             ps_sched_failed(sb, version);
             ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",

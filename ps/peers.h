@@ -63,6 +63,9 @@ typedef struct ps_peer {
     kfac_stats_t *stats;     /* stats = sync: its statistics of this round (owned, NULL until needed) */
     int has_stats;
     int committed;           /* already added to the round's sums (it left mid-round) */
+    /* inverse daemons */
+    int n_bad_inverses;      /* results that failed verification or answered another daemon's job */
+    int distrusted;          /* PS_BAD_INVERSES_MAX reached: no more jobs, its results refused */
     /* counters */
     uint64_t n_accepted;     /* gradients / statistics / results accepted */
     uint64_t n_rejected;

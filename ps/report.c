@@ -128,6 +128,8 @@ void ps_report_publish(ps_server_t *s) {
         uint64_t now = uv_hrtime();
         x.kfac = 1;
         x.inverses_installed = s->n_installed;
+        x.inverses_refused = s->n_inv_bad;
+        x.invertd_distrusted = s->n_invertd_distrusted;
         x.stats_folded = s->n_folds;
         x.idle_inverses_s = s->curv_inv_ns ? (double)(now - s->curv_inv_ns) * 1e-9 : 0.0;
         x.idle_stats_s = s->curv_stats_ns ? (double)(now - s->curv_stats_ns) * 1e-9 : 0.0;
@@ -166,6 +168,9 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->kfac)
         S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, s->n_installed,
               s->last_inv_age_mean, s->last_inv_age_max, s->n_folds);
+    if (s->kfac && (s->n_inv_bad || s->n_invertd_distrusted))
+        S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", s->n_inv_bad,
+              s->n_invertd_distrusted);
     if (s->round.steps_done)
         S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);

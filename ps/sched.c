@@ -62,10 +62,11 @@ void ps_sched_assign(ps_sched_block_t *b, uint64_t id, long version, uint32_t ow
     b->due = 0;
 }
 
-int ps_sched_result(ps_sched_block_t *b, uint64_t id, long *version) {
+int ps_sched_result(ps_sched_block_t *b, uint64_t id, uint32_t owner, long *version) {
     if (id == 0) return -ENOENT;
     for (int i = 0; i < PS_SCHED_RECENT; i++) {
         if (b->recent[i].id != id) continue;
+        if (b->recent[i].owner != owner) return -EPERM; /* not this daemon's job: kept for its owner */
         *version = b->recent[i].version;
         b->recent[i].id = 0;
         if (b->cur.id == id) {

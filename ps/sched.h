@@ -101,12 +101,15 @@ int ps_sched_pick(const ps_sched_block_t *blocks, int n_blocks, ps_sched_policy_
  * one it replaces stays matchable in the history) and `due` is cleared. */
 void ps_sched_assign(ps_sched_block_t *b, uint64_t id, long version, uint32_t owner, double now_ms);
 
-/* Match a result for job `id` on this block. Returns 1 when it is the
- * current job (cleared), 0 when it is a known older job (e.g. overdue and
- * handed out again), -ENOENT when this block never handed it out or it was
- * answered already. On 0 or 1 *version receives the version the job was cut
- * from and the job is forgotten (a second result for it gets -ENOENT). */
-int ps_sched_result(ps_sched_block_t *b, uint64_t id, long *version);
+/* Match a result for job `id` from daemon `owner` on this block. Returns 1
+ * when it is the current job (cleared), 0 when it is a known older job
+ * (e.g. overdue and handed out again), -ENOENT when this block never handed
+ * it out or it was answered already, -EPERM when the job went to another
+ * daemon (it stays matchable for that one: job ids are sequential, so one
+ * daemon could otherwise answer, or cancel, any daemon's job). On 0 or 1
+ * *version receives the version the job was cut from and the job is
+ * forgotten (a second result for it gets -ENOENT). */
+int ps_sched_result(ps_sched_block_t *b, uint64_t id, uint32_t owner, long *version);
 
 /* The inverse from `version` was installed: inv_version = max(inv_version,
  * version). */

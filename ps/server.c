@@ -410,6 +410,12 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         s->job_F = malloc((size_t)max_n * max_n * sizeof(float));
         s->job_packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
         if (!s->job_F || !s->job_packed) goto oom;
+        int *bn = malloc((size_t)(s->n_blocks ? s->n_blocks : 1) * sizeof *bn);
+        if (!bn) goto oom;
+        for (int b = 0; b < s->n_blocks; b++) bn[b] = s->kfac->blocks[b].n;
+        s->verify = ps_verify_new(bn, s->n_blocks, (uint64_t)c->seed ^ uv_hrtime());
+        free(bn);
+        if (!s->verify) goto oom;
         if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->kfac, c->refresh_alpha, 0))) {
             snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
                      c->refresh_alpha);
@@ -633,6 +639,7 @@ void ps_server_free(ps_server_t **s_p) {
     ps_refresh_free(&s->refresh);
     free(s->sched);
     free(s->job_F);
+    ps_verify_free(&s->verify);
     free(s->job_packed);
     free(s->unpack_buf);
     free(s->config_text);

@@ -36,6 +36,7 @@
 #include "ps/sched.h"
 #include "ps/server.h"
 #include "ps/trim.h"
+#include "ps/verify.h"
 #include "ps/wire.h"
 #include "common/base/ratelimit.h"
 
@@ -101,6 +102,8 @@ struct ps_server {
     float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
     float *job_packed;             /* (max n (n+1)/2) */
     uint64_t next_job_id;
+#define PS_BAD_INVERSES_MAX 3      /* bad results after which an inverse daemon gets no more jobs */
+    ps_verify_t *verify;           /* a probe per job in flight: results checked before install (ps/verify.h) */
 
     ps_round_t round;              /* the round of version t (round.c's) */
     double round_open_ms;          /* steps.csv timing: when the round of t opened (clock_now_ms) */
@@ -146,6 +149,8 @@ struct ps_server {
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */
     uint64_t rejected_code[MSG_ERR_COUNT];
     uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
+    uint64_t n_inv_bad;            /* results that failed verification (ps/verify.h) or came from the wrong daemon */
+    uint64_t n_invertd_distrusted; /* inverse daemons given no more jobs after PS_BAD_INVERSES_MAX bad results */
     uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
     ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
 

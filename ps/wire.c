@@ -65,7 +65,8 @@ int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor) {
     return -1;
 }
 
-kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float *full, char *err, size_t err_len) {
+kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float damping, float *full, char *err,
+                                       size_t err_len) {
     if (n < 1 || r->n != (uint32_t)n) {
         snprintf(err, err_len, "job_result: n=%u, the block has n=%d", r->n, n);
         return NULL;
@@ -93,7 +94,7 @@ kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float *
             }
         /* packed upper -> full n x n row-major, both triangles */
         rc = kfac_linalg_unpack_upper(r->inverse, n, full);
-        if (rc == 0) rc = kfac_inverse_load_cholesky(inv, full, (float)r->damping);
+        if (rc == 0) rc = kfac_inverse_load_cholesky(inv, full, damping);
     } else if (r->method == MSG_METHOD_EIGEN) {
         if (r->n_eigvecs != (size_t)n * (size_t)n || r->n_eigvals != (size_t)n) {
             snprintf(err, err_len, "job_result: eigen result of n=%d with %zu eigvecs and %zu eigvals", n,
@@ -101,7 +102,7 @@ kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float *
             kfac_inverse_free(&inv);
             return NULL;
         }
-        rc = kfac_inverse_load_eigen(inv, r->eigvecs, r->eigvals, (float)r->damping);
+        rc = kfac_inverse_load_eigen(inv, r->eigvecs, r->eigvals, damping);
     } else {
         rc = -EINVAL;
     }

@@ -45,11 +45,14 @@ int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor);
 
 /* An inverse holder filled from a validated, successful job result r for a
  * block of dimension n: cholesky: the packed inverse unpacked (both
- * triangles); eigen: eigenvectors and eigenvalues (clamped >= 0). full is
- * scratch of n*n floats. Returns the new holder (caller frees with
- * kfac_inverse_free), or NULL with the reason in err (shape mismatch,
- * non-finite, non-positive diagonal, no memory). */
-kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float *full, char *err, size_t err_len);
+ * triangles); eigen: eigenvectors and eigenvalues (clamped >= 0). damping:
+ * what the holder records as the damping used (the caller checks the
+ * result's own against its job's; an eigen result is applied with the
+ * job's). full is scratch of n*n floats. Returns the new holder (caller
+ * frees with kfac_inverse_free), or NULL with the reason in err (shape
+ * mismatch, non-finite, non-positive diagonal, no memory). */
+kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float damping, float *full, char *err,
+                                       size_t err_len);
 
 /* Wire method of an inverse method. */
 msg_method_t ps_wire_method(kfac_inv_method_t m);

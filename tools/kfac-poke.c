@@ -44,6 +44,13 @@
  *   nan       NaN and Inf among the values
  *   stall     asks for Params, then nothing at all: it only heartbeats, for --wait_ms
  *   hello     never even asks for Params: Hello, then heartbeats for --wait_ms
+ * or, as an inverse daemon (Hello with role invertd), answers --count jobs
+ * with inverses it should not send:
+ *   inv-indefinite  Cholesky form: symmetric, positive diagonal, indefinite
+ *                   (I + 2 (e0 e1^T + e1 e0^T)); n = 1: the next kind
+ *   inv-scaled      the true inverse of the job's factor times 1e6
+ *   inv-other       the true inverse of another matrix (F + I, diagonal scaled)
+ * and stops early when kfac-ps shuts it out.
  * It waits for Welcome, Params and each answer at most --wait_ms, prints
  * what came back (errors one per line, up to --print), and exits 0 when it
  * was welcomed (1 when it was refused or nothing answered: the refusal text
@@ -67,6 +74,8 @@
 #include "common/base/config.h"
 #include "common/base/log.h"
 #include "common/base/rng.h"
+#include "common/kfac/kfac_inverse.h"
+#include "common/kfac/kfac_linalg.h"
 #include "common/base/version.h"
 #include "common/net/auth_keys.h"
 #include "proto/msg.h"
@@ -107,7 +116,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, stall or hello (see the header of tools/kfac-poke.c)"),
+      "what the hostile member does: examples, huge, nan, stall, hello, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
       "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
     O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
@@ -386,6 +395,8 @@ static int s_send_msg(void *sock, const msg_t *m) {
 
 /* Wait (at most wait_ms, heartbeats meanwhile) for a message of type want;
  * errors and others are printed (up to --print) and counted in t. */
+static msg_role_t g_member_role = MSG_ROLE_WORKER; /* the hostile member's role (its heartbeats) */
+
 static int s_wait_for(void *sock, const poke_cfg_t *c, msg_type_t want, msg_t *out, tally_t *t) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -396,7 +407,7 @@ static int s_wait_for(void *sock, const poke_cfg_t *c, msg_type_t want, msg_t *o
         msg_t m;
         if (s_recv(sock, 200, &m) < 0) {
             msg_t hb;
-            msg_init(&hb, MSG_HEARTBEAT, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            msg_init(&hb, MSG_HEARTBEAT, g_member_role, (uint32_t)c->member_id);
             s_send_msg(sock, &hb);
             continue;
         }
@@ -421,12 +432,93 @@ static int s_wait_for(void *sock, const poke_cfg_t *c, msg_type_t want, msg_t *o
     }
 }
 
+/* The hostile inverse daemon (--member_kind inv-*): Hello as kfac-invertd,
+ * then --count jobs answered with a wrong inverse. Returns the exit status. */
+static int s_member_invertd(void *sock, const poke_cfg_t *c) {
+    const char *kind = c->member_kind;
+    tally_t t;
+    memset(&t, 0, sizeof t);
+    msg_t m, w;
+    char host[64] = "poke";
+    gethostname(host, sizeof host - 1);
+    g_member_role = MSG_ROLE_INVERTD;
+    msg_init(&m, MSG_HELLO, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+    m.hello.build_id = KFAC_BUILD_ID;
+    m.hello.host = host;
+    m.hello.pid = (uint32_t)getpid();
+    if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
+        printf("member %d: not welcomed\n", c->member_id);
+        return 1;
+    }
+    printf("member %d: welcomed as inverse daemon id %u\n", c->member_id, w.welcome.assigned_id);
+    fflush(stdout);
+    msg_clear(&w);
+    int answered = 0, shut = 0;
+    for (int i = 0; i < c->count; i++) {
+        msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+        m.job_request.max_n = 0;
+        s_send_msg(sock, &m);
+        msg_t job;
+        int rc = s_wait_for(sock, c, MSG_JOB, &job, &t);
+        if (rc == -2) { shut = 1; break; }
+        if (rc < 0) break;
+        const int n = (int)job.job.n;
+        float *F = malloc((size_t)n * n * sizeof(float)), *H = calloc((size_t)n * n, sizeof(float));
+        float *packed = malloc(kfac_linalg_packed_len(n) * sizeof(float));
+        kfac_inverse_t *inv = kfac_inverse_new(n);
+        if (!F || !H || !packed || !inv || kfac_linalg_unpack_upper(job.job.packed, n, F) != 0) {
+            free(F); free(H); free(packed); kfac_inverse_free(&inv); msg_clear(&job);
+            return 1;
+        }
+        if (strcmp(kind, "inv-indefinite") == 0 && n >= 2) {
+            for (int a = 0; a < n; a++) H[(size_t)a * n + a] = 1.0f;
+            H[1] = H[n] = 2.0f;
+        } else {
+            if (strcmp(kind, "inv-other") == 0)
+                for (int a = 0; a < n; a++) F[(size_t)a * n + a] = 3.0f * F[(size_t)a * n + a] + 1.0f;
+            if (kfac_inverse_compute(F, n, (float)job.job.damping, KFAC_INV_CHOLESKY, inv, NULL) == 0 &&
+                inv->method == KFAC_INV_CHOLESKY)
+                memcpy(H, inv->inv, (size_t)n * n * sizeof(float));
+            else
+                for (int a = 0; a < n; a++) H[(size_t)a * n + a] = 1.0f;
+            if (strcmp(kind, "inv-other") != 0)
+                for (size_t k = 0; k < (size_t)n * n; k++) H[k] *= 1e6f;
+        }
+        kfac_linalg_pack_upper(H, n, packed);
+        msg_init(&m, MSG_JOB_RESULT, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+        m.job_result.job_id = job.job.job_id;
+        m.job_result.layer = job.job.layer;
+        m.job_result.factor = job.job.factor;
+        m.job_result.factor_version = job.job.factor_version;
+        m.job_result.method = MSG_METHOD_CHOLESKY;
+        m.job_result.n = (uint32_t)n;
+        m.job_result.damping = job.job.damping;
+        m.job_result.compute_ms = 1.0;
+        m.job_result.inverse = packed;
+        m.job_result.n_inverse = kfac_linalg_packed_len(n);
+        if (s_send_msg(sock, &m) == 0) answered++;
+        free(F); free(H); free(packed); kfac_inverse_free(&inv); msg_clear(&job);
+    }
+    if (!shut) { /* collect what comes back: an error per result, and the shutdown */
+        msg_t x;
+        if (s_wait_for(sock, c, MSG_NONE, &x, &t) == -2) shut = 1;
+    }
+    printf("member %d: %d jobs answered with %s inverses; errors INVALID %" PRIu64 "; %s\n", c->member_id, answered,
+           kind, t.by_error[MSG_ERR_INVALID], shut ? "shut out by kfac-ps" : "not shut out");
+    msg_init(&m, MSG_BYE, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+    s_send_msg(sock, &m);
+    return 0;
+}
+
 /* The hostile member (see the header comment). Returns the exit status. */
 static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     const char *kind = c->member_kind;
+    if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
+        return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall or hello, not '%s'\n", kind);
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, inv-indefinite, "
+                        "inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
