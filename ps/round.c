@@ -217,6 +217,22 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     case PS_GRAD_OK:
         break;
     }
+    /* Batch-norm running statistics: a variance below 0 would make the
+     * evaluation and the exported weights NaN (msg_validate rejected NaN and Inf). */
+    if (s->net->n_state && g->n_state == s->net->n_state)
+        for (int li = 0; li < s->net->n_layers; li++) {
+            const layer_t *l = &s->net->layers[li];
+            if (l->kind != LAYER_BATCHNORM || !l->run_var) continue;
+            const size_t off = (size_t)(l->run_var - s->net->state);
+            for (int c = 0; c < l->c; c++)
+                if (!(g->state[off + c] >= 0.0f)) {
+                    ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                                 "grad_push.state: running variance of layer %s channel %d is %g, below 0", l->name,
+                                 c, (double)g->state[off + c]);
+                    ps_round_after_reject(s, p, m);
+                    return;
+                }
+        }
     /* Held until the step (or the fold, for statistics) and summed there in
      * rank order: the round's result does not depend on arrival order. */
     const size_t np = s->net->n_params, ns = s->net->n_state;

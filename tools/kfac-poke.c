@@ -44,6 +44,8 @@
  *   nan       NaN and Inf among the values
  *   stall     asks for Params, then nothing at all: it only heartbeats, for --wait_ms
  *   hello     never even asks for Params: Hello, then heartbeats for --wait_ms
+ *   negvar    small gradients, with batch-norm running statistics of -1
+ *             (a negative running variance)
  * or, as an inverse daemon (Hello with role invertd), answers --count jobs
  * with inverses it should not send:
  *   inv-indefinite  Cholesky form: symmetric, positive diagonal, indefinite
@@ -516,8 +518,8 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
-        strcmp(kind, "hello")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, inv-indefinite, "
+        strcmp(kind, "hello") && strcmp(kind, "negvar")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, negvar, inv-indefinite, "
                         "inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
@@ -534,7 +536,7 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         printf("member %d: not welcomed\n", c->member_id);
         return 1;
     }
-    uint64_t n_params = w.welcome.n_params;
+    uint64_t n_params = w.welcome.n_params, w_n_state = w.welcome.n_state;
     printf("member %d: welcomed as id %u, shard %u of %u, %" PRIu64 " parameters\n", c->member_id,
            w.welcome.assigned_id, w.welcome.rank, w.welcome.n_ranks, n_params);
     fflush(stdout);
@@ -548,7 +550,13 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         return 0;
     }
     float *g = malloc((n_params ? n_params : 1) * sizeof *g);
-    if (!g) return 1;
+    const uint64_t n_state = strcmp(kind, "negvar") == 0 ? w_n_state : 0;
+    float *st = n_state ? malloc(n_state * sizeof *st) : NULL;
+    if (!g || (n_state && !st)) {
+        free(g);
+        return 1;
+    }
+    for (uint64_t j = 0; j < n_state; j++) st[j] = -1.0f;
     msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
     s_send_msg(sock, &m);
     int pushed = 0;
@@ -568,9 +576,12 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         m.grad_push.n_examples = strcmp(kind, "examples") == 0 ? 1000000 : 1;
         m.grad_push.grad = g;
         m.grad_push.n_grad = n_params;
+        m.grad_push.state = st;
+        m.grad_push.n_state = n_state;
         if (s_send_msg(sock, &m) == 0) pushed++;
     }
     free(g);
+    free(st);
     printf("member %d: %d %s gradients pushed; replies %" PRIu64 ", errors INVALID %" PRIu64 "\n", c->member_id,
            pushed, kind, t.n_replies, t.by_error[MSG_ERR_INVALID]);
     msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, (uint32_t)c->member_id);

@@ -1,0 +1,74 @@
+#!/bin/sh
+# tests/integration/58-hostile-bn.sh — a member that pushes batch-norm
+# running statistics with a negative variance (tools/kfac-poke
+# --member_kind negvar): while 2 honest workers train a small CNN with
+# batch norm (written here) with SGD, the hostile member joins after step
+# 10 and pushes 4 small gradients whose running statistics are all -1.
+# Before, only non-finite values were refused, so a negative variance got
+# into the average and made the evaluation and the exported weights NaN.
+# Passes when every such push is refused with a line that names the
+# sender, the layer and the channel, kfac-ps finishes all steps, and the
+# final test accuracy (the running statistics are used there) is a number
+# of at least ACC.
+. tests/integration/harness.inc
+h_init 58-hostile-bn
+ACC=0.80
+[ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
+port=$(h_port) || exit 1
+ep="tcp://127.0.0.1:$port"
+cat >"$H_DIR/bn.model" <<EOF2
+input 1x28x28
+conv name=c1 out=8 k=5 pad=2
+batchnorm name=bn1
+relu
+maxpool k=2
+flatten
+fc name=f out=10
+softmax_xent
+EOF2
+cat >"$H_DIR/run.ini" <<EOF2
+[run]
+seed = 5
+steps = 80
+eval_every = 1000
+eval_n = 2000
+out_dir = $H_DIR/out
+[model]
+file = $H_DIR/bn.model
+[data]
+batch = 32
+train_n = 5000
+[optimizer]
+kind = sgd
+lr = 0.05
+[cluster]
+ps = $ep
+workers = 2
+statsd = 0
+invertd = 0
+[ps]
+bind = $ep
+EOF2
+h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
+PS_PID=$H_PID
+h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
+h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
+n=0
+while [ "$(awk 'NR > 1' "$H_DIR/out/steps.csv" 2>/dev/null | wc -l)" -lt 10 ]; do
+  n=$((n + 1))
+  [ $n -lt 600 ] || h_fail "fewer than 10 steps after 60 s"
+  sleep 0.1
+done
+h_start poke-negvar "$BUILD/kfac-poke" --endpoint "$ep" --member_id 21 --member_kind negvar --count 4 --wait_ms 4000
+h_wait "$H_PID" 40
+[ "$H_STATUS" = 0 ] || h_fail "the hostile member exited with status $H_STATUS (not welcomed?)"
+h_wait "$PS_PID" 120
+[ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
+grep -q "rejected grad_push from worker#[0-9]* (pid [0-9]* .*running variance of layer bn1 channel 0 is -1, below 0" \
+  "$H_DIR/ps.log" || h_fail "no rejection of the negative running variance naming the sender, layer and channel"
+rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
+[ "$rows" -eq 80 ] || h_fail "steps.csv has $rows steps, expected 80"
+acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
+case $acc in *[0-9]*) ;; *) h_fail "final test accuracy is not a number: '$acc'" ;; esac
+h_ge "$acc" "$ACC" || h_fail "final test accuracy $acc is below $ACC: the negative variance got in"
+h_pass "every negative running variance refused, its sender named; test accuracy $acc"
