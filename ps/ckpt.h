@@ -142,6 +142,10 @@ int ps_ckpt_list(const char *dir, uint64_t *steps, int cap);
 int ps_ckpt_restore_newest(const char *dir, ps_ckpt_state_t *st, double inv_now_s, char *path, size_t path_len,
                            char *err, size_t err_len);
 
+/* The largest file ps_ckpt_read_file reads (16 GiB): more is refused
+ * before anything is allocated. */
+#define PS_CKPT_MAX_BYTES ((uint64_t)1 << 34)
+
 /* "DIR/ckpt-0000000300.kfc" into buf; returns buf. */
 const char *ps_ckpt_path(const char *dir, uint64_t step, char *buf, size_t len);
 

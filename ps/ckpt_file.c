@@ -22,17 +22,18 @@ const char *ps_ckpt_path(const char *dir, uint64_t step, char *buf, size_t len) 
     return buf;
 }
 
-/* mkdir -p */
+/* mkdir -p; the folders it makes are private (0700): a checkpoint holds the
+ * model and the optimizer's whole state. */
 static int s_mkdirs(const char *path) {
     char p[4096];
     if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return -ENAMETOOLONG;
     for (char *q = p + 1; *q; q++) {
         if (*q != '/') continue;
         *q = 0;
-        if (mkdir(p, 0777) < 0 && errno != EEXIST) return -errno;
+        if (mkdir(p, 0700) < 0 && errno != EEXIST) return -errno;
         *q = '/';
     }
-    if (mkdir(p, 0777) < 0 && errno != EEXIST) return -errno;
+    if (mkdir(p, 0700) < 0 && errno != EEXIST) return -errno;
     return 0;
 }
 
@@ -46,7 +47,14 @@ int ps_ckpt_write_file(const char *dir, uint64_t step, const uint8_t *buf, size_
     }
     snprintf(tmp, sizeof tmp, "%s/.ckpt-%010" PRIu64 ".kfc.tmp", dir, step);
     ps_ckpt_path(dir, step, fin, sizeof fin);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A new file of our own (0600): never through a link planted at its name, never an old file. A
+     * temporary left by a writer that died is removed first (unlink removes a link, not its target). */
+    if (unlink(tmp) < 0 && errno != ENOENT) {
+        rc = -errno;
+        snprintf(err, err_len, "cannot remove the old temporary %s: %s", tmp, strerror(-rc));
+        return rc;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         rc = -errno;
         snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(-rc));
@@ -72,7 +80,12 @@ int ps_ckpt_write_file(const char *dir, uint64_t step, const uint8_t *buf, size_
         unlink(tmp);
         return rc;
     }
-    close(fd);
+    if (close(fd) < 0) { /* a delayed write error (NFS, quotas) shows here */
+        rc = -errno;
+        snprintf(err, err_len, "closing %s failed: %s", tmp, strerror(-rc));
+        unlink(tmp);
+        return rc;
+    }
     if (rename(tmp, fin) < 0) {
         rc = -errno;
         snprintf(err, err_len, "cannot rename %s to %s: %s", tmp, fin, strerror(-rc));
@@ -102,6 +115,13 @@ int ps_ckpt_read_file(const char *path, uint8_t **out, size_t *out_len, char *er
         snprintf(err, err_len, "%s: cannot open: %s", path, strerror(-rc));
         return rc;
     }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > PS_CKPT_MAX_BYTES) {
+        fclose(f);
+        snprintf(err, err_len, "%s: %lld bytes, more than any checkpoint kfac-ps reads (%llu): not a checkpoint",
+                 path, (long long)st.st_size, (unsigned long long)PS_CKPT_MAX_BYTES);
+        return -EFBIG;
+    }
     size_t cap = 1 << 16, len = 0;
     uint8_t *b = malloc(cap);
     while (b) {
@@ -114,6 +134,13 @@ int ps_ckpt_read_file(const char *path, uint8_t **out, size_t *out_len, char *er
         size_t n = fread(b + len, 1, cap - len, f);
         len += n;
         if (n == 0) break;
+        if (len > PS_CKPT_MAX_BYTES) { /* not a regular file, growing as it is read */
+            free(b);
+            fclose(f);
+            snprintf(err, err_len, "%s: more than %llu bytes: not a checkpoint", path,
+                     (unsigned long long)PS_CKPT_MAX_BYTES);
+            return -EFBIG;
+        }
     }
     int bad = ferror(f);
     fclose(f);

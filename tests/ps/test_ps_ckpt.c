@@ -10,6 +10,7 @@
  * per run (printed on failure). */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -476,6 +477,58 @@ START_TEST(test_ps_ckpt_files_and_fallback) {
 }
 END_TEST
 
+/* The files are private and written safely: folder 0700, file 0600; a link
+ * planted at the temporary's name is not followed (its target is left as
+ * it was); a file larger than PS_CKPT_MAX_BYTES is refused before it is
+ * read. */
+START_TEST(test_ps_ckpt_files_private_and_safe) {
+    char dir[] = "/tmp/kfac-ckpt-safe.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sub[300], p[4300], err[600] = "", tmp[4300], target[400];
+    snprintf(sub, sizeof sub, "%s/ck", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    FILE *t = fopen(target, "w");
+    ck_assert(t != NULL);
+    fputs("untouched", t);
+    fclose(t);
+    const uint8_t data[] = "not a real checkpoint, only bytes";
+    ck_assert_msg(ps_ckpt_write_file(sub, 5, data, sizeof data, p, sizeof p, err, sizeof err) == 0, "%s", err);
+    struct stat sb;
+    ck_assert_int_eq(stat(sub, &sb), 0);
+    ck_assert_msg((sb.st_mode & 0777) == 0700, "folder mode %o", sb.st_mode & 0777);
+    ck_assert_int_eq(stat(p, &sb), 0);
+    ck_assert_msg((sb.st_mode & 0777) == 0600, "file mode %o", sb.st_mode & 0777);
+    /* a link at the next temporary's name */
+    snprintf(tmp, sizeof tmp, "%s/.ckpt-%010d.kfc.tmp", sub, 6);
+    ck_assert_int_eq(symlink(target, tmp), 0);
+    ck_assert_msg(ps_ckpt_write_file(sub, 6, data, sizeof data, p, sizeof p, err, sizeof err) == 0, "%s", err);
+    char back[32] = "";
+    t = fopen(target, "r");
+    ck_assert(t != NULL);
+    ck_assert_ptr_nonnull(fgets(back, sizeof back, t));
+    fclose(t);
+    ck_assert_str_eq(back, "untouched");
+    ck_assert_int_eq(lstat(p, &sb), 0);
+    ck_assert(S_ISREG(sb.st_mode));
+    /* too large: a sparse file one byte over the cap */
+    char big[4300];
+    snprintf(big, sizeof big, "%s/big.kfc", dir);
+    int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)(PS_CKPT_MAX_BYTES + 1)), 0);
+    close(fd);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(ps_ckpt_read_file(big, &buf, &len, err, sizeof err), -EFBIG);
+    ck_assert_msg(strstr(err, "not a checkpoint") != NULL, "%s", err);
+    ck_assert_ptr_null(buf);
+    unlink(big);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_ckpt");
     TCase *tc = tcase_create("ckpt");
@@ -486,6 +539,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_ckpt_corruption_detected);
     tcase_add_test(tc, test_ps_ckpt_other_run_refused);
     tcase_add_test(tc, test_ps_ckpt_files_and_fallback);
+    tcase_add_test(tc, test_ps_ckpt_files_private_and_safe);
     suite_add_tcase(s, tc);
     return s;
 }
