@@ -154,3 +154,11 @@ void ps_member_drop_stalled(ps_peer_t *p) {
     ps_member_leave(p);
     p->stalled = 1;
 }
+
+uint64_t ps_member_stall_ns(uint64_t cfg_ns, double median_push_ns, double factor, uint64_t min_ns) {
+    if (cfg_ns == 0) return 0;
+    if (!(factor > 0.0) || !(median_push_ns > 0.0)) return cfg_ns;
+    double t = factor * median_push_ns;
+    if (t < (double)min_ns) t = (double)min_ns;
+    return t < (double)cfg_ns ? (uint64_t)t : cfg_ns;
+}

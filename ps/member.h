@@ -146,4 +146,11 @@ int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_o
  * p->stalled then): one that never pushes holds up one round, not all. */
 void ps_member_drop_stalled(ps_peer_t *p);
 
+/* The stall timeout in force (ns): cfg_ns ([ps] stall_timeout_ms; 0: no
+ * stall rule), or, once median_push_ns (the median time members took to
+ * push their gradients lately; 0: not known yet) is known and factor > 0,
+ * max(min_ns, factor x median_push_ns) if that is shorter. A member that
+ * heartbeats and never pushes then costs a few step periods, not a minute. */
+uint64_t ps_member_stall_ns(uint64_t cfg_ns, double median_push_ns, double factor, uint64_t min_ns);
+
 #endif

@@ -48,6 +48,8 @@ typedef struct ps_peer {
     int has_params;          /* has been sent Params at least once */
     uint64_t params_ns;      /* when it was last sent Params (uv_hrtime) */
     int stalled;             /* dropped for not pushing ([ps] stall_timeout_ms): no member until it pushes */
+    int n_stalls;            /* times it was dropped for that */
+    int demoted;             /* [ps] stall_max_drops reached: no member again, its pushes refused */
     int member;              /* the current round waits for its gradient */
     int pushed;              /* its gradient of the current version is in */
     int skipped;             /* its push for the current round was rejected */

@@ -169,6 +169,13 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_grad_push_t *g = &m->grad_push;
     char err[600];
+    if (p->demoted) {
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "this worker stalled %d times ([ps] stall_max_drops): it is no member of the rounds again",
+                     p->n_stalls);
+        p->wait = PS_WAIT_NONE;
+        return;
+    }
     p->stalled = 0; /* it pushes: a member again from the next round */
     switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version)) {
     case PS_PUSH_RUN_OVER:
@@ -254,6 +261,10 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         p->has_stats = 1;
     }
     ps_norm_hist_add(&s->norms, norm);
+    {
+        const uint64_t now = uv_hrtime(), since = p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns;
+        if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
+    }
     memcpy(p->grad, g->grad, np * sizeof(float));
     p->has_state = ns && g->n_state == ns;
     if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
@@ -635,21 +646,31 @@ void ps_round_try_step(ps_server_t *s) {
 static void s_drop_stalled(ps_server_t *s) {
     ps_peer_t *out[PS_MAX_PEERS];
     uint64_t now = uv_hrtime();
-    int n = ps_member_stalled(&s->peers, now, s->round_open_ns, s->cfg->stall_timeout_ms * 1000000ULL, out,
-                              PS_MAX_PEERS);
+    const uint64_t stall_ns = ps_member_stall_ns(s->cfg->stall_timeout_ms * 1000000ULL,
+                                                 ps_norm_hist_median(&s->push_ns), s->cfg->stall_factor,
+                                                 s->cfg->stall_min_ms * 1000000ULL);
+    int n = ps_member_stalled(&s->peers, now, s->round_open_ns, stall_ns, out, PS_MAX_PEERS);
     for (int i = 0; i < n; i++) {
         ps_peer_t *p = out[i];
         ps_member_drop_stalled(p);
+        p->n_stalls++;
         s->n_stalled++;
         s->n_dropped++;
+        char name[160];
+        ps_peer_name(p, name, sizeof name);
+        if (s->cfg->stall_max_drops && (uint64_t)p->n_stalls >= s->cfg->stall_max_drops && !p->demoted) {
+            p->demoted = 1;
+            log_warn("%s stalled %d times ([ps] stall_max_drops): no member of the rounds again, its gradients are "
+                     "refused", name, p->n_stalls);
+        }
         uint64_t held = 0;
         if (ratelimit_ok(&s->rl_stall, now, PS_LOG_EVERY_MS, &held)) {
-            char name[160];
-            log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs ([ps] stall_timeout_ms): "
-                     "dropped from the rounds until it pushes (%" PRIu64 " so far%s)",
-                     ps_peer_name(p, name, sizeof name), s->round.t,
+            log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs (the stall timeout is %.1fs: "
+                     "[ps] stall_factor x the median push time, or stall_timeout_ms): dropped from the rounds until it "
+                     "pushes (%" PRIu64 " so far%s)",
+                     name, s->round.t,
                      (double)(now - (p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns)) * 1e-9,
-                     s->n_stalled, held ? ", some not logged" : "");
+                     (double)stall_ns * 1e-9, s->n_stalled, held ? ", some not logged" : "");
         }
     }
     if (n > 0) ps_round_try_step(s);

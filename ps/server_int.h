@@ -156,6 +156,7 @@ struct ps_server {
 
     /* members that may not poison or hold the run */
     ps_norm_hist_t norms;          /* norms of recently accepted gradients */
+    ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
     uint64_t round_open_ns;        /* when the round of version t opened */
     uint64_t n_rej_examples, n_rej_norm, n_stalled;
     ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup;

@@ -44,6 +44,9 @@
  *   nan       NaN and Inf among the values
  *   stall     asks for Params, then nothing at all: it only heartbeats, for --wait_ms
  *   hello     never even asks for Params: Hello, then heartbeats for --wait_ms
+ *   alternate --count rounds: every other one it pushes a small gradient,
+ *             the others it asks for Params and then only heartbeats for
+ *             --wait_ms (a member that stalls, rejoins and stalls again)
  *   negvar    small gradients, with batch-norm running statistics of -1
  *             (a negative running variance)
  * or, as an inverse daemon (Hello with role invertd), answers --count jobs
@@ -118,7 +121,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, stall, hello, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
+      "what the hostile member does: examples, huge, nan, stall, hello, alternate, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
       "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
     O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
@@ -518,9 +521,9 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
-        strcmp(kind, "hello") && strcmp(kind, "negvar")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, negvar, inv-indefinite, "
-                        "inv-scaled or inv-other, not '%s'\n", kind);
+        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, alternate, negvar, "
+                        "inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
@@ -559,12 +562,23 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     for (uint64_t j = 0; j < n_state; j++) st[j] = -1.0f;
     msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
     s_send_msg(sock, &m);
-    int pushed = 0;
+    int pushed = 0, stalls = 0;
+    const int alternate = strcmp(kind, "alternate") == 0;
     for (int i = 0; i < c->count; i++) {
         msg_t pm;
+        if (alternate && i > 0) { /* it asks for the parameters each round */
+            msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            s_send_msg(sock, &m);
+        }
         if (s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) break;
         uint64_t v = pm.params.version;
         msg_clear(&pm);
+        if (alternate && i % 2 == 1) { /* this round: nothing but heartbeats */
+            msg_t x;
+            if (s_wait_for(sock, c, MSG_NONE, &x, &t) == -2) break;
+            stalls++;
+            continue;
+        }
         for (uint64_t j = 0; j < n_params; j++) g[j] = strcmp(kind, "huge") == 0 ? 3e38f : 0.01f * (float)rng_normal(r);
         if (strcmp(kind, "nan") == 0 && n_params > 1) {
             g[rng_below(r, (uint32_t)n_params)] = NAN;
@@ -582,8 +596,8 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     }
     free(g);
     free(st);
-    printf("member %d: %d %s gradients pushed; replies %" PRIu64 ", errors INVALID %" PRIu64 "\n", c->member_id,
-           pushed, kind, t.n_replies, t.by_error[MSG_ERR_INVALID]);
+    printf("member %d: %d %s gradients pushed, %d rounds stalled; replies %" PRIu64 ", errors INVALID %" PRIu64 "\n",
+           c->member_id, pushed, kind, stalls, t.n_replies, t.by_error[MSG_ERR_INVALID]);
     msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, (uint32_t)c->member_id);
     s_send_msg(sock, &m);
     return 0;

@@ -144,6 +144,15 @@ static const config_option_t s_table[] = {
     O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
       "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
       "the rounds until it pushes again (0: never)"),
+    O("ps", "stall_factor", OPT_DOUBLE, stall_factor, "10", 0, 1e6,
+      "once the round's pushes show how long members take, a member is dropped after this many times the median "
+      "time to push of the recent accepted gradients instead (at least stall_min_ms, at most stall_timeout_ms; 0: "
+      "stall_timeout_ms only)"),
+    O("ps", "stall_min_ms", OPT_UINT64, stall_min_ms, "2000", 0, 1e9,
+      "the shortest stall timeout stall_factor may give"),
+    O("ps", "stall_max_drops", OPT_UINT64, stall_max_drops, "3", 0, 1e9,
+      "a worker dropped this many times for stalling is no member of the rounds again and its gradients are refused "
+      "(0: never)"),
     O("ps", "handshake_timeout_ms", OPT_UINT64, handshake_timeout_ms, "10000", 10, 1e9,
       "a client that has not asked for work this long after Hello is forgotten"),
     O("checkpoint", "dir", OPT_STRING, ckpt_dir, "", 0, 4096, "checkpoint folder (empty: [run] out_dir/checkpoints)"),

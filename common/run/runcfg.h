@@ -138,6 +138,9 @@ typedef struct runcfg {
     int ps_eval_threads;     /* threads of each evaluation */
     double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
     uint64_t stall_timeout_ms;   /* drop a member that has not pushed this long into a round (0: never) */
+    double stall_factor;         /* ... or after this many median push times, once known (0: off) */
+    uint64_t stall_min_ms;       /* ... but not sooner than this */
+    uint64_t stall_max_drops;    /* drops after which a worker is no member again (0: never) */
     uint64_t handshake_timeout_ms; /* forget a client that has not asked for work this long after Hello */
     /* [checkpoint] (kfac-ps) */
     char *ckpt_dir;          /* "": out_dir/checkpoints */

@@ -439,6 +439,20 @@ START_TEST(test_ps_member_peer_slots) {
 }
 END_TEST
 
+/* The stall timeout in force: the configured one until pushes are timed,
+ * then factor x the median push time within [min, configured]. */
+START_TEST(test_member_stall_timeout) {
+    const uint64_t ms = 1000000ULL;
+    ck_assert_uint_eq(ps_member_stall_ns(0, 5e6, 10.0, 2000 * ms), 0);                /* off */
+    ck_assert_uint_eq(ps_member_stall_ns(60000 * ms, 0.0, 10.0, 2000 * ms), 60000 * ms); /* not known yet */
+    ck_assert_uint_eq(ps_member_stall_ns(60000 * ms, 5e6, 0.0, 2000 * ms), 60000 * ms);  /* factor 0: off */
+    ck_assert_uint_eq(ps_member_stall_ns(60000 * ms, 5e6, 10.0, 2000 * ms), 2000 * ms);  /* 50 ms < the floor */
+    ck_assert_uint_eq(ps_member_stall_ns(60000 * ms, 500e6, 10.0, 2000 * ms), 5000 * ms); /* 10 x 500 ms */
+    ck_assert_uint_eq(ps_member_stall_ns(1500 * ms, 500e6, 10.0, 2000 * ms), 1500 * ms);  /* never above the set one */
+    ck_assert_uint_eq(ps_member_stall_ns(60000 * ms, 30e9, 10.0, 2000 * ms), 60000 * ms);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_member");
     TCase *tc = tcase_create("core");
@@ -452,6 +466,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_member_grad_verdicts);
     tcase_add_test(tc, test_ps_member_stalled);
     tcase_add_test(tc, test_ps_member_peer_slots);
+    tcase_add_test(tc, test_member_stall_timeout);
     suite_add_tcase(s, tc);
     return s;
 }
