@@ -7,7 +7,9 @@
 # run here, e.g. no GPU; it prints a line "... skipped: <reason>"),
 # anything else failed. A skip is counted as a skip, never as a pass.
 # Prints "skipped: <reason>" per skipped program as it goes, and at the end
-# "N passed, N failed, N skipped" with the failed and skipped programs.
+# the failed and the skipped programs on a line each, then
+# "N passed, N failed, N skipped" alone on the last line (what test-report
+# readers look for).
 # Exits non-zero only when something failed.
 set -u
 BUILD=${BUILD:-build}
@@ -44,5 +46,7 @@ for t in tests/integration/*.sh; do
   [ -f "$t" ] || continue
   run "$t" sh "$t"
 done
-echo "== $pass passed, $fail failed, $skip skipped${failed:+ (failed:$failed)}${skipped:+ (skipped:$skipped)}"
+[ -n "$failed" ] && echo "failed:$failed"
+[ -n "$skipped" ] && echo "skipped:$skipped"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
