@@ -10,25 +10,13 @@
 
 #include "common/nn/data.h"
 #include "tests/lib/check_main.h"
-
-/* The loader takes a file plain or with .gz (common/nn/data.h). */
-static int s_present(const char *path) {
-    char gz[256];
-    snprintf(gz, sizeof gz, "%s.gz", path);
-    return access(path, R_OK) == 0 || access(gz, R_OK) == 0;
-}
+#include "tests/lib/data_skip.h"
 
 int suite_skip_reason(char *why, size_t why_len) {
     static const char *const probes[] = {"data/mnist/t10k-images-idx3-ubyte", "data/mnist/t10k-labels-idx1-ubyte",
                                          "data/fashion-mnist/t10k-images-idx3-ubyte",
                                          "data/fashion-mnist/t10k-labels-idx1-ubyte"};
-    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
-        if (!s_present(probes[i])) {
-            snprintf(why, why_len, "%s (or .gz) is missing: run `make data`", probes[i]);
-            return 1;
-        }
-    }
-    return 0;
+    return test_skip_without_files(probes, 4, why, why_len);
 }
 
 static void s_check_real(const char *name, int lo, int hi) {

@@ -21,6 +21,8 @@
 #include "common/nn/nn.h"
 #include "common/base/rng.h"
 #include "common/nn/sgd.h"
+#include "tests/lib/check_main.h"
+#include "tests/lib/data_skip.h"
 #include "tests/lib/seed.h"
 
 #define TRAIN_N 8000
@@ -100,6 +102,9 @@ START_TEST(test_train_mnist_mlp_sgd_reaches_88_5pct) {
     dataset_free(&te);
 }
 END_TEST
+
+/* Without data/mnist (make data) nothing here can run: a skip, not a failure. */
+int suite_skip_reason(char *why, size_t why_len) { return test_skip_without_mnist(why, why_len); }
 
 Suite *make_suite(void) {
     Suite *s = suite_create("nn_train");

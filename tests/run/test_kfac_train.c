@@ -43,6 +43,8 @@
 #include "common/nn/data.h"
 #include "common/nn/nn.h"
 #include "common/run/train.h"
+#include "tests/lib/check_main.h"
+#include "tests/lib/data_skip.h"
 #include "tests/lib/seed.h"
 
 #define KT_TRAIN_N 10000
@@ -143,6 +145,9 @@ START_TEST(test_kfac_train_beats_sgd) {
     dataset_free(&test);
 }
 END_TEST
+
+/* Without data/mnist (make data) nothing here can run: a skip, not a failure. */
+int suite_skip_reason(char *why, size_t why_len) { return test_skip_without_mnist(why, why_len); }
 
 Suite *make_suite(void) {
     Suite *s = suite_create("kfac_train");
