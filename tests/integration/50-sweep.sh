@@ -89,6 +89,7 @@ grep -q '^| 1 | async | 1/1 ([01] current) |' "$out/summary.md" && grep -q '^| 2
   h_fail "summary.md lacks the two points: $(cat "$out/summary.md")"
 
 # rerun.sh: one command per run, each with its point's override
+grep -q "$(pwd)/" "$out/rerun.sh" && h_fail "rerun.sh names this checkout's absolute path $(pwd): it must run from any checkout"
 n=$(grep -c 'deploy/kfac-launch .*--run.seed 3 ' "$out/rerun.sh")
 [ "$n" -eq 2 ] || h_fail "rerun.sh has $n run commands, expected 2"
 grep -q -- '--kfac.max_inverse_staleness 0 --invertd.delay_ms 10  # sync, seed 3' "$out/rerun.sh" ||

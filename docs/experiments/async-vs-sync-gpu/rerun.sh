@@ -1,6 +1,9 @@
 #!/bin/sh
-# async-vs-sync-gpu: every run of the sweep, exactly as it was started (from the repository root).
-cd "${KFAC_ROOT:-$(dirname "$0")/../../..}" || exit 1
+# async-vs-sync-gpu: every run of the sweep, exactly as it was started, from the root of any checkout: the
+# folder above this file that holds deploy/kfac-launch, or KFAC_ROOT.
+root=${KFAC_ROOT:-$(cd "$(dirname "$0")" && pwd)}
+while [ "$root" != / ] && [ ! -f "$root/deploy/kfac-launch" ]; do root=$(dirname "$root"); done
+cd "$root" || { echo "rerun.sh: no kfac checkout above $0 (set KFAC_ROOT)" >&2; exit 1; }
 sh deploy/kfac-launch experiments/mnist-cnn.ini --port auto --quiet --run.seed 1 --run.out_dir runs/sweeps/async-vs-sync-gpu.sweep/async/1 --worker.device cuda --statsd.device cuda --cluster.invertd 4 --run.eval_n 0 --run.steps 200 --run.eval_every 50 --kfac.max_inverse_staleness -1 --kfac.refresh continuous  # async, seed 1
 sh deploy/kfac-launch experiments/mnist-cnn.ini --port auto --quiet --run.seed 1 --run.out_dir runs/sweeps/async-vs-sync-gpu.sweep/sync-every-20/1 --worker.device cuda --statsd.device cuda --cluster.invertd 4 --run.eval_n 0 --run.steps 200 --run.eval_every 50 --kfac.max_inverse_staleness 19 --kfac.refresh every --kfac.inverse_every 20  # sync-every-20, seed 1
 sh deploy/kfac-launch experiments/mnist-cnn.ini --port auto --quiet --run.seed 1 --run.out_dir runs/sweeps/async-vs-sync-gpu.sweep/sync-every-step/1 --worker.device cuda --statsd.device cuda --cluster.invertd 4 --run.eval_n 0 --run.steps 200 --run.eval_every 50 --kfac.max_inverse_staleness 0 --run.steps 100  # sync-every-step, seed 1
