@@ -47,6 +47,9 @@
  *   alternate --count rounds: every other one it pushes a small gradient,
  *             the others it asks for Params and then only heartbeats for
  *             --wait_ms (a member that stalls, rejoins and stalls again)
+ *   flood     asks for Params once and reads them, then sends --count more
+ *             GetParams without reading a reply, heartbeats for --wait_ms
+ *             and leaves (replies far larger than requests)
  *   negvar    small gradients, with batch-norm running statistics of -1
  *             (a negative running variance)
  * or, as an inverse daemon (Hello with role invertd), answers --count jobs
@@ -121,7 +124,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, stall, hello, alternate, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
+      "what the hostile member does: examples, huge, nan, stall, hello, alternate, flood, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
       "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
     O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
@@ -521,8 +524,8 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
-        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, alternate, negvar, "
+        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, alternate, flood, negvar, "
                         "inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
@@ -544,6 +547,23 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
            w.welcome.assigned_id, w.welcome.rank, w.welcome.n_ranks, n_params);
     fflush(stdout);
     msg_clear(&w);
+    if (strcmp(kind, "flood") == 0) {
+        msg_t pm;
+        msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        s_send_msg(sock, &m);
+        if (s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) return 1;
+        msg_clear(&pm);
+        int sent = 0;
+        for (int i = 0; i < c->count; i++) {
+            msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            if (s_send_msg(sock, &m) == 0) sent++;
+        }
+        printf("member %d: %d GetParams sent, no reply read\n", c->member_id, sent);
+        fflush(stdout);
+        struct timespec ts = {c->wait_ms / 1000, (long)(c->wait_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL); /* nothing read meanwhile: the replies pile up wherever they pile up */
+        return 0;
+    }
     if (strcmp(kind, "stall") == 0 || strcmp(kind, "hello") == 0) {
         msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
         if (strcmp(kind, "stall") == 0) s_send_msg(sock, &m);

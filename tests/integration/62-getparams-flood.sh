@@ -1,0 +1,72 @@
+#!/bin/sh
+# tests/integration/62-getparams-flood.sh — replies far larger than their
+# requests: a welcomed worker (tools/kfac-poke --member_kind flood) sends
+# 20,000 GetParams without reading one reply, while 2 honest workers train
+# the MNIST CNN with SGD. Every reply is the whole Params message (0.86 MB);
+# before, each was a copy of its own, so one connection could make kfac-ps
+# hold up to ZeroMQ's high-water mark of 1000 copies (949 MB measured).
+# Every reply now refers to one shared, reference-counted Params buffer
+# per version, so the flood pins one buffer per version its unread replies
+# span (measured: growth of 1.5-2.5 MB, 2-3 Params messages). Passes when
+# kfac-ps's peak resident memory during the flood (VmHWM after resetting
+# it through /proc/PID/clear_refs; where that cannot be reset, the peak
+# since start) stays within its resident size before the flood plus 16
+# Params messages (copies would take 1000), and the run finishes all steps.
+. tests/integration/harness.inc
+h_init 62-getparams-flood
+[ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
+port=$(h_port) || exit 1
+ep="tcp://127.0.0.1:$port"
+cat >"$H_DIR/run.ini" <<EOF2
+[run]
+seed = 6
+steps = 150
+eval_every = 1000
+eval_n = 1000
+out_dir = $H_DIR/out
+[model]
+file = models/mnist-cnn.model
+[data]
+batch = 32
+train_n = 5000
+[optimizer]
+kind = sgd
+lr = 0.05
+[cluster]
+ps = $ep
+workers = 2
+statsd = 0
+invertd = 0
+[ps]
+bind = $ep
+EOF2
+h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
+PS_PID=$H_PID
+h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
+h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
+n=0
+while [ "$(awk 'NR > 1' "$H_DIR/out/steps.csv" 2>/dev/null | wc -l)" -lt 20 ]; do
+  n=$((n + 1))
+  [ $n -lt 600 ] || h_fail "fewer than 20 steps after 60 s"
+  sleep 0.1
+done
+kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+rss0=$(kb "$PS_PID" VmRSS)
+reset=1
+echo 5 >"/proc/$PS_PID/clear_refs" 2>/dev/null || reset=0
+hwm0=$(kb "$PS_PID" VmHWM)
+h_start poke-flood "$BUILD/kfac-poke" --endpoint "$ep" --member_id 51 --member_kind flood --count 20000 --wait_ms 3000
+h_wait "$H_PID" 60
+[ "$H_STATUS" = 0 ] || h_fail "the flooding member exited with status $H_STATUS (not welcomed?)"
+grep -q "20000 GetParams sent" "$H_DIR/poke-flood.log" || h_fail "the flood was not sent: $(tail -n 2 "$H_DIR/poke-flood.log")"
+hwm1=$(kb "$PS_PID" VmHWM)
+h_wait "$PS_PID" 120
+[ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
+rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
+[ "$rows" -eq 150 ] || h_fail "steps.csv has $rows steps, expected 150"
+params_kb=$(( (215370 * 4 + 1023) / 1024 + 1 ))   # the MNIST CNN's Params message, about 842 KiB
+bound=$(( rss0 + 16 * params_kb ))
+[ "$reset" = 1 ] || bound=$(( bound > hwm0 ? bound : hwm0 ))
+[ "$hwm1" -le "$bound" ] ||
+  h_fail "kfac-ps's peak resident memory grew to $hwm1 kB during the flood: more than $rss0 kB before it plus 16 Params messages ($bound kB)"
+h_pass "peak resident memory $hwm1 kB during 20,000 unread GetParams, $rss0 kB before (bound $bound kB, peak reset: $reset)"
