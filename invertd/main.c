@@ -7,9 +7,9 @@
  * --config file and the command line (KFAC_DATA_DIR is accepted and unused).
  *
  * Exit codes (common/base/config.h): 0 clean (Shutdown, SIGINT/SIGTERM), 1
- * runtime failure, 2 usage error. Never 78: kfac-invertd reads no model or
- * data file (factors arrive from kfac-ps in jobs), so a missing one is not
- * its error.
+ * runtime failure, 2 usage error, 78 only when kfac-ps refuses its CURVE
+ * key (common/net/auth.h). kfac-invertd reads no model or data file
+ * (factors arrive from kfac-ps in jobs), so a missing one is not its error.
  */
 #include "common/net/client.h"
 #include "common/run/runcfg.h"
