@@ -167,11 +167,13 @@ static void s_on_eval_done(const ps_eval_result_t *r, int status, void *user) {
 
 /* ---- timers ------------------------------------------------------------------ */
 
-/* After a burst of large messages, once it is over: the memory the heaps
- * kept for it goes back to the system (ps/trim.h says why not sooner). */
+/* After a burst of large messages, once it is over and nobody trains: the
+ * memory the heaps kept for it goes back to the system (ps/trim.h says why
+ * not sooner). */
 static void s_trim(ps_server_t *s) {
     uint64_t now_ns = uv_now(&s->loop) * 1000000ULL;
-    if (!ps_trim_due(&s->trim, now_ns, PS_TRIM_IDLE_MS * 1000000ULL)) return;
+    int training = s->phase == PS_PHASE_RUNNING && ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1) > 0;
+    if (!ps_trim_due(&s->trim, now_ns, PS_TRIM_IDLE_MS * 1000000ULL, training)) return;
     uint64_t n_bytes = s->trim.bytes_since;
     malloc_trim(0);
     ps_trim_done(&s->trim);
