@@ -532,7 +532,6 @@ static void s_step_publish(ps_server_t *s) {
     s->steps_run++;
     s->round.last_step_ns = uv_hrtime();
     if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
-    ps_trim_stepped(&s->trim, uv_now(&s->loop) * 1000000ULL); /* the same clock as ps_trim_received */
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {

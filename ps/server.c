@@ -167,11 +167,13 @@ static void s_on_eval_done(const ps_eval_result_t *r, int status, void *user) {
 
 /* ---- timers ------------------------------------------------------------------ */
 
-/* After a burst of large messages, once it is over: the memory the heaps
- * kept for it goes back to the system (ps/trim.h says why not sooner). */
+/* After a burst of large messages, once it is over and nobody trains: the
+ * memory the heaps kept for it goes back to the system (ps/trim.h says why
+ * not sooner). */
 static void s_trim(ps_server_t *s) {
     uint64_t now_ns = uv_now(&s->loop) * 1000000ULL;
-    if (!ps_trim_due(&s->trim, now_ns, PS_TRIM_IDLE_MS * 1000000ULL)) return;
+    int training = s->phase == PS_PHASE_RUNNING && ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1) > 0;
+    if (!ps_trim_due(&s->trim, now_ns, PS_TRIM_IDLE_MS * 1000000ULL, training)) return;
     uint64_t n_bytes = s->trim.bytes_since;
     malloc_trim(0);
     ps_trim_done(&s->trim);
@@ -437,18 +439,23 @@ oom:
  * 32 MiB), starting from 128 KiB. Left to learn from the traffic, they lag
  * behind it: each new size of message is mapped once, and the heap of
  * libzmq's I/O thread, which receives every message, was trimmed and
- * faulted in again most steps (two 13 MB gradients freed together reach
- * twice the largest). One block of the largest message accepted, mapped and
- * freed at start-up, starts them where the messages are: from the first
- * step every message is served from the heaps, which keep its pages for the
- * next one. glibc's rule stays dynamic (no mallopt, which would fix the
- * thresholds); what a burst leaves in the heaps goes back by malloc_trim
- * once it is over (ps/trim.h). Messages over 32 MiB (models far larger than
- * the ones shipped) are still mapped each time. */
-static void s_malloc_prime(int64_t max_msg_bytes) {
+ * faulted in again most steps, as soon as the round's gradients freed
+ * together reached twice the largest message seen (two 13 MB gradients of
+ * the wide model: 26 MB freed, 26 MB trimmed, 3,200 faults a step). One
+ * block mapped and freed at start-up starts them where the traffic is: the
+ * size of the largest message accepted, or of one gradient from each of
+ * [cluster] workers if that is more (so that the trim threshold is twice
+ * what a round frees at once), at most 32 MiB. From the first step every
+ * message is served from the heaps, which keep its pages for the next one.
+ * glibc's rule stays dynamic (no mallopt, which would fix the thresholds);
+ * what a burst leaves in the heaps goes back by malloc_trim once it is over
+ * and nobody trains (ps/trim.h). Rounds that free more than 64 MiB at once
+ * (many workers of a large model) outgrow what the thresholds can follow. */
+static void s_malloc_prime(int64_t max_msg_bytes, int64_t round_bytes) {
     const int64_t cap = 32 * 1024 * 1024 - 4096; /* glibc follows freed blocks up to 32 MiB */
-    if (max_msg_bytes <= 0) return;
-    size_t n = (size_t)(max_msg_bytes < cap ? max_msg_bytes : cap);
+    int64_t want = max_msg_bytes > round_bytes ? max_msg_bytes : round_bytes;
+    if (want <= 0) return;
+    size_t n = (size_t)(want < cap ? want : cap);
     volatile char *b = malloc(n);
     if (!b) return;
     b[0] = 1; /* used: the pair is not optimised away */
@@ -465,7 +472,8 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     int64_t max_bytes = msg_limits_max_bytes(&s->shape.limits);
     o.max_msg_bytes = max_bytes > 0 ? max_bytes : -1;
     log_info("largest message accepted: %" PRId64 " bytes (ZMQ_MAXMSGSIZE, from the model's shapes)", max_bytes);
-    s_malloc_prime(max_bytes);
+    int64_t grad_bytes = (int64_t)(s->net->n_params + s->net->n_state) * (int64_t)sizeof(float);
+    s_malloc_prime(max_bytes, (int64_t)s->cfg->workers * grad_bytes);
     o.linger_ms = PS_LINGER_MS;
     if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
         snprintf(err, err_len, "cannot create the ROUTER socket");

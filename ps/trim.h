@@ -5,19 +5,19 @@
  * the same pages, with no page fault and no system call per message. The
  * price is that after a burst of large messages (many clients at once, a
  * hostile peer sending frames at the size limit) the heaps keep what the
- * burst needed. malloc_trim(0) gives it back; done while training it would
- * only make the next step's messages fault their pages in again. So it is
- * done once the burst is over:
+ * burst needed. malloc_trim(0) gives it back; done while training it only
+ * makes the next step's messages fault their pages in again (a rule that
+ * trimmed after a quiet spell of twice the step period still did, several
+ * times a minute, on a loaded machine whose step times swung from 0.2 to
+ * 2 s). So it is done when the burst is over and nobody trains:
  *   - large messages (PS_TRIM_LARGE_BYTES or more) came in since the last
  *     trim; heartbeats and other small messages do not count;
- *   - none came for quiet_ns = max(idle_ns, 2 x the step period), where the
- *     step period is the time between the last two training steps, decayed
- *     by a tenth per step so that one slow step does not hold it up for
- *     long. A run that trains receives large messages (its gradients)
- *     every step, so it is not trimmed while its steps keep their pace,
- *     however slow that is; once it stops stepping (run over, workers
- *     gone), or when it never stepped, idle_ns of quiet is enough after
- *     the period has decayed.
+ *   - none came for idle_ns;
+ *   - the caller says the run is not training (kfac-ps: no gradient worker
+ *     present, or the run is over).
+ * While a run trains, what a burst left stays in the heaps, which the
+ * step's messages reuse: the process does not grow past its peak, and the
+ * memory goes back once the workers are gone.
  *
  * No I/O, no clock of its own (the caller passes its monotonic ns): the
  * decision is unit-tested in tests/ps/test_ps_trim.c; the server calls
@@ -36,26 +36,18 @@
 typedef struct ps_trim {
     uint64_t last_large_ns;   /* when the last large message came in */
     uint64_t bytes_since;     /* bytes of large messages since the last trim */
-    uint64_t last_step_ns;    /* when the last training step was applied (0: none yet) */
-    uint64_t period_ns;       /* step period: the last one, or the decayed longer one before */
     uint64_t n_trims;         /* trims done */
 } ps_trim_t;
 
-/* Nothing received, no step yet: no trim due. */
+/* Nothing received yet: no trim due. */
 void ps_trim_init(ps_trim_t *t);
 
 /* A message of n_bytes came in at now_ns. */
 void ps_trim_received(ps_trim_t *t, uint64_t now_ns, size_t n_bytes);
 
-/* A training step was applied at now_ns: the step period follows. */
-void ps_trim_stepped(ps_trim_t *t, uint64_t now_ns);
-
-/* How long the quiet must last: max(idle_ns, 2 x period_ns). */
-uint64_t ps_trim_quiet_ns(const ps_trim_t *t, uint64_t idle_ns);
-
-/* 1 when a trim is due at now_ns: large messages came in since the last
- * trim, and none for ps_trim_quiet_ns(t, idle_ns) or more. Else 0. */
-int ps_trim_due(const ps_trim_t *t, uint64_t now_ns, uint64_t idle_ns);
+/* 1 when a trim is due at now_ns: training is 0, large messages came in
+ * since the last trim, and none for idle_ns or more. Else 0. */
+int ps_trim_due(const ps_trim_t *t, uint64_t now_ns, uint64_t idle_ns, int training);
 
 /* The trim was done: nothing due until the next large message. */
 void ps_trim_done(ps_trim_t *t);
