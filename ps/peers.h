@@ -65,6 +65,9 @@ typedef struct ps_peer {
     kfac_stats_t *stats;     /* stats = sync: its statistics of this round (owned, NULL until needed) */
     int has_stats;
     int committed;           /* already added to the round's sums (it left mid-round) */
+    /* statistics workers */
+    int has_stats_version;   /* it pushed statistics before ... */
+    uint64_t stats_version;  /* ... of this parameter version (one push per version) */
     /* inverse daemons */
     int n_bad_inverses;      /* results that failed verification or answered another daemon's job */
     int distrusted;          /* PS_BAD_INVERSES_MAX reached: no more jobs, its results refused */

@@ -305,6 +305,26 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_send_params(s, p);
         return;
     }
+    /* What one statistics worker may put in: one batch's worth of examples,
+     * one push per parameter version (a burst would replace the curvature:
+     * each fold has weight 1 - stat_decay). */
+    const int sbatch = s->cfg->statsd_batch > 0 ? s->cfg->statsd_batch : s->cfg->batch;
+    if (sbatch > 0 && sp->n_examples > (uint64_t)sbatch) {
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
+                     "stats_push.n_examples = %" PRIu64 " is more than the statistics batch of %d", sp->n_examples,
+                     sbatch);
+        ps_round_send_params(s, p);
+        return;
+    }
+    if (p->has_stats_version && sp->params_version <= p->stats_version) {
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
+                     "stats_push for parameter version %" PRIu64 ": this statistics worker already pushed version %"
+                     PRIu64 " (one push per version)", sp->params_version, p->stats_version);
+        s_wait_params(s, p, p->stats_version + 1);
+        return;
+    }
+    p->has_stats_version = 1; /* this version's one push, taken or not */
+    p->stats_version = sp->params_version;
     if (ps_wire_stats_unpack(&s->shape, &sp->stats, (double)sp->n_examples, s->scratch, s->unpack_buf, err,
                              sizeof err) < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
@@ -324,7 +344,8 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     p->n_accepted++;
     s_sync_factor_versions(s);
     if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->kfac, s->sched);
-    ps_round_send_params(s, p);
+    /* Its next statistics are of the next version: one push per version. */
+    s_wait_params(s, p, sp->params_version + 1);
     ps_round_dispatch_jobs(s);
     ps_round_try_step(s);
 }

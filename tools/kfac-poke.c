@@ -50,6 +50,9 @@
  *   flood     asks for Params once and reads them, then sends --count more
  *             GetParams without reading a reply, heartbeats for --wait_ms
  *             and leaves (replies far larger than requests)
+ *   stats     as a statistics worker: for the Params it gets, a StatsPush
+ *             with n_examples = 1000000, then two with 1 example and no
+ *             factors (the second for the same version)
  *   negvar    small gradients, with batch-norm running statistics of -1
  *             (a negative running variance)
  * or, as an inverse daemon (Hello with role invertd), answers --count jobs
@@ -84,6 +87,9 @@
 #include "common/base/rng.h"
 #include "common/kfac/kfac_inverse.h"
 #include "common/kfac/kfac_linalg.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/net/wire.h"
+#include "common/nn/nn.h"
 #include "common/base/version.h"
 #include "common/net/auth_keys.h"
 #include "proto/msg.h"
@@ -124,7 +130,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, stall, hello, alternate, flood, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
+      "what the hostile member does: examples, huge, nan, stall, hello, alternate, flood, stats, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
       "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
     O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,
@@ -524,9 +530,9 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
-        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, alternate, flood, negvar, "
-                        "inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
+        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, alternate, flood, stats, "
+                        "negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
@@ -534,7 +540,9 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     msg_t m, w;
     char host[64] = "poke";
     gethostname(host, sizeof host - 1);
-    msg_init(&m, MSG_HELLO, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+    const msg_role_t role = strcmp(kind, "stats") == 0 ? MSG_ROLE_STATSD : MSG_ROLE_WORKER;
+    g_member_role = role;
+    msg_init(&m, MSG_HELLO, role, (uint32_t)c->member_id);
     m.hello.build_id = KFAC_BUILD_ID;
     m.hello.host = host;
     m.hello.pid = (uint32_t)getpid();
@@ -543,10 +551,72 @@ static int s_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         return 1;
     }
     uint64_t n_params = w.welcome.n_params, w_n_state = w.welcome.n_state;
+    char *w_model = role == MSG_ROLE_STATSD ? strdup(w.welcome.model_text ? w.welcome.model_text : "") : NULL;
     printf("member %d: welcomed as id %u, shard %u of %u, %" PRIu64 " parameters\n", c->member_id,
            w.welcome.assigned_id, w.welcome.rank, w.welcome.n_ranks, n_params);
     fflush(stdout);
     msg_clear(&w);
+    if (role == MSG_ROLE_STATSD) {
+        msg_t pm;
+        msg_init(&m, MSG_GET_PARAMS, role, (uint32_t)c->member_id);
+        s_send_msg(sock, &m);
+        if (!w_model || s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) {
+            free(w_model);
+            return 1;
+        }
+        const uint64_t v = pm.params.version;
+        msg_clear(&pm);
+        /* Well-shaped statistics of the run's model (from Welcome), every factor the identity: they pass the
+         * message checks, so the PS's own bounds are what refuses them. */
+        char err[512];
+        net_t *net = net_parse(w_model, "welcome", 1, err, sizeof err);
+        kfac_stats_t *ks = net ? kfac_stats_new(net) : NULL;
+        float *packed = NULL;
+        msg_stats_t ms;
+        memset(&ms, 0, sizeof ms);
+        if (!ks || wire_stats_want(ks, NULL, 0) < 0) {
+            fprintf(stderr, "kfac-poke: cannot build the model's statistics: %s\n", net ? "kfac_stats_new" : err);
+            kfac_stats_free(&ks);
+            net_free(&net);
+            free(w_model);
+            return 1;
+        }
+        for (int j = 0; j < ks->n_layers; j++)
+            for (int k = 0; k < ks->layers[j].n_factors; k++) {
+                kfac_factor_t *f = &ks->layers[j].f[k];
+                memset(f->data, 0, kfac_factor_len(f) * sizeof(float));
+                if (f->kind == KFAC_FACTOR_SYM)
+                    for (int a = 0; a < f->dim; a++) f->data[(size_t)a * f->dim + a] = 1.0f;
+                else
+                    for (int a = 0; a < f->dim; a++) f->data[3 * a] = f->data[3 * a + 2] = 1.0f;
+                f->n_samples = 1;
+                f->n_updates = 1;
+            }
+        if (wire_stats_to_msg(ks, &ms, &packed) < 0) {
+            fprintf(stderr, "kfac-poke: cannot encode the statistics\n");
+            kfac_stats_free(&ks);
+            net_free(&net);
+            free(w_model);
+            return 1;
+        }
+        static const uint64_t examples[3] = {1000000, 1, 1};
+        for (int i = 0; i < 3; i++) {
+            msg_init(&m, MSG_STATS_PUSH, role, (uint32_t)c->member_id);
+            m.stats_push.params_version = v;
+            m.stats_push.n_examples = examples[i];
+            m.stats_push.stats = ms;
+            s_send_msg(sock, &m);
+            msg_t x;
+            if (s_wait_for(sock, c, MSG_PARAMS, &x, &t) == 0) msg_clear(&x); /* each push is answered with Params */
+        }
+        printf("member %d: 3 statistics pushes for version %" PRIu64 "; errors INVALID %" PRIu64 "\n", c->member_id,
+               v, t.by_error[MSG_ERR_INVALID]);
+        wire_stats_release(&ms, &packed);
+        kfac_stats_free(&ks);
+        net_free(&net);
+        free(w_model);
+        return 0;
+    }
     if (strcmp(kind, "flood") == 0) {
         msg_t pm;
         msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);

@@ -1,0 +1,67 @@
+#!/bin/sh
+# tests/integration/58-hostile-statsd.sh — a statistics worker that pushes
+# more than it may (tools/kfac-poke --member_kind stats): while the MNIST
+# MLP trains with K-FAC (2 workers, 1 honest kfac-statsd, 1 kfac-invertd),
+# a hostile statistics worker joins and pushes, for one parameter version,
+# statistics of 1000000 examples, then two pushes of one example (the
+# second for the same version). Before, n_examples had no upper bound and
+# a burst of pushes (about 60 at stat_decay 0.95) replaced the curvature.
+# Passes when the first is refused for its example count, the third for
+# being a second push of one version, each line naming the sender, the
+# honest kfac-statsd has no push refused, and the run finishes all steps.
+. tests/integration/harness.inc
+h_init 58-hostile-statsd
+[ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
+port=$(h_port) || exit 1
+ep="tcp://127.0.0.1:$port"
+cat >"$H_DIR/run.ini" <<EOF2
+[run]
+seed = 7
+steps = 120
+eval_every = 1000
+eval_n = 1000
+out_dir = $H_DIR/out
+[model]
+file = models/mnist-mlp.model
+[data]
+batch = 32
+train_n = 5000
+[kfac]
+stats = async
+[cluster]
+ps = $ep
+workers = 2
+statsd = 1
+invertd = 1
+[ps]
+bind = $ep
+EOF2
+h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
+PS_PID=$H_PID
+h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
+h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
+h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini"
+HONEST=$H_PID
+h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
+n=0
+while [ "$(awk 'NR > 1' "$H_DIR/out/steps.csv" 2>/dev/null | wc -l)" -lt 10 ]; do
+  n=$((n + 1))
+  [ $n -lt 600 ] || h_fail "fewer than 10 steps after 60 s"
+  sleep 0.1
+done
+h_start poke-stats "$BUILD/kfac-poke" --endpoint "$ep" --member_id 61 --member_kind stats --wait_ms 4000 --print 20
+h_wait "$H_PID" 40
+[ "$H_STATUS" = 0 ] || h_fail "the hostile statistics worker exited with status $H_STATUS (not welcomed?)"
+h_wait "$PS_PID" 120
+[ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
+log=$H_DIR/ps.log
+grep -q "rejected stats_push from statsd#[0-9]* (pid [0-9]* .*n_examples = 1000000 is more than the statistics batch" "$log" ||
+  h_fail "no rejection of n_examples = 1000000 naming the sender"
+grep -q "already pushed version [0-9]* (one push per version)" "$H_DIR/poke-stats.log" ||
+  h_fail "the second push of one version was not refused (kfac-poke's replies)"
+n_honest=$(grep -c "rejected stats_push from statsd#[0-9]* (pid $HONEST \|answered with error" "$log" "$H_DIR/statsd.log" |
+  awk -F: '{ n += $NF } END { print n + 0 }')
+[ "$n_honest" = 0 ] || h_fail "the honest kfac-statsd (pid $HONEST) had $n_honest pushes refused"
+rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
+[ "$rows" -eq 120 ] || h_fail "steps.csv has $rows steps, expected 120"
+h_pass "the oversized and the repeated statistics pushes refused, their sender named"
