@@ -308,11 +308,10 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     /* What one statistics worker may put in: one batch's worth of examples,
      * one push per parameter version (a burst would replace the curvature:
      * each fold has weight 1 - stat_decay). */
-    const int sbatch = s->cfg->statsd_batch > 0 ? s->cfg->statsd_batch : s->cfg->batch;
-    if (sbatch > 0 && sp->n_examples > (uint64_t)sbatch) {
+    if (sp->n_examples > RUNCFG_STATSD_BATCH_MAX) { /* each statistics worker's batch is its own, at most this */
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
-                     "stats_push.n_examples = %" PRIu64 " is more than the statistics batch of %d", sp->n_examples,
-                     sbatch);
+                     "stats_push.n_examples = %" PRIu64 " is more than any statistics batch ([statsd] batch <= %d)",
+                     sp->n_examples, RUNCFG_STATSD_BATCH_MAX);
         ps_round_send_params(s, p);
         return;
     }

@@ -169,7 +169,7 @@ static const config_option_t s_table[] = {
     O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
     O("statsd", "id", OPT_INT, statsd_id, "0", 0, 1000000, "stats worker id"),
     O("statsd", "threads", OPT_INT, statsd_threads, "1", 1, 256, "OpenBLAS threads"),
-    O("statsd", "batch", OPT_INT, statsd_batch, "0", 0, 65536, "mini-batch for statistics (0: data.batch)"),
+    O("statsd", "batch", OPT_INT, statsd_batch, "0", 0, RUNCFG_STATSD_BATCH_MAX, "mini-batch for statistics (0: data.batch)"),
     O("statsd", "cpus", OPT_STRING, statsd_cpus, "", 0, 256, "CPU list to pin the stats worker to (empty: no pinning)"),
     E("statsd", "device", statsd_device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
     O("invertd", "id", OPT_INT, invertd_id, "0", 0, 1000000, "inverse daemon id"),

@@ -62,6 +62,10 @@ typedef enum {
 typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,
                RUNCFG_ROLE_TRAIN, RUNCFG_ROLE_COUNT } runcfg_role_t;
 
+/* The largest [statsd] batch: also what kfac-ps accepts as a statistics
+ * push's n_examples (it does not know the statistics workers' own batch). */
+#define RUNCFG_STATSD_BATCH_MAX 65536
+
 typedef struct runcfg {
     /* [run] */
     char *name;              /* run name, used in logs and file names */
@@ -164,7 +168,7 @@ typedef struct runcfg {
     /* [statsd] */
     int statsd_id;
     int statsd_threads;
-    int statsd_batch;        /* 0: the data batch */
+    int statsd_batch;        /* 0: the data batch; at most RUNCFG_STATSD_BATCH_MAX */
     char *statsd_cpus;       /* CPU list ("": no pinning) */
     backend_kind_t statsd_device;
     runcfg_priority_t statsd_priority; /* of the compute thread */

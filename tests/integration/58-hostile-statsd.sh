@@ -55,7 +55,7 @@ h_wait "$H_PID" 40
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
 log=$H_DIR/ps.log
-grep -q "rejected stats_push from statsd#[0-9]* (pid [0-9]* .*n_examples = 1000000 is more than the statistics batch" "$log" ||
+grep -q "rejected stats_push from statsd#[0-9]* (pid [0-9]* .*n_examples = 1000000 is more than any statistics batch" "$log" ||
   h_fail "no rejection of n_examples = 1000000 naming the sender"
 grep -q "already pushed version [0-9]* (one push per version)" "$H_DIR/poke-stats.log" ||
   h_fail "the second push of one version was not refused (kfac-poke's replies)"

@@ -74,7 +74,9 @@ grep -q "cannot take this kfac-statsd now: statsd id 1 is in use" "$H_DIR/kill-s
   grep -q "statsd#.* connection closed" "$H_DIR/kill-ps.log" || h_fail "the new kfac-statsd was not told to wait for the old one"
 grep -q "statsd id 1 rejoins .* takes over shard 0" "$H_DIR/kill-ps.log" || h_fail "the new kfac-statsd did not take over"
 after=$(h_csv_last "$H_DIR/kill/steps.csv" stats_folded)
-[ "$after" -gt "$((folded + 20))" ] || h_fail "statistics folded: $folded at the kill, $after at the end: the new statsd did not work"
+# more than 10 folds after the restart: a statistics worker pushes once per
+# parameter version (kfac-ps sends it the next version only)
+[ "$after" -gt "$((folded + 10))" ] || h_fail "statistics folded: $folded at the kill, $after at the end: the new statsd did not work"
 [ "$(rows "$H_DIR/kill/steps.csv")" -eq 400 ] || h_fail "kill: not 400 steps"
 pa1=$(h_csv_last "$H_DIR/kill/eval.csv" polyak_acc)
 h_ge "$pa0" "$ACC" && h_ge "$pa1" "$ACC" || h_fail "Polyak accuracy $pa1 (undisturbed $pa0) below $ACC"
