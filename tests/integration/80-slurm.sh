@@ -68,7 +68,7 @@ grep -q "did you mean '--invertd.threads'" "$H_DIR/bad.log" || h_fail "no sugges
 echo "80-slurm: multi-prog file of a fake 3-node allocation ok"
 
 # ---- 2. a private Slurm cluster ------------------------------------------------------------
-skip() { echo "80-slurm: SKIP (the multi-prog check passed): $*"; exit 77; }
+skip() { echo "80-slurm: skipped: $* (the multi-prog check passed)"; exit 77; }
 for c in slurmctld slurmd sbatch scontrol scancel sinfo srun munged mungekey; do
   command -v "$c" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$c" >/dev/null 2>&1 ||
     skip "$c is missing (Debian packages slurm-wlm and munge; tools/deps.sh installs them)"
