@@ -53,12 +53,7 @@ h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
 PS_PID=$H_PID
 h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
 h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
-n=0
-while [ "$(awk 'NR > 1' "$H_DIR/out/steps.csv" 2>/dev/null | wc -l)" -lt 10 ]; do
-  n=$((n + 1))
-  [ $n -lt 600 ] || h_fail "fewer than 10 steps after 60 s"
-  sleep 0.1
-done
+h_wait_steps 10
 h_start poke-negvar "$BUILD/kfac-poke" --endpoint "$ep" --member_id 21 --member_kind negvar --count 4 --wait_ms 4000
 h_wait "$H_PID" 40
 [ "$H_STATUS" = 0 ] || h_fail "the hostile member exited with status $H_STATUS (not welcomed?)"

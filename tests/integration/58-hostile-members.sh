@@ -50,12 +50,7 @@ PS_PID=$H_PID
 h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
 h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
 h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
-n=0
-while [ "$(awk 'NR > 1' "$H_DIR/out/steps.csv" 2>/dev/null | wc -l)" -lt 20 ]; do
-  n=$((n + 1))
-  [ $n -lt 600 ] || h_fail "fewer than 20 steps after 60 s"
-  sleep 0.1
-done
+h_wait_steps 20
 pids=""
 for k in examples:11 huge:12 nan:13 stall:14; do
   h_start "poke-${k%%:*}" "$BUILD/kfac-poke" --endpoint "$ep" --member_id "${k##*:}" --member_kind "${k%%:*}" \

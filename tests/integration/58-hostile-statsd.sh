@@ -43,12 +43,7 @@ h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
 h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini"
 HONEST=$H_PID
 h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
-n=0
-while [ "$(awk 'NR > 1' "$H_DIR/out/steps.csv" 2>/dev/null | wc -l)" -lt 10 ]; do
-  n=$((n + 1))
-  [ $n -lt 600 ] || h_fail "fewer than 10 steps after 60 s"
-  sleep 0.1
-done
+h_wait_steps 10
 h_start poke-stats "$BUILD/kfac-poke" --endpoint "$ep" --member_id 61 --member_kind stats --wait_ms 4000 --print 20
 h_wait "$H_PID" 40
 [ "$H_STATUS" = 0 ] || h_fail "the hostile statistics worker exited with status $H_STATUS (not welcomed?)"

@@ -47,12 +47,7 @@ h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
 PS_PID=$H_PID
 h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
 h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
-n=0
-while [ "$(awk 'NR > 1' "$H_DIR/out/steps.csv" 2>/dev/null | wc -l)" -lt 20 ]; do
-  n=$((n + 1))
-  [ $n -lt 600 ] || h_fail "fewer than 20 steps after 60 s"
-  sleep 0.1
-done
+h_wait_steps 20
 h_start poke-stall "$BUILD/kfac-poke" --endpoint "$ep" --member_id 41 --member_kind stall --wait_ms 8000
 P1=$H_PID
 h_start poke-alternate "$BUILD/kfac-poke" --endpoint "$ep" --member_id 42 --member_kind alternate --count 10 \
