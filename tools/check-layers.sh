@@ -10,7 +10,7 @@
 # - protobuf-c's own headers and the generated kfac.pb-c.h are included only
 #   inside proto/;
 # - a daemon folder (ps worker statsd invertd) includes common/, proto/ and
-#   itself, never another daemon; tools/ includes common/ and proto/ only.
+#   itself, never another daemon; tools/ includes common/, proto/ and its own parts (tools/poke/) only.
 # tests/ and bench/ may include anything. Prints one line per violation
 # (file:line: what, and the rule) and exits 1 if there was any, else 0.
 set -eu
@@ -59,7 +59,7 @@ for f in $files; do
         ps|worker|statsd|invertd)
           case $idir in common|proto|"$dir") ;; *) why="$dir/ may include common/, proto/ and $dir/ only" ;; esac ;;
         tools)
-          case $idir in common|proto) ;; *) why="tools/ may include common/ and proto/ only" ;; esac ;;
+          case $idir in common|proto|tools) ;; *) why="tools/ may include common/, proto/ and its own parts only" ;; esac ;;
       esac
     fi
     if [ -n "$why" ]; then echo "$f:$line: #include \"$inc\": $why"; echo x >>"${TMPDIR:-/tmp}/kfac-layers.$$"; fi

@@ -1,0 +1,409 @@
+/* tools/poke/member.c — kfac-poke's replies (collecting and counting them,
+ * waiting for one kind with heartbeats meanwhile) and its hostile members:
+ * gradient workers, a statistics worker and inverse daemons that join with
+ * a valid Hello and then send what they should not (the header of
+ * tools/kfac-poke.c lists them). */
+#include "tools/poke/poke.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "common/base/config.h"
+#include "common/base/log.h"
+#include "common/base/rng.h"
+#include "common/kfac/kfac_inverse.h"
+#include "common/kfac/kfac_linalg.h"
+#include "common/kfac/kfac_stats.h"
+#include "common/net/wire.h"
+#include "common/nn/nn.h"
+#include "common/base/version.h"
+#include "common/net/auth_keys.h"
+
+
+static int64_t s_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read the replies that arrive within timeout_ms. With --replies N (and
+ * timeout_ms > 0) until N have come in all or timeout_ms has passed: a PS
+ * that is slow to handle large frames is waited for, not cut off. Without
+ * it until 50 ms pass without a reply once the first came. */
+void poke_collect(void *sock, int timeout_ms, const poke_cfg_t *c, tally_t *t) {
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    int counted = c->replies > 0 && timeout_ms > 0;
+    int64_t deadline_ms = s_now_ms() + timeout_ms;
+    for (;;) {
+        if (counted) {
+            int64_t left_ms = deadline_ms - s_now_ms();
+            if (t->n_replies >= (uint64_t)c->replies || left_ms <= 0) return;
+            timeout_ms = (int)left_ms;
+        }
+        int rc = zmq_poll(&it, 1, timeout_ms);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc <= 0) return;
+        zmq_msg_t zm;
+        zmq_msg_init(&zm);
+        if (zmq_msg_recv(&zm, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&zm);
+            continue;
+        }
+        msg_t m;
+        char err[256];
+        t->n_replies++;
+        if (msg_decode(zmq_msg_data(&zm), zmq_msg_size(&zm), &m, err, sizeof err) < 0) {
+            t->n_undecodable++;
+            if (t->n_replies <= (uint64_t)c->print)
+                printf("reply %" PRIu64 ": undecodable (%zu bytes): %s\n", t->n_replies, zmq_msg_size(&zm), err);
+        } else {
+            t->by_type[m.type]++;
+            if (m.type == MSG_ERROR && m.error.code < MSG_ERR_COUNT) t->by_error[m.error.code]++;
+            if (t->n_replies <= (uint64_t)c->print) {
+                if (m.type == MSG_ERROR)
+                    printf("reply %" PRIu64 ": error %s: %s\n", t->n_replies, msg_error_code_name(m.error.code),
+                           m.error.text ? m.error.text : "");
+                else if (m.type == MSG_REFUSE)
+                    printf("reply %" PRIu64 ": refuse: %s\n", t->n_replies, m.refuse.text ? m.refuse.text : "");
+                else
+                    printf("reply %" PRIu64 ": %s\n", t->n_replies, msg_type_name(m.type));
+            }
+        }
+        msg_clear(&m);
+        zmq_msg_close(&zm);
+        fflush(stdout);
+        if (!counted) timeout_ms = timeout_ms < 50 ? timeout_ms : 50; /* drain what is there, then go on */
+    }
+}
+
+void poke_sleep_ms(int ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* One message from the PS within timeout_ms into *m (decoded; caller
+ * clears). Returns 0, or -1 when nothing (decodable) came. */
+static int s_recv(void *sock, int timeout_ms, msg_t *m) {
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    int rc = zmq_poll(&it, 1, timeout_ms);
+    if (rc <= 0) return -1;
+    zmq_msg_t zm;
+    zmq_msg_init(&zm);
+    if (zmq_msg_recv(&zm, sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&zm);
+        return -1;
+    }
+    char err[256];
+    rc = msg_decode(zmq_msg_data(&zm), zmq_msg_size(&zm), m, err, sizeof err);
+    zmq_msg_close(&zm);
+    if (rc < 0) {
+        msg_clear(m);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_send_msg(void *sock, const msg_t *m) {
+    size_t len;
+    uint8_t *buf = poke_encode(m, &len);
+    int rc = zmq_send(sock, buf, len, 0);
+    free(buf);
+    return rc < 0 ? -1 : 0;
+}
+
+/* Wait (at most wait_ms, heartbeats meanwhile) for a message of type want;
+ * errors and others are printed (up to --print) and counted in t. */
+static msg_role_t g_member_role = MSG_ROLE_WORKER; /* the hostile member's role (its heartbeats) */
+
+static int s_wait_for(void *sock, const poke_cfg_t *c, msg_type_t want, msg_t *out, tally_t *t) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long el = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (el >= c->wait_ms) return -1;
+        msg_t m;
+        if (s_recv(sock, 200, &m) < 0) {
+            msg_t hb;
+            msg_init(&hb, MSG_HEARTBEAT, g_member_role, (uint32_t)c->member_id);
+            s_send_msg(sock, &hb);
+            continue;
+        }
+        t->n_replies++;
+        t->by_type[m.type]++;
+        if (m.type == MSG_ERROR && m.error.code < MSG_ERR_COUNT) t->by_error[m.error.code]++;
+        if (m.type == want) {
+            *out = m;
+            return 0;
+        }
+        if ((m.type == MSG_ERROR || m.type == MSG_REFUSE || m.type == MSG_SHUTDOWN) &&
+            t->n_replies <= (uint64_t)c->print)
+            printf("reply %" PRIu64 ": %s: %s\n", t->n_replies,
+                   m.type == MSG_ERROR ? msg_error_code_name(m.error.code) : msg_type_name(m.type),
+                   m.type == MSG_ERROR ? (m.error.text ? m.error.text : "")
+                   : m.type == MSG_REFUSE ? (m.refuse.text ? m.refuse.text : "")
+                                          : (m.shutdown.text ? m.shutdown.text : ""));
+        fflush(stdout);
+        int stop = m.type == MSG_REFUSE || m.type == MSG_SHUTDOWN;
+        msg_clear(&m);
+        if (stop) return -2;
+    }
+}
+
+/* The hostile inverse daemon (--member_kind inv-*): Hello as kfac-invertd,
+ * then --count jobs answered with a wrong inverse. Returns the exit status. */
+static int s_member_invertd(void *sock, const poke_cfg_t *c) {
+    const char *kind = c->member_kind;
+    tally_t t;
+    memset(&t, 0, sizeof t);
+    msg_t m, w;
+    char host[64] = "poke";
+    gethostname(host, sizeof host - 1);
+    g_member_role = MSG_ROLE_INVERTD;
+    msg_init(&m, MSG_HELLO, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+    m.hello.build_id = KFAC_BUILD_ID;
+    m.hello.host = host;
+    m.hello.pid = (uint32_t)getpid();
+    if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
+        printf("member %d: not welcomed\n", c->member_id);
+        return 1;
+    }
+    printf("member %d: welcomed as inverse daemon id %u\n", c->member_id, w.welcome.assigned_id);
+    fflush(stdout);
+    msg_clear(&w);
+    int answered = 0, shut = 0;
+    for (int i = 0; i < c->count; i++) {
+        msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+        m.job_request.max_n = 0;
+        s_send_msg(sock, &m);
+        msg_t job;
+        int rc = s_wait_for(sock, c, MSG_JOB, &job, &t);
+        if (rc == -2) { shut = 1; break; }
+        if (rc < 0) break;
+        const int n = (int)job.job.n;
+        float *F = malloc((size_t)n * n * sizeof(float)), *H = calloc((size_t)n * n, sizeof(float));
+        float *packed = malloc(kfac_linalg_packed_len(n) * sizeof(float));
+        kfac_inverse_t *inv = kfac_inverse_new(n);
+        if (!F || !H || !packed || !inv || kfac_linalg_unpack_upper(job.job.packed, n, F) != 0) {
+            free(F); free(H); free(packed); kfac_inverse_free(&inv); msg_clear(&job);
+            return 1;
+        }
+        if (strcmp(kind, "inv-indefinite") == 0 && n >= 2) {
+            for (int a = 0; a < n; a++) H[(size_t)a * n + a] = 1.0f;
+            H[1] = H[n] = 2.0f;
+        } else {
+            if (strcmp(kind, "inv-other") == 0)
+                for (int a = 0; a < n; a++) F[(size_t)a * n + a] = 3.0f * F[(size_t)a * n + a] + 1.0f;
+            if (kfac_inverse_compute(F, n, (float)job.job.damping, KFAC_INV_CHOLESKY, inv, NULL) == 0 &&
+                inv->method == KFAC_INV_CHOLESKY)
+                memcpy(H, inv->inv, (size_t)n * n * sizeof(float));
+            else
+                for (int a = 0; a < n; a++) H[(size_t)a * n + a] = 1.0f;
+            if (strcmp(kind, "inv-other") != 0)
+                for (size_t k = 0; k < (size_t)n * n; k++) H[k] *= 1e6f;
+        }
+        kfac_linalg_pack_upper(H, n, packed);
+        msg_init(&m, MSG_JOB_RESULT, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+        m.job_result.job_id = job.job.job_id;
+        m.job_result.layer = job.job.layer;
+        m.job_result.factor = job.job.factor;
+        m.job_result.factor_version = job.job.factor_version;
+        m.job_result.method = MSG_METHOD_CHOLESKY;
+        m.job_result.n = (uint32_t)n;
+        m.job_result.damping = job.job.damping;
+        m.job_result.compute_ms = 1.0;
+        m.job_result.inverse = packed;
+        m.job_result.n_inverse = kfac_linalg_packed_len(n);
+        if (s_send_msg(sock, &m) == 0) answered++;
+        free(F); free(H); free(packed); kfac_inverse_free(&inv); msg_clear(&job);
+    }
+    if (!shut) { /* collect what comes back: an error per result, and the shutdown */
+        msg_t x;
+        if (s_wait_for(sock, c, MSG_NONE, &x, &t) == -2) shut = 1;
+    }
+    printf("member %d: %d jobs answered with %s inverses; errors INVALID %" PRIu64 "; %s\n", c->member_id, answered,
+           kind, t.by_error[MSG_ERR_INVALID], shut ? "shut out by kfac-ps" : "not shut out");
+    msg_init(&m, MSG_BYE, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+    s_send_msg(sock, &m);
+    return 0;
+}
+
+/* The hostile member (see the header comment). Returns the exit status. */
+int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
+    const char *kind = c->member_kind;
+    if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
+        return s_member_invertd(sock, c);
+    if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
+        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, alternate, flood, stats, "
+                        "negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
+        return 2;
+    }
+    tally_t t;
+    memset(&t, 0, sizeof t);
+    msg_t m, w;
+    char host[64] = "poke";
+    gethostname(host, sizeof host - 1);
+    const msg_role_t role = strcmp(kind, "stats") == 0 ? MSG_ROLE_STATSD : MSG_ROLE_WORKER;
+    g_member_role = role;
+    msg_init(&m, MSG_HELLO, role, (uint32_t)c->member_id);
+    m.hello.build_id = KFAC_BUILD_ID;
+    m.hello.host = host;
+    m.hello.pid = (uint32_t)getpid();
+    if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
+        printf("member %d: not welcomed\n", c->member_id);
+        return 1;
+    }
+    uint64_t n_params = w.welcome.n_params, w_n_state = w.welcome.n_state;
+    char *w_model = role == MSG_ROLE_STATSD ? strdup(w.welcome.model_text ? w.welcome.model_text : "") : NULL;
+    printf("member %d: welcomed as id %u, shard %u of %u, %" PRIu64 " parameters\n", c->member_id,
+           w.welcome.assigned_id, w.welcome.rank, w.welcome.n_ranks, n_params);
+    fflush(stdout);
+    msg_clear(&w);
+    if (role == MSG_ROLE_STATSD) {
+        msg_t pm;
+        msg_init(&m, MSG_GET_PARAMS, role, (uint32_t)c->member_id);
+        s_send_msg(sock, &m);
+        if (!w_model || s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) {
+            free(w_model);
+            return 1;
+        }
+        const uint64_t v = pm.params.version;
+        msg_clear(&pm);
+        /* Well-shaped statistics of the run's model (from Welcome), every factor the identity: they pass the
+         * message checks, so the PS's own bounds are what refuses them. */
+        char err[512];
+        net_t *net = net_parse(w_model, "welcome", 1, err, sizeof err);
+        kfac_stats_t *ks = net ? kfac_stats_new(net) : NULL;
+        float *packed = NULL;
+        msg_stats_t ms;
+        memset(&ms, 0, sizeof ms);
+        if (!ks || wire_stats_want(ks, NULL, 0) < 0) {
+            fprintf(stderr, "kfac-poke: cannot build the model's statistics: %s\n", net ? "kfac_stats_new" : err);
+            kfac_stats_free(&ks);
+            net_free(&net);
+            free(w_model);
+            return 1;
+        }
+        for (int j = 0; j < ks->n_layers; j++)
+            for (int k = 0; k < ks->layers[j].n_factors; k++) {
+                kfac_factor_t *f = &ks->layers[j].f[k];
+                memset(f->data, 0, kfac_factor_len(f) * sizeof(float));
+                if (f->kind == KFAC_FACTOR_SYM)
+                    for (int a = 0; a < f->dim; a++) f->data[(size_t)a * f->dim + a] = 1.0f;
+                else
+                    for (int a = 0; a < f->dim; a++) f->data[3 * a] = f->data[3 * a + 2] = 1.0f;
+                f->n_samples = 1;
+                f->n_updates = 1;
+            }
+        if (wire_stats_to_msg(ks, &ms, &packed) < 0) {
+            fprintf(stderr, "kfac-poke: cannot encode the statistics\n");
+            kfac_stats_free(&ks);
+            net_free(&net);
+            free(w_model);
+            return 1;
+        }
+        static const uint64_t examples[3] = {1000000, 1, 1};
+        for (int i = 0; i < 3; i++) {
+            msg_init(&m, MSG_STATS_PUSH, role, (uint32_t)c->member_id);
+            m.stats_push.params_version = v;
+            m.stats_push.n_examples = examples[i];
+            m.stats_push.stats = ms;
+            s_send_msg(sock, &m);
+            msg_t x;
+            if (s_wait_for(sock, c, MSG_PARAMS, &x, &t) == 0) msg_clear(&x); /* each push is answered with Params */
+        }
+        printf("member %d: 3 statistics pushes for version %" PRIu64 "; errors INVALID %" PRIu64 "\n", c->member_id,
+               v, t.by_error[MSG_ERR_INVALID]);
+        wire_stats_release(&ms, &packed);
+        kfac_stats_free(&ks);
+        net_free(&net);
+        free(w_model);
+        return 0;
+    }
+    if (strcmp(kind, "flood") == 0) {
+        msg_t pm;
+        msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        s_send_msg(sock, &m);
+        if (s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) return 1;
+        msg_clear(&pm);
+        int sent = 0;
+        for (int i = 0; i < c->count; i++) {
+            msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            if (s_send_msg(sock, &m) == 0) sent++;
+        }
+        printf("member %d: %d GetParams sent, no reply read\n", c->member_id, sent);
+        fflush(stdout);
+        struct timespec ts = {c->wait_ms / 1000, (long)(c->wait_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL); /* nothing read meanwhile: the replies pile up wherever they pile up */
+        return 0;
+    }
+    if (strcmp(kind, "stall") == 0 || strcmp(kind, "hello") == 0) {
+        msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        if (strcmp(kind, "stall") == 0) s_send_msg(sock, &m);
+        s_wait_for(sock, c, MSG_NONE, &w, &t); /* only heartbeats, for wait_ms */
+        printf("member %d: %s, then only heartbeats for %d ms (%" PRIu64 " replies)\n", c->member_id,
+               strcmp(kind, "stall") == 0 ? "asked for Params" : "said Hello", c->wait_ms, t.n_replies);
+        return 0;
+    }
+    float *g = malloc((n_params ? n_params : 1) * sizeof *g);
+    const uint64_t n_state = strcmp(kind, "negvar") == 0 ? w_n_state : 0;
+    float *st = n_state ? malloc(n_state * sizeof *st) : NULL;
+    if (!g || (n_state && !st)) {
+        free(g);
+        return 1;
+    }
+    for (uint64_t j = 0; j < n_state; j++) st[j] = -1.0f;
+    msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+    s_send_msg(sock, &m);
+    int pushed = 0, stalls = 0;
+    const int alternate = strcmp(kind, "alternate") == 0;
+    for (int i = 0; i < c->count; i++) {
+        msg_t pm;
+        if (alternate && i > 0) { /* it asks for the parameters each round */
+            msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            s_send_msg(sock, &m);
+        }
+        if (s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) break;
+        uint64_t v = pm.params.version;
+        msg_clear(&pm);
+        if (alternate && i % 2 == 1) { /* this round: nothing but heartbeats */
+            msg_t x;
+            if (s_wait_for(sock, c, MSG_NONE, &x, &t) == -2) break;
+            stalls++;
+            continue;
+        }
+        for (uint64_t j = 0; j < n_params; j++) g[j] = strcmp(kind, "huge") == 0 ? 3e38f : 0.01f * (float)rng_normal(r);
+        if (strcmp(kind, "nan") == 0 && n_params > 1) {
+            g[rng_below(r, (uint32_t)n_params)] = NAN;
+            g[rng_below(r, (uint32_t)n_params)] = INFINITY;
+        }
+        msg_init(&m, MSG_GRAD_PUSH, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        m.grad_push.version = v;
+        m.grad_push.loss = 2.3;
+        m.grad_push.n_examples = strcmp(kind, "examples") == 0 ? 1000000 : 1;
+        m.grad_push.grad = g;
+        m.grad_push.n_grad = n_params;
+        m.grad_push.state = st;
+        m.grad_push.n_state = n_state;
+        if (s_send_msg(sock, &m) == 0) pushed++;
+    }
+    free(g);
+    free(st);
+    printf("member %d: %d %s gradients pushed, %d rounds stalled; replies %" PRIu64 ", errors INVALID %" PRIu64 "\n",
+           c->member_id, pushed, kind, stalls, t.n_replies, t.by_error[MSG_ERR_INVALID]);
+    msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+    s_send_msg(sock, &m);
+    return 0;
+}
+
