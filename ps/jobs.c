@@ -179,7 +179,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     const float job_d = ps_verify_damping(s->verify, b, r->job_id);
     if ((long)r->factor_version != version) {
-        (void)ps_verify_check(s->verify, b, r->job_id, NULL, 0.0f, NULL, err, sizeof err); /* forget its probe */
+        ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
         snprintf(err, sizeof err, "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64,
                  r->job_id, version, r->factor_version);
         s_bad_result(s, p, r, err);
@@ -191,7 +191,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     if (r->error && r->error[0]) {
         uint64_t skipped = 0;
-        (void)ps_verify_check(s->verify, b, r->job_id, NULL, 0.0f, NULL, err, sizeof err); /* forget its probe */
+        ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
         s->n_inv_failed++;
         ps_sched_failed(sb, version);
         if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
@@ -225,7 +225,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         if (vrc != 0) {
             /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets
              * it (the job was cleared above). */
-            (void)ps_verify_check(s->verify, b, r->job_id, NULL, 0.0f, NULL, err, sizeof err); /* forget the probe */
+            ps_verify_forget(s->verify, b, r->job_id); /* checked, or not loadable */
             s_bad_result(s, p, r, why);
             if (!p->distrusted) {
                 ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was refused: %s", why);

@@ -26,7 +26,7 @@ struct ps_verify {
     int n_blocks;
     ps_verify_block_t *b;
     rng_t rng;
-    double *u, *w;    /* (max n) scratch of the checks */
+    double *u, *w, *t; /* (max n) scratch of the checks */
 };
 
 ps_verify_t *ps_verify_new(const int *block_n, int n_blocks, uint64_t seed) {
@@ -42,7 +42,8 @@ ps_verify_t *ps_verify_new(const int *block_n, int n_blocks, uint64_t seed) {
     }
     v->u = malloc((size_t)max_n * sizeof *v->u);
     v->w = malloc((size_t)max_n * sizeof *v->w);
-    if (!v->u || !v->w) goto fail;
+    v->t = malloc((size_t)max_n * sizeof *v->t);
+    if (!v->u || !v->w || !v->t) goto fail;
     rng_seed(&v->rng, seed ^ 0x5eedf00dULL);
     return v;
 fail:
@@ -61,6 +62,7 @@ void ps_verify_free(ps_verify_t **vp) {
     free(v->b);
     free(v->u);
     free(v->w);
+    free(v->t);
     free(v);
     *vp = NULL;
 }
@@ -113,6 +115,11 @@ static ps_probe_t *s_find(const ps_verify_t *v, int b, uint64_t job_id) {
 float ps_verify_damping(const ps_verify_t *v, int b, uint64_t job_id) {
     const ps_probe_t *p = s_find(v, b, job_id);
     return p ? p->damping : -1.0f;
+}
+
+void ps_verify_forget(ps_verify_t *v, int b, uint64_t job_id) {
+    ps_probe_t *p = s_find(v, b, job_id);
+    if (p) p->job_id = 0;
 }
 
 /* out = H in for the inverse inv at damping d (eigen: Q diag(1/(v + d)) Q^T). */
@@ -188,13 +195,7 @@ int ps_verify_check(ps_verify_t *v, int b, uint64_t job_id, const kfac_inverse_t
     /* z = H (y + (d_H - d) x), against x */
     const double extra = (double)damping_used - p->damping;
     for (int i = 0; i < n; i++) t[i] = p->y[i] + extra * p->x[i];
-    double *tmp = malloc((size_t)n * sizeof *tmp);
-    if (!tmp) {
-        snprintf(why, why_len, "out of memory");
-        return -ENOMEM;
-    }
-    s_apply(inv, damping_used, t, z, tmp);
-    free(tmp);
+    s_apply(inv, damping_used, t, z, v->t);
     double en = 0.0, xn = 0.0;
     for (int i = 0; i < n; i++) {
         en += (z[i] - p->x[i]) * (z[i] - p->x[i]);

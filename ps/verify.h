@@ -52,6 +52,10 @@ double ps_verify_tol(double trace, float damping);
 /* The damping job job_id of block b was cut with; -1 when unknown. */
 float ps_verify_damping(const ps_verify_t *v, int b, uint64_t job_id);
 
+/* Forget the probe of job job_id of block b (a result without an inverse
+ * to check: the daemon's error, a wrong factor version). */
+void ps_verify_forget(ps_verify_t *v, int b, uint64_t job_id);
+
 /* Check inv, the result of job job_id of block b, and forget the probe.
  * damping_used: the damping the result says it used (Cholesky) or the
  * job's (eigen). Returns 0 when it passes, -ENOENT when no probe is kept

@@ -193,6 +193,9 @@ START_TEST(test_verify_ring) {
     ck_assert(ps_verify_damping(v, 0, 2) < 0.0f);
     ck_assert(ps_verify_damping(v, 0, 3) == 0.1f);
     ck_assert(ps_verify_damping(v, 1, 3) < 0.0f); /* another block */
+    ps_verify_forget(v, 0, 3); /* a result without an inverse to check */
+    ck_assert(ps_verify_damping(v, 0, 3) < 0.0f);
+    ck_assert(ps_verify_damping(v, 0, 4) == 0.1f);
     ps_verify_free(&v);
     free(F);
 }
