@@ -25,11 +25,18 @@ void ps_report_progress(ps_server_t *s) {
             snprintf(age, sizeof age, "  inv age -");
     }
     if (rate > 0) ps_format_duration((double)(s->cfg->steps - s->round.steps_done) / rate, eta, sizeof eta);
+    /* Curvature that falls behind says so on every line while it lasts (the
+     * warning of ps_report_curvature comes once). */
+    char behind[96] = "";
+    if (s->kfac && (s->curv_stale_inv || s->curv_stale_stats))
+        snprintf(behind, sizeof behind, "  CURVATURE BEHIND: no %s for %.0fs",
+                 s->curv_stale_inv ? "inverse installed" : "statistics folded",
+                 (double)(now - (s->curv_stale_inv ? s->curv_inv_ns : s->curv_stats_ns)) * 1e-9);
     double n = s->prog_n ? (double)s->prog_n : 1.0;
-    log_info("step %" PRIu64 "/%" PRIu64 "  loss %.4f  acc %.1f%%  %s%s  workers %d  invertd %d  %.1f steps/s  ETA %s",
+    log_info("step %" PRIu64 "/%" PRIu64 "  loss %.4f  acc %.1f%%  %s%s  workers %d  invertd %d  %.1f steps/s  ETA %s%s",
              s->round.steps_done, s->cfg->steps, s->prog_loss / n, 100.0 * s->prog_acc / n, test, age,
              ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1), rate,
-             eta);
+             eta, behind);
     s->prog_loss = s->prog_acc = 0.0;
     s->prog_n = 0;
     s->prog_ns = now;

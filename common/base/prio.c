@@ -1,7 +1,9 @@
 /* common/base/prio.c — see prio.h. */
 #include "common/base/prio.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,4 +56,51 @@ int prio_nice_self(int nice, char *what, size_t what_len) {
     }
     snprintf(what, what_len, "nice %d", nice);
     return 0;
+}
+
+int prio_yield_self(int nice, char *what, size_t what_len) {
+    if (nice < 1 || nice > 19) {
+        snprintf(what, what_len, "unchanged (nice %d out of 1..19)", nice);
+        return -EINVAL;
+    }
+    char first[96] = "";
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, (id_t)s_tid());
+    if (!(errno == 0 && now >= nice) && setpriority(PRIO_PROCESS, (id_t)s_tid(), nice) != 0)
+        snprintf(first, sizeof first, " (nice %d refused: %s)", nice, strerror(errno));
+    char idle[160];
+    int rc = prio_idle_self(idle, sizeof idle);
+    snprintf(what, what_len, "%s%s", idle, first);
+    return rc;
+}
+
+int prio_boost_idle(int *tids, int max, int *n_out) {
+    *n_out = 0;
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir) return -errno;
+    int n = 0, rc = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL && n < max) {
+        char *end = NULL;
+        long tid = strtol(e->d_name, &end, 10);
+        if (tid <= 0 || !end || *end) continue;
+        if (sched_getscheduler((pid_t)tid) != SCHED_IDLE) continue;
+        struct sched_param sp;
+        memset(&sp, 0, sizeof sp);
+        if (sched_setscheduler((pid_t)tid, SCHED_OTHER, &sp) != 0) {
+            if (errno == ESRCH) continue; /* the thread ended meanwhile */
+            rc = -errno;
+            break;
+        }
+        tids[n++] = (int)tid;
+    }
+    closedir(dir);
+    *n_out = n;
+    return rc;
+}
+
+void prio_unboost(const int *tids, int n) {
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    for (int i = 0; i < n; i++) (void)sched_setscheduler((pid_t)tids[i], SCHED_IDLE, &sp);
 }

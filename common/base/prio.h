@@ -25,6 +25,24 @@ int prio_idle_self(char *what, size_t what_len);
  * SCHED_IDLE may get nothing. Returns 0 with "nice N" in what, or -errno. */
 int prio_nice_self(int nice, char *what, size_t what_len);
 
+/* For [statsd]/[invertd] priority = yield: set the calling thread's nice
+ * value to `nice` (1..19), then lower it to SCHED_IDLE. The nice value is
+ * what the thread returns to when prio_boost_idle lifts it out of
+ * SCHED_IDLE; an unprivileged process may do that only where RLIMIT_NICE
+ * allows that nice value (ulimit -e >= 20 - nice; systemd: LimitNICE=+nice).
+ * Falls back as prio_idle_self does. Returns 0 with what was done, or -errno. */
+int prio_yield_self(int nice, char *what, size_t what_len);
+
+/* Lift every thread of this process that runs under SCHED_IDLE to
+ * SCHED_OTHER (at the nice value it had before it went idle), recording
+ * their thread ids in tids (at most max) and their count in *n. Returns 0,
+ * or -errno of the first refusal (EPERM without CAP_SYS_NICE or a large
+ * enough RLIMIT_NICE) with the threads lifted so far recorded. */
+int prio_boost_idle(int *tids, int max, int *n);
+
+/* Lower the threads tids[0..n) back to SCHED_IDLE (always allowed). */
+void prio_unboost(const int *tids, int n);
+
 /* 1 when the calling thread runs under SCHED_IDLE or at nice >= 19. */
 int prio_self_is_idle(void);
 

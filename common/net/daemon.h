@@ -16,6 +16,7 @@
 #define KFAC_NET_DAEMON_H
 
 #include <stdint.h>
+#include <time.h>
 #include <uv.h>
 
 #include "common/base/ratelimit.h"
@@ -34,6 +35,20 @@ typedef struct client_daemon {
     void *user;
     runcfg_priority_t prio; /* [statsd]/[invertd] priority: the pool thread lowers itself on its first job */
     int prio_done;       /* pool thread only */
+    uint64_t n_jobs;     /* pool thread only: jobs started */
+    /* priority = yield: the floor (loop thread, but busy_since_ns) */
+    _Atomic uint64_t busy_since_ns; /* when the running job started; 0: none (pool thread writes) */
+    uv_timer_t floor_timer;
+    int floor_on;          /* the timer was started (and must be closed) */
+    clockid_t compute_clock;        /* the pool thread's CPU clock, set by it before its first job */
+    _Atomic int compute_clock_set;
+    uint64_t floor_cpu_ns; /* compute thread's CPU time and the clock at the last tick */
+    uint64_t floor_at_ns;
+    int floor_starved;     /* consecutive ticks under the floor with a job running */
+    int boosted[64], n_boosted; /* threads lifted out of SCHED_IDLE until the job ends */
+    uint64_t n_boosts;     /* times the floor acted */
+    int floor_refused;     /* lifting was refused once (logged once) */
+    ratelimit_t rl_floor;
 } client_daemon_t;
 
 /* Initialise the loop, a pool of one thread running work(job, user) and then
@@ -42,8 +57,18 @@ typedef struct client_daemon {
  * or -1 with the reason logged and everything released. kfac-statsd and
  * kfac-invertd with [statsd]/[invertd] priority = idle (the default): the
  * pool thread, where the role computes, drops to SCHED_IDLE (nice 19 where
- * refused) before its first job and logs which; the loop thread (messages,
- * heartbeats) keeps its priority. */
+ * refused) before its second job (the first, kfac-statsd's setup, runs at
+ * the process's priority) and logs which; the loop thread (messages,
+ * heartbeats) keeps its priority. With priority = yield (the default) the
+ * pool thread goes to nice 10 and then SCHED_IDLE, and a once-a-second timer
+ * on the loop is the floor: when a job has run for two whole ticks while the
+ * compute thread got under a tenth of a CPU, the idle threads are lifted to
+ * nice 10 (SCHED_OTHER), and the daemon says so; they go back to SCHED_IDLE
+ * once a tick finds the lifted thread getting half a CPU or more. On a machine
+ * with spare CPU the floor never acts; on one busy with other work it keeps
+ * the curvature moving instead of starving (SCHED_IDLE alone may get no
+ * CPU time at all). Lifting needs CAP_SYS_NICE or RLIMIT_NICE >= 10 (the
+ * shipped units set LimitNICE=+10); where refused it is logged once. */
 int client_daemon_init(client_daemon_t *d, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *cfg,
                        zloop_work_fn work, zloop_done_fn done, const client_handlers_t *h, void *user);
 

@@ -28,6 +28,7 @@ static const char *const s_wd_modes[] = {"gradient", "damping", "decoupled", NUL
 static const char *const s_fishers[] = {"true", "empirical", NULL};
 static const char *const s_stats_modes[] = {"async", "sync", NULL};
 static const char *const s_priorities[] = {"idle", "normal", "low", NULL};
+static const char *const s_curv_priorities[] = {"idle", "normal", "low", "yield", NULL};
 static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
 static const char *const s_identity[] = {"sgd", "damped", NULL};
 static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
@@ -191,10 +192,12 @@ static const config_option_t s_table[] = {
       "only CPU time nothing else wants; may starve on a busy host) or normal"),
     O("ps", "eval_threads", OPT_INT, ps_eval_threads, "2", 1, 64,
       "threads of each evaluation (the net's own threads over the batch)"),
-    E("statsd", "priority", statsd_priority, "idle", s_priorities,
-      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves), low (nice 10) or normal"),
-    E("invertd", "priority", invertd_priority, "idle", s_priorities,
-      "compute thread: idle (SCHED_IDLE, nice 19 where refused: only CPU time the gradient path leaves), low (nice 10) or normal"),
+    E("statsd", "priority", statsd_priority, "yield", s_curv_priorities,
+      "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 2 s: a floor on a "
+      "busy host), idle (SCHED_IDLE only: may starve on a busy host), low (nice 10) or normal"),
+    E("invertd", "priority", invertd_priority, "yield", s_curv_priorities,
+      "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 2 s: a floor on a "
+      "busy host), idle (SCHED_IDLE only: may starve on a busy host), low (nice 10) or normal"),
 };
 
 static const char *const s_shared[] = {"run", "model", "data", "optimizer", "kfac", "cluster", NULL};

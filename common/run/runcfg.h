@@ -45,6 +45,7 @@ typedef enum {
     RUNCFG_PRIORITY_IDLE = 0, /* SCHED_IDLE, or nice 19 where refused */
     RUNCFG_PRIORITY_NORMAL,   /* as started */
     RUNCFG_PRIORITY_LOW,      /* nice 10: a bounded share that progresses on a busy host */
+    RUNCFG_PRIORITY_YIELD,    /* curvature daemons: SCHED_IDLE, lifted to nice 10 while starved (common/net/daemon.h) */
 } runcfg_priority_t;
 typedef enum {
     RUNCFG_REFRESH_CONTINUOUS = 0, /* every block as soon as an inverse daemon is free */

@@ -34,6 +34,15 @@ invertd = 1
 [ps]
 progress_every = 50
 heartbeat_ms = 500
+# The restart is what is tested, not the curvature's share of a busy host:
+# at the default priority (yield) a kfac-statsd beside a CPU load waits for
+# the floor before it computes, and the 400 steps may be over before the
+# new one has folded 10 batches; and the two runs' curvature, starved by
+# different amounts, would spread their accuracy beyond the 1-point bound.
+[statsd]
+priority = normal
+[invertd]
+priority = normal
 EOF2
 
 # cluster RUN: the whole cluster (out_dir $H_DIR/RUN); PS_PID, ST_PID, PORT
