@@ -14,7 +14,8 @@
  *   78  configuration error found at start-up (EX_CONFIG): the model file or
  *       a data file is missing, unreadable or malformed, or the data do not
  *       fit the model (the message names the file), or [run] out_dir holds
- *       a previous run and [run] force is off, or the security configuration
+ *       a previous run and [run] force is off (an empty out_dir is a new
+ *       folder under runs/: common/run/runpick.h), or the security configuration
  *       is refused (a non-loopback bind without CURVE keys, an unreadable key
  *       file or allowlist; common/net/auth.h). systemd does not restart on
  *       2 or 78 (RestartPreventExitStatus=2 78). */
@@ -28,6 +29,7 @@
 #include "common/net/auth.h"
 #include "common/run/rundir.h"
 #include "common/run/runcfg.h"
+#include "common/run/runpick.h"
 #include "ps/server.h"
 
 int main(int argc, char **argv) {
@@ -54,7 +56,7 @@ int main(int argc, char **argv) {
     /* With --resume the folder may hold this very run: the server appends to
      * it when a checkpoint is there, and refuses it (EEXIST, exit 78) when
      * none is and the folder is not free. */
-    if (!cfg.force && !cfg.ckpt_resume && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
+    if (cfg.out_dir[0] && !cfg.force && !cfg.ckpt_resume && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
         fprintf(stderr, "kfac-ps: %s\n", err);
         runcfg_release(&cfg);
         return CONFIG_EXIT_CONFIG;
@@ -78,6 +80,7 @@ int main(int argc, char **argv) {
     }
     blas_set_threads(cfg.ps_threads);
     int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */
+    if (new_rc == 0) new_rc = runpick_choose(&cfg, RUNPICK_BASE, err, sizeof err); /* no out_dir: a new folder */
     ps_server_t *s = new_rc < 0 ? NULL : ps_server_new(&cfg, &new_rc, err, sizeof err);
     if (!s) {
         int status = config_exit_status(new_rc);
