@@ -39,7 +39,7 @@ statsd = 0
 invertd = 0
 EOF2
 folders() { # the run folders under $W/runs, one a line, sorted
-  (cd "$W/runs" 2>/dev/null && ls -1 | grep -E '^[0-9]{8}-[0-9]{6}(-[0-9]+)?$' | sort)
+  for d in "$W"/runs/*; do basename "$d"; done | grep -E '^[0-9]{8}-[0-9]{6}(-[0-9]+)?$' | sort
 }
 latest() { readlink "$W/runs/latest"; }
 
@@ -101,5 +101,6 @@ mkdir -p "$O/runs/latest" && echo "step" >"$O/runs/latest/steps.csv" || h_fail "
   h_fail "the old runs/latest folder was changed"
 grep -q "runs/latest is a folder (the run folder of an older kfac), not a link: left as it is" "$H_DIR/train-old.log" ||
   h_fail "no warning about the old runs/latest folder"
-[ "$(ls -1 "$O/runs" | grep -cE '^[0-9]{8}-[0-9]{6}$')" -eq 1 ] || h_fail "no new folder beside the old runs/latest"
+[ "$(for d in "$O"/runs/*; do basename "$d"; done | grep -cE '^[0-9]{8}-[0-9]{6}$')" -eq 1 ] ||
+  h_fail "no new folder beside the old runs/latest"
 h_pass "runs/$first, runs/$second, runs/$third (launcher, then --resume to step 20), runs/latest -> the newest; an old runs/latest folder kept"
