@@ -29,7 +29,6 @@
 #include "common/net/auth.h"
 #include "common/run/rundir.h"
 #include "common/run/runcfg.h"
-#include "common/run/runpick.h"
 #include "ps/server.h"
 
 int main(int argc, char **argv) {
@@ -80,7 +79,6 @@ int main(int argc, char **argv) {
     }
     blas_set_threads(cfg.ps_threads);
     int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */
-    if (new_rc == 0) new_rc = runpick_choose(&cfg, RUNPICK_BASE, err, sizeof err); /* no out_dir: a new folder */
     ps_server_t *s = new_rc < 0 ? NULL : ps_server_new(&cfg, &new_rc, err, sizeof err);
     if (!s) {
         int status = config_exit_status(new_rc);

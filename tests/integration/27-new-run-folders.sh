@@ -9,7 +9,9 @@
 #      every 5) takes a third, with its logs in it, and moves runs/latest;
 #   3. kfac-ps --resume with --run.steps 20 and no out_dir goes on in the
 #      folder runs/latest names: no new folder, its steps.csv reaches step 20;
-#   4. a runs/latest that is a real folder (older versions' default
+#   4. kfac-ps on its own: a start that fails (a missing model) takes no
+#      folder and leaves runs/latest alone; a run (3 steps) takes a fourth;
+#   5. a runs/latest that is a real folder (older versions' default
 #      out_dir) is left as it is, with a warning, and the run gets a new folder.
 . tests/integration/harness.inc
 h_init 27-new-run-folders
@@ -92,7 +94,26 @@ grep -q "resumed from runs/$third/checkpoints/ckpt-0000000010.kfc: step 10" "$H_
 [ "$(h_csv_last "$W/runs/$third/steps.csv" step)" = 20 ] || h_fail "runs/$third/steps.csv does not go on to step 20"
 [ "$(awk 'NR > 1' "$W/runs/$third/steps.csv" | wc -l)" -eq 20 ] || h_fail "runs/$third/steps.csv does not hold 20 rows"
 
-# 4. an older version's runs/latest folder is never touched
+# 4. kfac-ps alone: a start that fails takes no folder; a run takes a fourth
+(cd "$W" && "$bin/kfac-ps" --config "$H_DIR/run.ini" --model.file missing.model) >"$H_DIR/ps-fail.log" 2>&1
+st=$?
+[ "$st" = 78 ] || h_fail "kfac-ps with a missing model: expected exit 78, got $st"
+[ "$(folders | wc -l)" -eq 3 ] && [ "$(latest)" = "$third" ] ||
+  h_fail "kfac-ps that failed to start took a folder or moved runs/latest: $(folders | tr '\n' ' ') latest -> $(latest)"
+port=$(h_port) || exit 1
+h_start new-ps sh -c "cd '$W' && exec '$bin/kfac-ps' --config '$H_DIR/run.ini' --ps.bind tcp://127.0.0.1:$port"
+ps_pid=$H_PID
+h_wait_log "$H_DIR/new-ps.log" "listening on" 30 || h_fail "kfac-ps without out_dir does not listen"
+h_start new-worker "$bin/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1 --cluster.ps "tcp://127.0.0.1:$port"
+h_wait "$ps_pid" 60
+[ "$H_STATUS" = 0 ] || h_fail "kfac-ps without out_dir exited with status $H_STATUS (124: still running after 60 s)"
+fourth=$(latest)
+[ "$(folders | wc -l)" -eq 4 ] && [ "$fourth" != "$third" ] || h_fail "kfac-ps took no new folder: $(folders | tr '\n' ' ')"
+grep -q "this run's folder is runs/$fourth " "$H_DIR/new-ps.log" || h_fail "kfac-ps does not name its folder runs/$fourth"
+[ "$(h_csv_last "$W/runs/$fourth/steps.csv" step)" = 3 ] && [ -s "$W/runs/$fourth/endpoint" ] ||
+  h_fail "runs/$fourth does not hold kfac-ps's run (3 steps, endpoint)"
+
+# 5. an older version's runs/latest folder is never touched
 O=$H_DIR/old
 mkdir -p "$O/runs/latest" && echo "step" >"$O/runs/latest/steps.csv" || h_fail "cannot set up $O"
 (cd "$O" && "$bin/kfac-train" --config "$H_DIR/run.ini") >"$H_DIR/train-old.log" 2>&1 ||
@@ -103,4 +124,4 @@ grep -q "runs/latest is a folder (the run folder of an older kfac), not a link: 
   h_fail "no warning about the old runs/latest folder"
 [ "$(for d in "$O"/runs/*; do basename "$d"; done | grep -cE '^[0-9]{8}-[0-9]{6}$')" -eq 1 ] ||
   h_fail "no new folder beside the old runs/latest"
-h_pass "runs/$first, runs/$second, runs/$third (launcher, then --resume to step 20), runs/latest -> the newest; an old runs/latest folder kept"
+h_pass "runs/$first, runs/$second (kfac-train), runs/$third (launcher, then --resume to step 20), runs/$fourth (kfac-ps), runs/latest -> the newest; an old runs/latest folder kept"
