@@ -14,7 +14,8 @@
  *   78  configuration error found at start-up (EX_CONFIG): the model file or
  *       a data file is missing, unreadable or malformed, or the data do not
  *       fit the model (the message names the file), or [run] out_dir holds
- *       a previous run and [run] force is off, or the security configuration
+ *       a previous run and [run] force is off (an empty out_dir is a new
+ *       folder under runs/: common/run/runpick.h), or the security configuration
  *       is refused (a non-loopback bind without CURVE keys, an unreadable key
  *       file or allowlist; common/net/auth.h). systemd does not restart on
  *       2 or 78 (RestartPreventExitStatus=2 78). */
@@ -54,7 +55,7 @@ int main(int argc, char **argv) {
     /* With --resume the folder may hold this very run: the server appends to
      * it when a checkpoint is there, and refuses it (EEXIST, exit 78) when
      * none is and the folder is not free. */
-    if (!cfg.force && !cfg.ckpt_resume && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
+    if (cfg.out_dir[0] && !cfg.force && !cfg.ckpt_resume && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
         fprintf(stderr, "kfac-ps: %s\n", err);
         runcfg_release(&cfg);
         return CONFIG_EXIT_CONFIG;

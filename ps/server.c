@@ -24,6 +24,7 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 #include "common/base/version.h"
+#include "common/run/runpick.h"
 #include "common/net/auth.h"
 #include "common/nn/nn_par.h"
 
@@ -510,7 +511,23 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     return 0;
 }
 
-ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
+/* The run's folder when [run] out_dir names none (common/run/runpick.h),
+ * then the checkpoint folder in it ([checkpoint] dir, or out_dir/checkpoints;
+ * created when checkpoints are on). */
+static int s_setup_folders(ps_server_t *s, runcfg_t *cfg, char *err, size_t err_len) {
+    int rc = runpick_choose(cfg, RUNPICK_BASE, err, err_len);
+    if (rc < 0) return rc;
+    if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", cfg->ckpt_dir);
+    else snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", cfg->out_dir);
+    if (cfg->ckpt_every > 0 && (rc = rundir_mkdirs(s->ckpt_dir)) < 0) {
+        snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", s->ckpt_dir,
+                 strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
+ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
     int rc = -ENOMEM;
     if (rc_out) *rc_out = rc;
     ps_server_t *s = calloc(1, sizeof *s);
@@ -537,15 +554,10 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t e
         goto fail;
     }
     if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
-    if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", cfg->ckpt_dir);
-    else snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", cfg->out_dir);
     s->resumed_from = -1;
-    if (cfg->ckpt_every > 0 && (rc = rundir_mkdirs(s->ckpt_dir)) < 0) {
-        snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", s->ckpt_dir,
-                 strerror(-rc));
-        goto fail;
-    }
     if (cfg->ckpt_resume) {
+        /* the checkpoints first: with no out_dir, those of runs/latest */
+        if ((rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
         rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
         if (s->resumed_from >= 0 && s->round.steps_done >= cfg->steps) {
@@ -578,8 +590,10 @@ ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t e
                  (int)(colon ? colon - cfg->ps_metrics : 0), cfg->ps_metrics, ps_http_port(s->http));
         ps_report_publish(s);
     }
-    /* The run folder last: a start that fails (port busy, bad [ps] metrics)
-     * leaves no files that would make the next start refuse the folder. */
+    /* The run folder last: a start that fails (model or data, port busy,
+     * bad [ps] metrics) leaves no files that would make the next start
+     * refuse the folder, and takes no new folder when none was named. */
+    if (!cfg->ckpt_resume && (rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
     /* A run resumed from its checkpoint goes on in its own folder: rows are
      * appended (docs/operations.md); a new run may not take a used folder. */
     rundir_mode_t mode = s->resumed_from >= 0 ? RUNDIR_APPEND : rundir_mode_of(cfg);

@@ -38,11 +38,14 @@ int ps_config_check(const runcfg_t *cfg, char *err, size_t err_len);
  * [run] seed, the optimizer state, the test set and the evaluation thread,
  * the metrics files in [run] out_dir, and bind [ps] bind (port 0 picks a
  * free port; the endpoint bound is logged and written to out_dir/endpoint).
+ * cfg is borrowed and must outlive the server; an empty [run] out_dir in it
+ * is replaced by the run's folder (common/run/runpick.h: a new one, taken
+ * only once everything else has started; with --resume, runs/latest's).
  * Returns NULL with the reason in err (a missing model or data file, a busy
  * port, ...) and, when rc_out is not NULL, the failure as a negative errno
  * in *rc_out for config_exit_status() (-ENOENT/-EINVAL: the model or data
  * files or their shapes, exit 78; -EADDRINUSE, -ENOMEM, ...: exit 1). */
-ps_server_t *ps_server_new(const runcfg_t *cfg, int *rc_out, char *err, size_t err_len);
+ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len);
 
 /* Run until the run is over (all steps, the target accuracy, SIGINT or
  * SIGTERM) or a fatal error. Returns the process exit code: 0 clean, 1

@@ -7,7 +7,8 @@
  *
  * Prints the model summary, a progress line per evaluation (current
  * parameters and their Polyak average, for SGD and K-FAC alike) and a final
- * summary. Writes the run into [run] out_dir as kfac-ps does: steps.csv,
+ * summary. Writes the run into [run] out_dir as kfac-ps does (left empty: a
+ * new folder under runs/, common/run/runpick.h): steps.csv,
  * eval.csv, config.ini, model.txt, and at the end params.npy,
  * params_polyak.npy and manifest.json (docs/operations.md). Exit
  * (common/base/config.h): 0 done, 1 runtime failure, 2 usage error (bad
@@ -27,6 +28,7 @@
 #include "common/nn/nn.h"
 #include "common/run/rundir.h"
 #include "common/run/runcfg.h"
+#include "common/run/runpick.h"
 #include "common/run/train.h"
 
 int main(int argc, char **argv) {
@@ -46,7 +48,7 @@ int main(int argc, char **argv) {
         runcfg_release(&c);
         return 2;
     }
-    if (!c.force && rundir_check_free(c.out_dir, err, sizeof err) < 0) {
+    if (c.out_dir[0] && !c.force && rundir_check_free(c.out_dir, err, sizeof err) < 0) {
         fprintf(stderr, "kfac-train: %s\n", err);
         runcfg_release(&c);
         return CONFIG_EXIT_CONFIG;
@@ -73,6 +75,11 @@ int main(int argc, char **argv) {
     }
     if (c.train_n > 0) dataset_truncate(train, c.train_n);
     net->fc_doubly_min_in = c.doubly_min_in;
+    if ((rc = runpick_choose(&c, RUNPICK_BASE, err, sizeof err)) < 0) { /* no out_dir: a new folder */
+        log_error("%s", err);
+        status = config_exit_status(rc);
+        goto done;
+    }
     if ((rc = rundir_open_run(&c, RUNCFG_ROLE_TRAIN, net->source, rundir_mode_of(&c), &out, err, sizeof err)) < 0) {
         log_error("%s", err);
         if (rc == -EEXIST) status = CONFIG_EXIT_CONFIG;

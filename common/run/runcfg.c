@@ -44,7 +44,10 @@ static const config_option_t s_table[] = {
     O("run", "target_acc", OPT_DOUBLE, target_acc, "0", 0, 1, "stop once the test accuracy reaches this (0: run all steps)"),
     O("run", "eval_every", OPT_UINT64, eval_every, "100", 1, 1e9, "steps between evaluations on the test set"),
     O("run", "eval_n", OPT_INT, eval_n, "0", 0, INT_MAX, "test examples per evaluation (0: the whole test set)"),
-    O("run", "out_dir", OPT_STRING, out_dir, "runs/latest", 1, 4096, "folder of the run: steps.csv, eval.csv, config.ini, model.txt, the weights (docs/operations.md)"),
+    O("run", "out_dir", OPT_STRING, out_dir, "", 0, 4096,
+      "folder of the run: steps.csv, eval.csv, config.ini, model.txt, the weights (empty: a new folder "
+      "runs/YYYYMMDD-HHMMSS, UTC, and runs/latest a link to it; with --resume, the folder runs/latest names; "
+      "docs/operations.md)"),
     O("run", "log_level", OPT_STRING, log_level, "info", 1, 8, "error, warn, info or debug"),
     O("model", "file", OPT_STRING, model, "models/mnist-cnn.model", 1, 4096, "model description file (see models/README.md)"),
     O("model", "doubly_min_in", OPT_DOUBLE, doubly_min_in, "1e30", 1, INFINITY,

@@ -75,7 +75,7 @@ typedef struct runcfg {
     double target_acc;       /* stop early at this test accuracy (0: never) */
     uint64_t eval_every;      /* steps between evaluations */
     int eval_n;              /* test examples per evaluation (0: all) */
-    char *out_dir;           /* where metrics CSVs and logs go */
+    char *out_dir;           /* where metrics CSVs and logs go ("": a new folder, common/run/runpick.h) */
     char *log_level;
     /* [model] */
     char *model;             /* model file */

@@ -14,11 +14,26 @@
 #      free SlurmctldPort/SlurmdPort, proctrack/linuxproc, task/none,
 #      select/cons_tres, no accounting, auth/munge with AuthInfo=socket=...),
 #      found by every Slurm command through SLURM_CONF.
-#   3. sbatch -N 1 deploy/slurm/kfac.sbatch run.ini: the MNIST MLP, K-FAC,
-#      2 workers, 1 inverse daemon, [data] train_n = 2000, 30 steps. Passes
-#      when the job COMPLETED with exit code 0, steps.csv has the 30 steps,
-#      ps.log ends with kfac-ps's "done:" line and every daemon's status file
-#      says 0.
+#   3. sbatch -N 1 deploy/slurm/kfac.sbatch run.ini --invertd.max_n 200:
+#      the MNIST MLP, K-FAC, 2 workers, 1 inverse daemon, [data] train_n =
+#      2000, 30 steps, CURVE on (the job's throwaway keys). Steps wait for
+#      their inverses (refresh every 10 steps, max_inverse_staleness 9), and
+#      the job's inverse daemon takes no block larger than 200, so the run
+#      cannot pass step 0 until another daemon inverts fc1's and fc2's
+#      large factors (785, 256, 257).
+#   4. Mid-run, the commands of docs/deployment.md ("Adding an inverse
+#      daemon to a running CURVE job"): kfac-keygen into the job's invertd
+#      allowlist folder, scancel --signal=HUP (kfac-ps re-reads its
+#      allowlists), srun --jobid --overlap deploy/slurm/kfac-task ...
+#      kfac-invertd with its keys and the job's endpoint. Checked through
+#      what the run reports: kfac-ps's metrics say 1 inverse daemon and step
+#      0 before, its progress lines 2 inverse daemons after; the new daemon
+#      was welcomed (ps.log), got jobs and sent results (its log), and every
+#      block ended with an inverse (inverse_ages.csv: the large ones only it
+#      takes).
+#   5. Passes when the job COMPLETED with exit code 0, steps.csv has the 30
+#      steps, ps.log ends with kfac-ps's "done:" line and every daemon's
+#      status file says 0, the added daemon's too.
 # Every wait is bounded; on exit the job is cancelled and slurmd, slurmctld
 # and munged (by PID) are stopped. Exit 77 (skip) without Slurm or munge, or
 # when not root (slurmd must be root to start jobs).
@@ -193,18 +208,55 @@ train_n = 2000
 kind = kfac
 [kfac]
 stats = sync
+refresh = every
+inverse_every = 10
+max_inverse_staleness = 9
 [cluster]
 workers = 2
 statsd = 0
 invertd = 1
 [ps]
 progress_every = 10
+metrics = 127.0.0.1:0
 EOF
 job=$(KFAC_BIN=$BUILD_ABS KFAC_PORT=$kport KFAC_PS_BIND=$ps_bind \
   timeout 20 sbatch --parsable -N 1 -D "$root" -o "$H_DIR/job.out" -t 5 \
-  deploy/slurm/kfac.sbatch "$H_DIR/run.ini" 2>"$H_DIR/sbatch.log") ||
+  deploy/slurm/kfac.sbatch "$H_DIR/run.ini" --invertd.max_n 200 2>"$H_DIR/sbatch.log") ||
   h_fail "sbatch failed: $(cat "$H_DIR/sbatch.log")"
 job=${job%%;*}
+OUT=$H_DIR/out
+logs=$OUT/logs
+
+# ---- 4. an inverse daemon added to the running job (docs/deployment.md) -----------------------
+h_wait_log "$logs/ps.log" "listening on" 30 || h_fail "kfac-ps of job $job does not listen after 30 s: $(cat "$H_DIR/job.out")"
+h_wait_log "$logs/ps.log" "invertd#[0-9]+ .*joined" 20 || h_fail "the job's inverse daemon did not join"
+murl=$(sed -n 's|.*metrics (Prometheus text format) on \(http://[^ ]*\).*|\1|p' "$logs/ps.log" | head -n 1)
+[ -n "$murl" ] || h_fail "kfac-ps logged no metrics address"
+metric() { curl -s -m 5 "$murl" | awk -v m="$1" '$1 == m { print $2; exit }'; }
+sleep 1 # the workers' gradients of step 0 come in; the step waits for fc1's and fc2's inverses
+inv_before=$(metric 'kfac_clients{role="invertd"}')
+step_before=$(metric kfac_step)
+[ "$inv_before" = 1 ] || h_fail "before: kfac-ps's metrics say '$inv_before' inverse daemons, expected 1"
+[ "$step_before" = 0 ] || h_fail "before: the run is at step '$step_before'; it should wait for the large blocks' inverses"
+# The commands of docs/deployment.md, as a user types them (but with this
+# test's folders): a key, kfac-ps told, the daemon as a step of the job.
+ID=10
+"$BUILD_ABS/kfac-keygen" --out "$OUT/keys/invertd/invertd-$ID" >"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen failed"
+n=$(grep -c 'allowlists reloaded' "$logs/ps.log")
+timeout 10 scancel --signal=HUP "$job" || h_fail "scancel --signal=HUP $job failed"
+timeout 30 sh -c "until [ \$(grep -c 'allowlists reloaded' '$logs/ps.log') -gt $n ]; do sleep 0.5; done" ||
+  h_fail "kfac-ps did not reload its allowlists within 30 s of the SIGHUP"
+grep -q "allowlists reloaded: .* 2 invertd keys" "$logs/ps.log" ||
+  h_fail "kfac-ps's reloaded allowlists do not hold 2 invertd keys: $(grep 'allowlists reloaded' "$logs/ps.log")"
+ep=$(sed -n 's/^# kfac: endpoint=//p' "$logs/tasks.multiprog")
+h_start srun-invertd timeout 120 srun --jobid="$job" --overlap -N 1 -n 1 deploy/slurm/kfac-task "invertd-$ID" "$logs" \
+  "$BUILD_ABS/kfac-invertd" --config "$H_DIR/run.ini" --invertd.id "$ID" --cluster.ps "$ep" \
+  --security.client_secret_key "$OUT/keys/invertd/invertd-$ID.secret" --security.server_public_key "$OUT/keys/ps.pub"
+srun_pid=$H_PID
+h_wait_log "$logs/invertd-$ID.log" "first job" 30 ||
+  h_fail "the added inverse daemon got no job within 30 s: $(tail -n 5 "$logs/invertd-$ID.log" 2>/dev/null)"
+grep -Eq "invertd#[0-9]+ .*joined \(asked for id $ID;" "$logs/ps.log" || h_fail "kfac-ps did not welcome the added daemon"
+echo "80-slurm: an inverse daemon added to job $job (kfac-keygen, scancel --signal=HUP, srun --overlap): welcomed and given jobs ($(($(date +%s) - H_T0))s)"
 state=""
 t=0
 deadline=$(($(date +%s) + 60)) # at most 300 polls and 60 s, however slow scontrol answers
@@ -218,7 +270,6 @@ done
 exit_code=$(printf '%s\n' "$info" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
 [ "$state" = COMPLETED ] && [ "$exit_code" = 0:0 ] ||
   h_fail "job $job: state '$state', exit code '$exit_code' (still running after 60 s if empty); job output: $(cat "$H_DIR/job.out" 2>/dev/null)"
-logs=$H_DIR/out/logs
 steps=$H_DIR/out/steps.csv
 [ -r "$steps" ] || h_fail "no steps.csv"
 rows=$(awk 'NR > 1' "$steps" | wc -l)
@@ -230,6 +281,18 @@ for n in ps worker-1 worker-2 invertd-1; do
   [ "$(cat "$logs/$n.status" 2>/dev/null)" = 0 ] || h_fail "$n: exit status '$(cat "$logs/$n.status" 2>/dev/null)'"
 done
 grep -q "4 of 4 daemons exited cleanly" "$H_DIR/job.out" || h_fail "no clean summary in the job output: $(cat "$H_DIR/job.out")"
+# the added daemon: its step ended with the run, it sent results, kfac-ps counted it
+h_wait "$srun_pid" 30
+[ "$H_STATUS" = 0 ] && [ "$(cat "$logs/invertd-$ID.status" 2>/dev/null)" = 0 ] ||
+  h_fail "the added daemon's step: srun status $H_STATUS, daemon status '$(cat "$logs/invertd-$ID.status" 2>/dev/null)'"
+sent=$(sed -n 's/.*), \([0-9]*\) results sent;.*/\1/p' "$logs/invertd-$ID.log" | tail -n 1)
+h_ge "${sent:-0}" 1 || h_fail "the added daemon sent no results: $(tail -n 3 "$logs/invertd-$ID.log")"
+grep -Eq "step [0-9]+/30 .* invertd 2 " "$logs/ps.log" ||
+  h_fail "kfac-ps's progress lines never say 2 inverse daemons: $(grep 'step [0-9]*/30' "$logs/ps.log" | tail -n 3)"
+ages=$H_DIR/out/inverse_ages.csv
+[ "$(awk 'NR > 1' "$ages" 2>/dev/null | wc -l)" -ge 1 ] || h_fail "no inverse_ages.csv rows"
+tail -n 1 "$ages" | awk -F, '{ for (i = 2; i <= NF; i++) if ($i < 0) exit 1 }' ||
+  h_fail "a block ended without an inverse: $(head -n 1 "$ages"); $(tail -n 1 "$ages")"
 grep -q "^0 .*/kfac-ps .*--ps.bind=tcp://$ps_bind:$kport " "$logs/tasks.multiprog" || h_fail "task 0 is not kfac-ps on port $kport"
 inv=$(h_csv_last "$steps" inverses_installed)
-h_pass "Slurm job $job: kfac-ps, 2 workers, 1 inverse daemon on $host, 30 steps, $inv inverses installed, every daemon exited 0"
+h_pass "Slurm job $job: kfac-ps, 2 workers, 1 inverse daemon on $host, 30 steps, $inv inverses installed, every daemon exited 0; an inverse daemon added mid-run (kfac-ps's count 1 -> 2) sent $sent results"
