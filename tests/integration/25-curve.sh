@@ -17,9 +17,11 @@
 #        - a kfac-invertd started with a listed *worker* key says Hello as
 #          invertd: kfac-ps refuses it (logged), and it exits 1 with the
 #          reason.
-#        - a worker whose key is not listed yet is refused and exits 78;
+#        - a worker whose key is not listed yet, told not to wait for it
+#          ([cluster] admit_wait_s = 0), is refused and exits 78 at once;
 #          its key copied into the allowlist folder and SIGHUP to kfac-ps
-#          (reload), it joins.
+#          (reload; the folder watch of 27-allowlist-watch.sh reloads it
+#          too), it joins.
 #      Passes when the two runs' train_loss columns are identical (the
 #      intruders changed nothing) and every CURVE client was accepted.
 #   3. deploy/kfac-launch --curve runs a short cluster with a throwaway key
@@ -123,8 +125,10 @@ run() {
     rogue=$H_PID
     h_wait_log "$H_DIR/$name-rogue.log" "refused" 20 || h_fail "the kfac-invertd with a worker key was not refused"
     # worker-2's key is not listed yet: refused in the handshake, it stops
-    # with 78; listed and reloaded (SIGHUP), it is admitted below.
+    # with 78 (admit_wait_s = 0: no waiting); listed and reloaded (SIGHUP),
+    # it is admitted below.
     h_start "$name-early-worker-2" "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --cluster.ps "$ep" --worker.id 2 \
+      --cluster.admit_wait_s 0 \
       --security.client_secret_key "$K/later/worker-2.secret" --security.server_public_key "$K/ps.pub"
     h_wait "$H_PID" 20
     [ "$H_STATUS" = 78 ] || h_fail "a worker with a key not yet listed exited $H_STATUS, expected 78"
@@ -132,7 +136,7 @@ run() {
       h_fail "the refused worker does not say why: $(tail -n 3 "$H_DIR/$name-early-worker-2.log")"
     cp "$K/later/worker-2.pub" "$K/workers/" || h_fail "cp"
     kill -HUP "$ps"
-    h_wait_log "$H_DIR/$name-ps.log" "allowlists reloaded: 2 worker, 0 statsd and 1 invertd keys" 10 ||
+    h_wait_log "$H_DIR/$name-ps.log" "allowlists reloaded \(SIGHUP\): 2 worker, 0 statsd and 1 invertd keys" 10 ||
       h_fail "kfac-ps did not reload its allowlists on SIGHUP"
   fi
   for i in 1 2; do
