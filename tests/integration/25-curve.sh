@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/integration/25-curve.sh — CURVE authentication (docs/security.md).
-#   0. kfac-keygen writes the secret key with mode 0600 and refuses to
-#      overwrite a pair (without --force) or to write into a missing folder.
+#   0. kfac-keygen writes the secret key with mode 0600, names the public
+#      key OUT@HOST.pub (this host's short name; --host NAME, --host none:
+#      OUT.pub), and refuses to overwrite a pair (without --force), to write
+#      into a missing folder, or a host part that is no file name.
 #   1. kfac-ps refuses a non-loopback bind without keys: exit 78 and a
 #      message naming the fixes ([security] server_secret_key, a loopback
 #      address, insecure = true); with insecure = true it serves and warns.
@@ -33,17 +35,27 @@ STEPS=30
 for b in kfac-keygen kfac-poke; do [ -x "$BUILD/$b" ] || h_fail "missing $BUILD/$b"; done
 K=$H_DIR/keys
 mkdir -m 700 "$K" "$K/workers" "$K/later" || h_fail "mkdir"
-if ! "$BUILD/kfac-keygen" --out "$K/ps" >"$H_DIR/keygen.log" 2>&1; then
+if ! "$BUILD/kfac-keygen" --out "$K/ps" --host none >"$H_DIR/keygen.log" 2>&1; then
   grep -q "no CURVE support" "$H_DIR/keygen.log" && h_skip "this libzmq has no CURVE ($(cat "$H_DIR/keygen.log"))"
   h_fail "kfac-keygen failed: $(cat "$H_DIR/keygen.log")"
 fi
 for n in workers/worker-1 later/worker-2 invertd-1 intruder; do
-  "$BUILD/kfac-keygen" --out "$K/$n" >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
+  "$BUILD/kfac-keygen" --out "$K/$n" --host none >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
 done
+# The public key's default name carries this host's short name.
+h=$(hostname)
+h=${h%%.*}
+"$BUILD/kfac-keygen" --out "$K/hosted" >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/hosted failed"
+[ -f "$K/hosted@$h.pub" ] && [ ! -e "$K/hosted.pub" ] && [ -f "$K/hosted.secret" ] ||
+  h_fail "kfac-keygen --out $K/hosted did not write hosted@$h.pub and hosted.secret: $(ls "$K")"
+"$BUILD/kfac-keygen" --out "$K/named" --host node7 >>"$H_DIR/keygen.log" 2>&1 && [ -f "$K/named@node7.pub" ] ||
+  h_fail "kfac-keygen --host node7 did not write named@node7.pub: $(ls "$K")"
+"$BUILD/kfac-keygen" --out "$K/bad" --host ../x >"$H_DIR/kg.log" 2>&1
+[ $? = 2 ] && [ ! -e "$K/bad.secret" ] || h_fail "kfac-keygen --host ../x was not refused as a usage error"
 [ "$(stat -c %a "$K/ps.secret")" = 600 ] || h_fail "kfac-keygen wrote $K/ps.secret with mode $(stat -c %a "$K/ps.secret")"
 # kfac-keygen's refusals: an existing pair (exit 1, names --force), a missing folder, no --out (2)
 before=$(cat "$K/ps.pub")
-"$BUILD/kfac-keygen" --out "$K/ps" >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen overwrote an existing key pair"
+"$BUILD/kfac-keygen" --out "$K/ps" --host none >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen overwrote an existing key pair"
 grep -q -- "--force" "$H_DIR/kg.log" || h_fail "kfac-keygen's refusal to overwrite does not name --force: $(cat "$H_DIR/kg.log")"
 [ "$(cat "$K/ps.pub")" = "$before" ] || h_fail "kfac-keygen changed $K/ps.pub while refusing"
 "$BUILD/kfac-keygen" --out "$K/nowhere/x" >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen wrote into a missing folder"

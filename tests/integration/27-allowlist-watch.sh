@@ -20,13 +20,17 @@ h_init 27-allowlist-watch
 for b in kfac-keygen kfac-poke; do [ -x "$BUILD/$b" ] || h_fail "missing $BUILD/$b"; done
 K=$H_DIR/keys
 mkdir -m 755 "$K" "$K/workers" "$K/invertd" "$K/pending" || h_fail "mkdir"
-if ! "$BUILD/kfac-keygen" --out "$K/ps" >"$H_DIR/keygen.log" 2>&1; then
+if ! "$BUILD/kfac-keygen" --out "$K/ps" --host none >"$H_DIR/keygen.log" 2>&1; then
   grep -q "no CURVE support" "$H_DIR/keygen.log" && h_skip "this libzmq has no CURVE ($(cat "$H_DIR/keygen.log"))"
   h_fail "kfac-keygen failed: $(cat "$H_DIR/keygen.log")"
 fi
 for n in workers/worker-1 pending/invertd-1 pending/invertd-2; do
   "$BUILD/kfac-keygen" --out "$K/$n" >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
 done
+# The clients' public keys carry the host's name (kfac-keygen's default).
+h=$(hostname)
+h=${h%%.*}
+[ -f "$K/pending/invertd-1@$h.pub" ] || h_fail "kfac-keygen did not write invertd-1@$h.pub: $(ls "$K/pending")"
 port=$(h_port) || exit 1
 ep=tcp://127.0.0.1:$port
 cat >"$H_DIR/run.ini" <<EOF2
@@ -63,7 +67,7 @@ h_start worker-1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1 \
   --security.client_secret_key "$K/workers/worker-1.secret"
 
 # ---- 1. an unlisted key: refused, retried ---------------------------------------------
-ikey=$(grep -v '^#' "$K/pending/invertd-1.pub")
+ikey=$(grep -v '^#' "$K/pending/invertd-1@$h.pub")
 h_start invertd-1 "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --invertd.id 1 --cluster.admit_wait_s 120 \
   --security.client_secret_key "$K/pending/invertd-1.secret"
 i1=$H_PID
@@ -78,7 +82,7 @@ grep -qF "refused a connection from 127.0.0.1: its CURVE key $ikey is in no allo
 grep -q "welcomed" "$H_DIR/invertd-1.log" && h_fail "kfac-invertd 1 was welcomed before its key was listed"
 
 # ---- 2. listed by copying the key, no signal ----------------------------------------------
-cp "$K/pending/invertd-1.pub" "$K/invertd/invertd-1@$(hostname).pub" || h_fail "cp"
+cp "$K/pending/invertd-1@$h.pub" "$K/invertd/" || h_fail "cp"
 h_wait_log "$H_DIR/ps.log" "allowlists reloaded \(a change in $K/invertd\): 1 worker, 0 statsd and 1 invertd keys; \[security\] allow_invertd = $K/invertd: 1 added, 0 removed" 10 ||
   h_fail "kfac-ps did not reload its allowlists after the key was copied in"
 [ "$(grep -c "allowlists reloaded" "$H_DIR/ps.log")" = 1 ] ||
@@ -89,7 +93,7 @@ h_wait_log "$H_DIR/invertd-1.log" "first job" 30 || h_fail "the admitted kfac-in
 grep -Eq "invertd#[0-9]+ \(pid [0-9]+ on .*\) joined \(asked for id 1;" "$H_DIR/ps.log" || h_fail "kfac-ps did not log kfac-invertd 1 joining"
 
 # ---- 3. revoked by removing the file --------------------------------------------------------
-rm "$K/invertd/invertd-1@$(hostname).pub" || h_fail "rm"
+rm "$K/invertd/invertd-1@$h.pub" || h_fail "rm"
 h_wait_log "$H_DIR/ps.log" "allowlists reloaded \(a change in $K/invertd\): 1 worker, 0 statsd and 0 invertd keys; \[security\] allow_invertd = $K/invertd: 0 added, 1 removed" 10 ||
   h_fail "kfac-ps did not reload its allowlists after the key was removed"
 "$BUILD/kfac-poke" --endpoint "$ep" --count 2 --seed 5 --wait_ms 300 \
