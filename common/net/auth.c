@@ -546,8 +546,8 @@ static void s_server_watch(auth_server_t *a) {
     }
     a->watch = auth_watch_new(a->loop, paths, 3, AUTH_WATCH_DEBOUNCE_MS, s_on_allow_changed, a);
     if (a->watch && auth_watch_count(a->watch) > 0)
-        log_info("watching %d allowlist folder%s: keys added or removed there take effect within %d ms, no SIGHUP "
-                 "needed",
+        log_info("watching %d allowlist folder%s: keys added or removed there take effect %d ms after the last "
+                 "change, no SIGHUP needed",
                  auth_watch_count(a->watch), auth_watch_count(a->watch) == 1 ? "" : "s", AUTH_WATCH_DEBOUNCE_MS);
 }
 
