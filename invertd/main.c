@@ -7,8 +7,9 @@
  * --config file and the command line (KFAC_DATA_DIR is accepted and unused).
  *
  * Exit codes (common/base/config.h): 0 clean (Shutdown, SIGINT/SIGTERM), 1
- * runtime failure, 2 usage error, 78 only when kfac-ps refuses its CURVE
- * key (common/net/auth.h). kfac-invertd reads no model or data file
+ * runtime failure, 2 usage error, 78 only when kfac-ps still refuses its
+ * CURVE key after [cluster] admit_wait_s of retries (common/net/admit.h; 0:
+ * at the first refusal). kfac-invertd reads no model or data file
  * (factors arrive from kfac-ps in jobs), so a missing one is not its error.
  */
 #include "common/net/client.h"

@@ -1,8 +1,16 @@
 /* tools/kfac-keygen.c — make a CURVE key pair for kfac-ps or a client
  * (docs/security.md).
  *
- *   kfac-keygen --out keys/ps          writes keys/ps.pub (mode 0644) and keys/ps.secret (0600)
- *   kfac-keygen --out keys/worker-1 --force
+ *   kfac-keygen --out keys/invertd-1   writes keys/invertd-1.secret (0600) and
+ *                                      keys/invertd-1@HOST.pub (0644), HOST this host's short name
+ *   kfac-keygen --out keys/ps --host none   writes keys/ps.secret and keys/ps.pub
+ *   kfac-keygen --out keys/worker-1 --host node7 --force
+ *
+ * The public key's name carries the host by default: the same daemon
+ * number on several hosts (kfac-invertd@1 on each) makes key files of
+ * different names, which land side by side in kfac-ps's allowlist folder
+ * instead of overwriting each other. The secret key keeps OUT.secret, the
+ * name its systemd unit loads.
  *
  * Both files are text: a comment line, then the key as 40 characters of Z85
  * (common/net/auth_keys.h reads them). The secret file is created with mode
@@ -28,21 +36,51 @@
 typedef struct keygen_cfg {
     char *out;
     char *comment;
+    char *host;
     bool force;
 } keygen_cfg_t;
 
 #define O(key, type, field, def, lo, hi, help) CONFIG_OPT("keygen", key, type, keygen_cfg_t, field, def, lo, hi, help)
 static const config_option_t s_opts[] = {
     O("out", OPT_STRING, out, "", 0, 4000,
-      "path of the pair without extension: writes OUT.pub (public key) and OUT.secret (secret key, mode 0600)"),
+      "path of the pair without extension: writes OUT@HOST.pub (public key; see --host) and OUT.secret (secret key, "
+      "mode 0600)"),
     O("comment", OPT_STRING, comment, "", 0, 200, "text for the files' comment line (default: the file name)"),
+    O("host", OPT_STRING, host, "auto", 1, 64,
+      "host part of the public key's name, OUT@HOST.pub: auto (this host's short name, as hostname -s prints it), "
+      "a name, or none (OUT.pub: kfac-ps's own key, throwaway sets on one host)"),
     O("force", OPT_BOOL, force, "false", 0, 0, "overwrite existing key files"),
 };
 static const char *const s_sections[] = {"keygen", NULL};
 
+/* The host part of the public key's name for --host (auto: this host's
+ * short name; none: ""). Returns 0, or -1 with the message in err. */
+static int s_host_part(const char *opt, char *out, size_t out_len, char *err, size_t err_len) {
+    if (strcmp(opt, "none") == 0) {
+        out[0] = '\0';
+        return 0;
+    }
+    if (strcmp(opt, "auto") != 0) {
+        snprintf(out, out_len, "%s", opt);
+    } else {
+        char h[256] = "";
+        if (gethostname(h, sizeof h - 1) != 0) h[0] = '\0';
+        h[strcspn(h, ".")] = '\0'; /* the short name: node7, not node7.cluster.example */
+        snprintf(out, out_len, "%s", h);
+    }
+    if (!out[0] || strchr(out, '/') || out[0] == '.') {
+        snprintf(err, err_len,
+                 "--host %s: cannot make a file name of '%s'; give the host's name (--host node7), or --host none for "
+                 "OUT.pub",
+                 opt, out);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     config_spec_t spec = {.program = "kfac-keygen",
-                          .summary = "make a CURVE key pair (OUT.pub, OUT.secret) for kfac-ps or a client",
+                          .summary = "make a CURVE key pair (OUT@HOST.pub, OUT.secret) for kfac-ps or a client",
                           .opts = s_opts,
                           .n_opts = CONFIG_COUNT(s_opts),
                           .partial_sections = NULL,
@@ -86,8 +124,14 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
-    char pub_path[4200], sec_path[4200];
-    snprintf(pub_path, sizeof pub_path, "%s.pub", c.out);
+    char host[256], pub_path[4400], sec_path[4200];
+    if (s_host_part(c.host, host, sizeof host, err, sizeof err) < 0) {
+        fprintf(stderr, "kfac-keygen: %s\n", err);
+        config_release(&spec, &c);
+        return 2;
+    }
+    if (host[0]) snprintf(pub_path, sizeof pub_path, "%s@%s.pub", c.out, host);
+    else snprintf(pub_path, sizeof pub_path, "%s.pub", c.out);
     snprintf(sec_path, sizeof sec_path, "%s.secret", c.out);
     char pub[AUTH_KEY_Z85_LEN + 1], sec[AUTH_KEY_Z85_LEN + 1];
     if (zmq_curve_keypair(pub, sec) != 0) {

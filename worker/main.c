@@ -13,7 +13,8 @@
  * error (EX_CONFIG): after kfac-ps's Welcome, a training data file under
  * [data] dir is missing, unreadable or malformed, or does not fit the
  * model; the message names the file. The model itself comes from kfac-ps,
- * so [model] file is not read here.
+ * so [model] file is not read here. Also 78: kfac-ps still refuses its
+ * CURVE key after [cluster] admit_wait_s of retries (common/net/admit.h).
  */
 #include "common/net/client.h"
 #include "common/run/runcfg.h"

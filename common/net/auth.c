@@ -17,6 +17,7 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
+#include "common/net/auth_watch.h"
 
 /* ---- a raw ZeroMQ socket on the loop ---------------------------------------------- */
 
@@ -164,9 +165,13 @@ struct auth_server {
     int n_watches;                 /* watches not yet released; the memory goes at 0 */
     uv_loop_t *loop;               /* borrowed */
     void *zctx;                    /* borrowed */
+    const runcfg_t *cfg;           /* borrowed: the allowlist paths the watch reloads */
+    auth_watch_t *watch;           /* the allowlist folders (NULL without CURVE) */
     auth_server_stats_t st;
     ratelimit_t rl_key, rl_role, rl_handshake;
 };
+
+static void s_server_watch(auth_server_t *a);
 
 /* The allowlist settings in role order. */
 static const char *s_allow_path(const runcfg_t *c, int i, msg_role_t *role, const char **what) {
@@ -385,6 +390,7 @@ auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg,
     }
     a->loop = loop;
     a->zctx = zctx;
+    a->cfg = cfg;
     if (!(a->zap.zsock = zmq_socket(zctx, ZMQ_REP))) {
         snprintf(err, err_len, "cannot create the ZAP socket: %s", zmq_strerror(errno));
         goto fail;
@@ -402,7 +408,8 @@ auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg,
              a->public_key.z85, auth_allow_count(a->allow, MSG_ROLE_WORKER),
              auth_allow_count(a->allow, MSG_ROLE_STATSD), auth_allow_count(a->allow, MSG_ROLE_INVERTD));
     if (auth_allow_count(a->allow, MSG_ROLE_WORKER) == 0)
-        log_warn("[security] allow_workers lists no key: no gradient worker can join");
+        log_warn("[security] allow_workers lists no key yet: no gradient worker can join until one is added");
+    s_server_watch(a);
     return a;
 fail:
     auth_server_free(&a);
@@ -470,8 +477,11 @@ int auth_server_check_role(auth_server_t *a, const char *user_id, msg_role_t rol
     return -EACCES;
 }
 
-int auth_server_reload(auth_server_t *a, const runcfg_t *cfg) {
-    if (!a || !a->enabled) return 0;
+/* Read the allowlists of cfg again; why says what asked ("SIGHUP", "a
+ * change in FOLDER"). One log line: the counts and, per list that changed,
+ * the keys added and removed. When nothing changed and quiet_if_same, the
+ * line is at debug level (an unrelated file in a watched folder). */
+static int s_server_reload(auth_server_t *a, const runcfg_t *cfg, const char *why, int quiet_if_same) {
     char err[1200] = "";
     auth_allow_t *fresh = auth_allow_new();
     int rc = fresh ? 0 : -ENOMEM;
@@ -483,16 +493,62 @@ int auth_server_reload(auth_server_t *a, const runcfg_t *cfg) {
     }
     if (rc < 0) {
         auth_allow_free(&fresh);
-        log_error("allowlists not reloaded (the old ones stay in force): %s", err[0] ? err : strerror(-rc));
+        log_error("allowlists not reloaded after %s (the old ones stay in force): %s", why,
+                  err[0] ? err : strerror(-rc));
         return rc;
+    }
+    char changes[1600] = "";
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) {
+        msg_role_t r;
+        const char *w;
+        const char *path = s_allow_path(cfg, i, &r, &w);
+        size_t added = 0, removed = 0;
+        auth_allow_diff(a->allow, fresh, r, &added, &removed);
+        if ((added || removed) && len < sizeof changes)
+            len += (size_t)snprintf(changes + len, sizeof changes - len, "; %s = %s: %zu added, %zu removed", w,
+                                    path ? path : "(none)", added, removed);
     }
     auth_allow_free(&a->allow);
     a->allow = fresh;
-    log_info("allowlists reloaded: %zu worker, %zu statsd and %zu invertd keys; new connections are checked against "
-             "them (connections already made stay)",
-             auth_allow_count(a->allow, MSG_ROLE_WORKER), auth_allow_count(a->allow, MSG_ROLE_STATSD),
-             auth_allow_count(a->allow, MSG_ROLE_INVERTD));
+    if (!changes[0] && quiet_if_same) {
+        log_debug("allowlists read again after %s: no key added or removed", why);
+        return 0;
+    }
+    log_info("allowlists reloaded (%s): %zu worker, %zu statsd and %zu invertd keys%s; new connections are checked "
+             "against them (connections already made stay)",
+             why, auth_allow_count(a->allow, MSG_ROLE_WORKER), auth_allow_count(a->allow, MSG_ROLE_STATSD),
+             auth_allow_count(a->allow, MSG_ROLE_INVERTD), changes[0] ? changes : "; no key added or removed");
     return 0;
+}
+
+int auth_server_reload(auth_server_t *a, const runcfg_t *cfg) {
+    if (!a || !a->enabled) return 0;
+    auth_watch_rearm(a->watch); /* a folder that was missing may be back */
+    return s_server_reload(a, cfg, "SIGHUP", 0);
+}
+
+static void s_on_allow_changed(const char *what, void *user) {
+    auth_server_t *a = user;
+    char why[4200];
+    snprintf(why, sizeof why, "a change in %s", what);
+    (void)s_server_reload(a, a->cfg, why, 1);
+}
+
+/* Watch the allowlist folders: keys added or removed there take effect
+ * without SIGHUP (common/net/auth_watch.h). */
+static void s_server_watch(auth_server_t *a) {
+    const char *paths[3];
+    for (int i = 0; i < 3; i++) {
+        msg_role_t r;
+        const char *w;
+        paths[i] = s_allow_path(a->cfg, i, &r, &w);
+    }
+    a->watch = auth_watch_new(a->loop, paths, 3, AUTH_WATCH_DEBOUNCE_MS, s_on_allow_changed, a);
+    if (a->watch && auth_watch_count(a->watch) > 0)
+        log_info("watching %d allowlist folder%s: keys added or removed there take effect %d ms after the last "
+                 "change, no SIGHUP needed",
+                 auth_watch_count(a->watch), auth_watch_count(a->watch) == 1 ? "" : "s", AUTH_WATCH_DEBOUNCE_MS);
 }
 
 void auth_server_stats(const auth_server_t *a, auth_server_stats_t *out) {
@@ -511,6 +567,7 @@ void auth_server_free(auth_server_t **ap) {
     if (!ap || !*ap) return;
     auth_server_t *a = *ap;
     *ap = NULL;
+    auth_watch_free(&a->watch);
     s_watch_close(&a->mon);
     s_watch_close(&a->zap);
 }
@@ -522,6 +579,7 @@ struct auth_client {
     auth_refused_fn on_refused;
     void *on_refused_user;
     char endpoint[300];
+    char public_z85[AUTH_KEY_Z85_LEN + 1];
     uint64_t n_refused;
     ratelimit_t rl;
 };
@@ -538,7 +596,8 @@ static int s_mon_one(void *owner) {
         uint64_t skipped = 0;
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             c->n_refused++;
-            if (ratelimit_ok(&c->rl, clock_now_ns(), 10000, &skipped))
+            /* With a callback, the client says what it does about it (common/net/client.c). */
+            if (!c->on_refused && ratelimit_ok(&c->rl, clock_now_ns(), 10000, &skipped))
                 log_error("kfac-ps at %s refused this daemon's CURVE key (ZAP status %" PRIu32
                           "): add its public key ([security] client_public_key) to the PS's allow_* list for this "
                           "role (%" PRIu64 " refusals so far)",
@@ -625,6 +684,7 @@ int auth_client_secure(uv_loop_t *loop, void *zctx, void *zsock, const runcfg_t 
     c->mon.one = s_mon_one;
     c->mon.release = s_client_release;
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    snprintf(c->public_z85, sizeof c->public_z85, "%s", pub.z85);
     char mon_ep[64];
     snprintf(mon_ep, sizeof mon_ep, "inproc://kfac-auth-monitor-%p", (void *)c);
     int events = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
@@ -649,6 +709,8 @@ void auth_client_on_refused(auth_client_t *c, auth_refused_fn fn, void *user) {
 }
 
 uint64_t auth_client_refusals(const auth_client_t *c) { return c ? c->n_refused : 0; }
+
+const char *auth_client_public_key(const auth_client_t *c) { return c ? c->public_z85 : ""; }
 
 void auth_client_free(auth_client_t **cp) {
     if (!cp || !*cp) return;

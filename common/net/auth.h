@@ -12,14 +12,17 @@
  * listed key from speaking as another role (a worker key saying Hello as
  * kfac-invertd). Without keys the ROUTER may bind only loopback endpoints
  * (auth_endpoint_is_loopback()) unless `[security] insecure = true`.
- * Refusals are logged at most once a second with running counts. SIGHUP
- * re-reads the allowlists (auth_server_reload(): key rotation).
+ * Refusals are logged at most once a second with running counts. The
+ * allowlist folders are watched (common/net/auth_watch.h): a key file added
+ * or removed takes effect within AUTH_WATCH_DEBOUNCE_MS, no signal needed;
+ * SIGHUP re-reads them too (auth_server_reload()). Either way, connections
+ * already accepted stay: a removed key is refused at its next handshake.
  *
  * Clients (auth_client_secure()). With `client_secret_key` and
  * `server_public_key` set, the DEALER is a CURVE client that trusts only
- * that kfac-ps key; a monitor on the socket logs (rate-limited) handshakes
- * the PS refuses, so a client with an unlisted key says so instead of
- * waiting silently.
+ * that kfac-ps key; a monitor on the socket reports handshakes the PS
+ * refuses, so a client with an unlisted key says so (and connects again
+ * while its key may yet be listed) instead of waiting silently.
  *
  * Threads: everything runs on the loop thread of the socket it serves.
  * Errors: negative errno values with a one-line message in err naming the
@@ -62,8 +65,10 @@ int auth_server_check(const runcfg_t *cfg, char *err, size_t err_len);
 
 /* The PS's authenticator on loop and zctx (both borrowed; zctx is the
  * context of the ROUTER it will secure). With CURVE configured it loads
- * the keys and allowlists and binds the ZAP handler; without, it only
- * applies the bind policy. Returns NULL with the message in err. */
+ * the keys and allowlists, binds the ZAP handler and watches the allowlist
+ * folders (cfg is borrowed for that and must outlive the authenticator);
+ * without, it only applies the bind policy. Returns NULL with the message
+ * in err. */
 auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg, char *err, size_t err_len);
 
 /* Make zsock (the PS's ROUTER, before it binds) a CURVE server with the
@@ -84,10 +89,13 @@ int auth_server_enabled(const auth_server_t *a);
 int auth_server_check_role(auth_server_t *a, const char *user_id, msg_role_t role, msg_type_t type, char *why,
                            size_t why_len);
 
-/* Read the allowlists of cfg again (SIGHUP): new handshakes are checked
- * against them; connections already accepted stay (a retired key keeps
- * its connection until it drops). On an error the old lists stay in force
- * and the error is logged. Returns 0 (also without CURVE) or -errno. */
+/* Read the allowlists of cfg again (SIGHUP; a change in a watched folder
+ * does the same by itself): new handshakes are checked against them;
+ * connections already accepted stay (a retired key keeps its connection
+ * until it drops). One log line names the keys added and removed per list.
+ * On an error the old lists stay in force and the error is logged. Also
+ * starts again the watch of a folder that could not be watched. Returns 0
+ * (also without CURVE) or -errno. */
 int auth_server_reload(auth_server_t *a, const runcfg_t *cfg);
 
 /* Counts so far, for the final summary. */
@@ -123,13 +131,18 @@ int auth_client_secure(uv_loop_t *loop, void *zctx, void *zsock, const runcfg_t 
                        auth_client_t **out, char *err, size_t err_len);
 
 /* Called (on the loop thread) when kfac-ps refuses this client's key in
- * the handshake. ZeroMQ does not retry a connection its peer refused, so
- * the client should stop (AUTH_EXIT_CONFIG). */
+ * the handshake. ZeroMQ does not retry a connection its peer refused: the
+ * client connects again itself while its key may yet be listed
+ * (common/net/admit.h), or stops (AUTH_EXIT_CONFIG). With a callback set,
+ * the monitor leaves the log line to it; without, it logs the refusal. */
 typedef void (*auth_refused_fn)(void *user);
 void auth_client_on_refused(auth_client_t *c, auth_refused_fn fn, void *user);
 
 /* Handshakes the PS refused so far. */
 uint64_t auth_client_refusals(const auth_client_t *c);
+
+/* This client's public key in Z85 ("" for NULL), for messages; borrowed. */
+const char *auth_client_public_key(const auth_client_t *c);
 
 /* As auth_server_free. NULLs *cp; NULL is a no-op. */
 void auth_client_free(auth_client_t **cp);

@@ -243,6 +243,20 @@ size_t auth_allow_count(const auth_allow_t *a, msg_role_t role) {
     return c;
 }
 
+/* Keys of role in a that b does not list for role. */
+static size_t s_missing_from(const auth_allow_t *a, const auth_allow_t *b, msg_role_t role) {
+    size_t n = 0;
+    for (size_t i = 0; a && i < a->n; i++)
+        if (a->v[i].role == role && auth_allow_find(b, a->v[i].key) != role) n++;
+    return n;
+}
+
+void auth_allow_diff(const auth_allow_t *before, const auth_allow_t *now, msg_role_t role, size_t *n_added,
+                     size_t *n_removed) {
+    *n_added = s_missing_from(now, before, role);
+    *n_removed = s_missing_from(before, now, role);
+}
+
 typedef struct {
     auth_allow_t *a;
     msg_role_t role;

@@ -82,6 +82,12 @@ msg_role_t auth_allow_find(const auth_allow_t *a, const uint8_t *key);
 /* Keys listed (for role; MSG_ROLE_NONE: all). */
 size_t auth_allow_count(const auth_allow_t *a, msg_role_t role);
 
+/* What changed for role from before to now: *n_added keys are listed for
+ * role in now and were not in before, *n_removed the reverse (a key moved
+ * from another role counts as added). NULL lists are empty. */
+void auth_allow_diff(const auth_allow_t *before, const auth_allow_t *now, msg_role_t role, size_t *n_added,
+                     size_t *n_removed);
+
 /* Free; NULLs *ap; NULL is a no-op. */
 void auth_allow_free(auth_allow_t **ap);
 

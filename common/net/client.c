@@ -15,6 +15,7 @@
 #include "common/base/affinity.h"
 #include "common/base/blas.h"
 #include "common/base/log.h"
+#include "common/net/admit.h"
 #include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "common/base/ratelimit.h"
@@ -62,6 +63,8 @@ struct client {
     uint64_t t_last_ps_hb_ns;        /* the PS's last heartbeat (our clock) */
     uint64_t hb_ms;                  /* our heartbeat interval */
     uint64_t ps_hb_ms;               /* the PS's interval as observed (0: unknown) */
+    admit_t admit;                   /* refused CURVE key: the retry window ([cluster] admit_wait_s) */
+    uint64_t t_admit_retry_ns;       /* connect again at this time (0: no retry due) */
 
     ratelimit_t rl_bad, rl_send;
     uint64_t n_bad;
@@ -262,6 +265,8 @@ static void s_on_welcome(client_t *c, msg_t *m) {
     c->id = w->assigned_id;
     c->state = S_READY;
     c->busy_backoff_ms = 0;
+    admit_reset(&c->admit);
+    c->t_admit_retry_ns = 0;
     log_info("welcomed by kfac-ps at %s: id %" PRIu32 ", rank %" PRIu32 "/%" PRIu32 ", params version %" PRIu64
              ", %" PRIu64 " parameters%s",
              c->endpoint, w->assigned_id, w->rank, w->n_ranks, w->params_version, w->n_params,
@@ -341,8 +346,7 @@ static void s_on_recv(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t
         }
         if (c->state == S_HELLO && m.error.code == MSG_ERR_INTERNAL) {
             /* Not now (its id still held by a dying predecessor, no room): again later, less and less often. */
-            c->busy_backoff_ms = c->busy_backoff_ms ? 2 * c->busy_backoff_ms : 1000;
-            if (c->busy_backoff_ms > 30000) c->busy_backoff_ms = 30000;
+            c->busy_backoff_ms = admit_backoff_next_ms(c->busy_backoff_ms);
             log_warn("kfac-ps at %s cannot take this %s now: %s; trying again in %.0fs", c->endpoint, c->program,
                      m.error.text ? m.error.text : "", (double)c->busy_backoff_ms / 1000.0);
             break;
@@ -363,10 +367,16 @@ static void s_on_recv(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t
 
 /* ---- the timer ------------------------------------------------------------------ */
 
+static void s_admit_reconnect(client_t *c);
+
 static void s_on_tick(uv_timer_t *t) {
     client_t *c = t->data;
     if (c->stopping) return;
     uint64_t now = uv_hrtime();
+    if (c->t_admit_retry_ns) { /* refused key: quiet until the pause is over */
+        if (now >= c->t_admit_retry_ns) s_admit_reconnect(c);
+        return;
+    }
     if (c->state == S_HELLO) {
         /* Not connected yet: try again soon; sent but unanswered: now and then. */
         uint64_t retry_ms = c->busy_backoff_ms ? c->busy_backoff_ms : c->hello_sent ? CLIENT_HELLO_RETRY_MS : 100;
@@ -396,9 +406,48 @@ static void s_on_tick(uv_timer_t *t) {
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
-/* kfac-ps refused our CURVE key (common/net/auth.h): ZeroMQ will not retry. */
+/* kfac-ps refused our CURVE key (common/net/auth.h). ZeroMQ will not retry
+ * that connection: connect again later while the key may yet be listed
+ * (common/net/admit.h), else stop with 78. */
 static void s_on_key_refused(void *user) {
-    client_stop(user, AUTH_EXIT_CONFIG, "kfac-ps refused this daemon's CURVE key", 0);
+    client_t *c = user;
+    if (c->stopping) return;
+    uint64_t now = uv_hrtime(), delay_ms = 0, left_ms = 0;
+    const char *key = auth_client_public_key(c->auth);
+    if (admit_refused(&c->admit, now, &delay_ms, &left_ms) == ADMIT_DECISION_GIVE_UP) {
+        if (c->admit.wait_ms)
+            log_error("kfac-ps at %s refused this daemon's CURVE key %s again: still not listed after %.0fs "
+                      "([cluster] admit_wait_s); add its public key ([security] client_public_key) to the PS's "
+                      "allow_* folder for this role, then start this daemon again",
+                      c->endpoint, key, (double)c->admit.wait_ms / 1000.0);
+        else
+            log_error("kfac-ps at %s refused this daemon's CURVE key %s: add its public key ([security] "
+                      "client_public_key) to the PS's allow_* folder for this role ([cluster] admit_wait_s = 0: "
+                      "no waiting)",
+                      c->endpoint, key);
+        client_stop(c, AUTH_EXIT_CONFIG, "kfac-ps refused this daemon's CURVE key", 0);
+        return;
+    }
+    log_warn("kfac-ps at %s refused this daemon's CURVE key %s (not in its allow_* list for this role, yet?): "
+             "trying again in %.0fs, %.0fs of [cluster] admit_wait_s left (refusal %" PRIu64 ")",
+             c->endpoint, key, (double)delay_ms / 1000.0, (double)left_ms / 1000.0, c->admit.n_refused);
+    c->t_admit_retry_ns = now + delay_ms * S_NS_PER_MS;
+}
+
+/* The pause after a refused key is over: drop the refused connection and
+ * make a new one (a new CURVE handshake), then say Hello again. */
+static void s_admit_reconnect(client_t *c) {
+    c->t_admit_retry_ns = 0;
+    void *z = zloop_socket_zmq(c->sock);
+    (void)zmq_disconnect(z, c->endpoint); /* ENOENT when libzmq already dropped it: fine */
+    int rc = zloop_socket_connect(c->sock, c->endpoint);
+    if (rc < 0) {
+        log_error("cannot connect to '%s' again: %s", c->endpoint, zmq_strerror(-rc));
+        client_stop(c, 1, "cannot connect again", 0);
+        return;
+    }
+    log_debug("connecting to kfac-ps at %s again (a new CURVE handshake)", c->endpoint);
+    s_hello_phase(c);
 }
 
 client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, const runcfg_t *local,
@@ -420,6 +469,7 @@ client_t *client_new(uv_loop_t *loop, msg_role_t role, runcfg_role_t cfg_role, c
     c->requested_id = (uint32_t)client_local_id(local, cfg_role);
     c->id = c->requested_id;
     c->hb_ms = CLIENT_HEARTBEAT_MS;
+    admit_init(&c->admit, local->admit_wait_s * 1000);
     c->zctx = zmq_ctx_new();
     if (!c->zctx) {
         log_error("zmq_ctx_new: %s", zmq_strerror(errno));

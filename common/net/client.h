@@ -24,6 +24,14 @@
  *   Welcome while already welcomed is the answer to a repeated Hello that
  *   was queued before the daemon's first request, so it is ignored.
  *   Refuse: logged, the client stops with exit code 1.
+ *   CURVE key refused in the handshake (kfac-ps's ZAP handler; seen by the
+ *   socket's monitor, common/net/auth.h): ZeroMQ does not retry, so the
+ *   client drops that connection and makes a new one after 1 s, 2 s, 4 s,
+ *   ... at most 30 s apart (common/net/admit.h), one warning per try with
+ *   the pause and the time left, for at most [cluster] admit_wait_s from
+ *   the first refusal (its key may be listed meanwhile: kfac-ps watches its
+ *   allowlist folders); then, or at once with admit_wait_s = 0, it stops
+ *   with exit code 78 (AUTH_EXIT_CONFIG). A Welcome ends the window.
  *   Error INTERNAL in answer to Hello (kfac-ps cannot take it now: its id
  *   still held by a predecessor, no free slot): logged, Hello again after
  *   1 s, 2 s, 4 s, ... at most 30 s between tries.
@@ -153,7 +161,7 @@ int client_welcomed(const client_t *c);
 /* 1 once client_stop() ran. */
 int client_stopping(const client_t *c);
 
-/* Exit code for main(): 0 clean, 1 fatal. */
+/* Exit code for main(): 0 clean, 1 fatal, 78 CURVE key refused (above). */
 int client_exit_code(const client_t *c);
 
 /* The sender id in use (the PS's assigned id after Welcome). */

@@ -112,6 +112,9 @@ static const config_option_t s_table[] = {
     O("cluster", "workers", OPT_INT, workers, "2", 1, 4096, "gradient workers in each synchronous round"),
     O("cluster", "statsd", OPT_INT, statsd, "1", 0, 4096, "stats workers the launcher starts"),
     O("cluster", "invertd", OPT_INT, invertd, "2", 0, 4096, "inverse daemons the launcher starts"),
+    O("cluster", "admit_wait_s", OPT_UINT64, admit_wait_s, "300", 0, 604800,
+      "clients: when kfac-ps refuses this daemon's CURVE key, connect again (after 1 s, 2 s, 4 s, ... at most 30 s "
+      "apart) for this long, waiting for the key to be listed, then exit 78 (0: exit 78 at once)"),
     O("ps", "bind", OPT_STRING, bind, "tcp://127.0.0.1:5555", 1, 256, "endpoint the PS binds (ROUTER)"),
     O("ps", "worker_timeout_ms", OPT_UINT64, worker_timeout_ms, "10000", 10, 1e9, "a silent gradient worker leaves the round after this"),
     O("ps", "heartbeat_ms", OPT_UINT64, heartbeat_ms, "1000", 10, 1e9, "heartbeat interval"),

@@ -130,6 +130,7 @@ typedef struct runcfg {
     int workers;             /* gradient workers in a synchronous round */
     int statsd;              /* for the launcher */
     int invertd;             /* for the launcher */
+    uint64_t admit_wait_s;   /* a client whose CURVE key is refused tries again this long (0: exits at once) */
     /* [ps] */
     char *bind;              /* endpoint the PS binds */
     uint64_t worker_timeout_ms;

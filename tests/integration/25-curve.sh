@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/integration/25-curve.sh — CURVE authentication (docs/security.md).
-#   0. kfac-keygen writes the secret key with mode 0600 and refuses to
-#      overwrite a pair (without --force) or to write into a missing folder.
+#   0. kfac-keygen writes the secret key with mode 0600, names the public
+#      key OUT@HOST.pub (this host's short name; --host NAME, --host none:
+#      OUT.pub), and refuses to overwrite a pair (without --force), to write
+#      into a missing folder, or a host part that is no file name.
 #   1. kfac-ps refuses a non-loopback bind without keys: exit 78 and a
 #      message naming the fixes ([security] server_secret_key, a loopback
 #      address, insecure = true); with insecure = true it serves and warns.
@@ -17,9 +19,11 @@
 #        - a kfac-invertd started with a listed *worker* key says Hello as
 #          invertd: kfac-ps refuses it (logged), and it exits 1 with the
 #          reason.
-#        - a worker whose key is not listed yet is refused and exits 78;
+#        - a worker whose key is not listed yet, told not to wait for it
+#          ([cluster] admit_wait_s = 0), is refused and exits 78 at once;
 #          its key copied into the allowlist folder and SIGHUP to kfac-ps
-#          (reload), it joins.
+#          (reload; the folder watch of 27-allowlist-watch.sh reloads it
+#          too), it joins.
 #      Passes when the two runs' train_loss columns are identical (the
 #      intruders changed nothing) and every CURVE client was accepted.
 #   3. deploy/kfac-launch --curve runs a short cluster with a throwaway key
@@ -31,17 +35,27 @@ STEPS=30
 for b in kfac-keygen kfac-poke; do [ -x "$BUILD/$b" ] || h_fail "missing $BUILD/$b"; done
 K=$H_DIR/keys
 mkdir -m 700 "$K" "$K/workers" "$K/later" || h_fail "mkdir"
-if ! "$BUILD/kfac-keygen" --out "$K/ps" >"$H_DIR/keygen.log" 2>&1; then
+if ! "$BUILD/kfac-keygen" --out "$K/ps" --host none >"$H_DIR/keygen.log" 2>&1; then
   grep -q "no CURVE support" "$H_DIR/keygen.log" && h_skip "this libzmq has no CURVE ($(cat "$H_DIR/keygen.log"))"
   h_fail "kfac-keygen failed: $(cat "$H_DIR/keygen.log")"
 fi
 for n in workers/worker-1 later/worker-2 invertd-1 intruder; do
-  "$BUILD/kfac-keygen" --out "$K/$n" >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
+  "$BUILD/kfac-keygen" --out "$K/$n" --host none >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
 done
+# The public key's default name carries this host's short name.
+h=$(hostname)
+h=${h%%.*}
+"$BUILD/kfac-keygen" --out "$K/hosted" >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/hosted failed"
+[ -f "$K/hosted@$h.pub" ] && [ ! -e "$K/hosted.pub" ] && [ -f "$K/hosted.secret" ] ||
+  h_fail "kfac-keygen --out $K/hosted did not write hosted@$h.pub and hosted.secret: $(ls "$K")"
+"$BUILD/kfac-keygen" --out "$K/named" --host node7 >>"$H_DIR/keygen.log" 2>&1 && [ -f "$K/named@node7.pub" ] ||
+  h_fail "kfac-keygen --host node7 did not write named@node7.pub: $(ls "$K")"
+"$BUILD/kfac-keygen" --out "$K/bad" --host ../x >"$H_DIR/kg.log" 2>&1
+[ $? = 2 ] && [ ! -e "$K/bad.secret" ] || h_fail "kfac-keygen --host ../x was not refused as a usage error"
 [ "$(stat -c %a "$K/ps.secret")" = 600 ] || h_fail "kfac-keygen wrote $K/ps.secret with mode $(stat -c %a "$K/ps.secret")"
 # kfac-keygen's refusals: an existing pair (exit 1, names --force), a missing folder, no --out (2)
 before=$(cat "$K/ps.pub")
-"$BUILD/kfac-keygen" --out "$K/ps" >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen overwrote an existing key pair"
+"$BUILD/kfac-keygen" --out "$K/ps" --host none >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen overwrote an existing key pair"
 grep -q -- "--force" "$H_DIR/kg.log" || h_fail "kfac-keygen's refusal to overwrite does not name --force: $(cat "$H_DIR/kg.log")"
 [ "$(cat "$K/ps.pub")" = "$before" ] || h_fail "kfac-keygen changed $K/ps.pub while refusing"
 "$BUILD/kfac-keygen" --out "$K/nowhere/x" >"$H_DIR/kg.log" 2>&1 && h_fail "kfac-keygen wrote into a missing folder"
@@ -123,8 +137,10 @@ run() {
     rogue=$H_PID
     h_wait_log "$H_DIR/$name-rogue.log" "refused" 20 || h_fail "the kfac-invertd with a worker key was not refused"
     # worker-2's key is not listed yet: refused in the handshake, it stops
-    # with 78; listed and reloaded (SIGHUP), it is admitted below.
+    # with 78 (admit_wait_s = 0: no waiting); listed and reloaded (SIGHUP),
+    # it is admitted below.
     h_start "$name-early-worker-2" "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --cluster.ps "$ep" --worker.id 2 \
+      --cluster.admit_wait_s 0 \
       --security.client_secret_key "$K/later/worker-2.secret" --security.server_public_key "$K/ps.pub"
     h_wait "$H_PID" 20
     [ "$H_STATUS" = 78 ] || h_fail "a worker with a key not yet listed exited $H_STATUS, expected 78"
@@ -132,7 +148,7 @@ run() {
       h_fail "the refused worker does not say why: $(tail -n 3 "$H_DIR/$name-early-worker-2.log")"
     cp "$K/later/worker-2.pub" "$K/workers/" || h_fail "cp"
     kill -HUP "$ps"
-    h_wait_log "$H_DIR/$name-ps.log" "allowlists reloaded: 2 worker, 0 statsd and 1 invertd keys" 10 ||
+    h_wait_log "$H_DIR/$name-ps.log" "allowlists reloaded \(SIGHUP\): 2 worker, 0 statsd and 1 invertd keys" 10 ||
       h_fail "kfac-ps did not reload its allowlists on SIGHUP"
   fi
   for i in 1 2; do

@@ -71,7 +71,8 @@ fi
 K=$H_DIR/keys
 mkdir -m 700 "$K" "$K/workers" || h_fail "mkdir"
 for k in ps workers/w1 workers/w2 inv; do
-  "$BUILD/kfac-keygen" --out "$K/$k" >/dev/null 2>"$H_DIR/keygen.log" || h_fail "kfac-keygen: $(cat "$H_DIR/keygen.log")"
+  # ps.pub and inv.pub are named below: no host in their names
+  "$BUILD/kfac-keygen" --out "$K/$k" --host none >/dev/null 2>"$H_DIR/keygen.log" || h_fail "kfac-keygen: $(cat "$H_DIR/keygen.log")"
 done
 cat >"$H_DIR/run.ini" <<EOF2
 [run]

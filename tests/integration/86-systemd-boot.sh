@@ -17,19 +17,23 @@
 # /srv/kfac/data, the same /etc/kfac/kfac.ini (kfac.ini.example with the
 # edits a user makes: [cluster] ps, a short run of the small model,
 # checkpoints every CKPT steps, [ps] metrics on, [invertd] cpus = 0 to
-# pin the inverse daemons), and the keys made by
+# pin the inverse daemons), its own /etc/hostname (the container's name:
+# kfac-keygen puts it in the public keys' names), and the keys made by
 # running docs/security.md's blocks "kfac keys (systemd), 1/2/3" and
-# "..., during a run" (the reload) as the doc holds them, each on the host it names; their `scp` lines run a stand-in
-# that copies public keys through a folder of the test. Units are enabled
-# (`systemctl enable`, kfac.target) and started with kfac.target.
+# "..., during a run" (a look at kfac-ps's reload line: no signal is sent)
+# as the doc holds them, each on the host it names; their `scp` lines run a
+# stand-in that copies public keys through a folder of the test. Units are
+# enabled (`systemctl enable`, kfac.target) and started with kfac.target.
 # Checked, each by what the run reports (the metrics endpoint, the
 # journals, the run folder):
 #   - every unit starts and stays up under its hardening: the metrics count
 #     2 workers, 1 statsd and 2 inverse daemons, and steps go on; the
 #     inverse daemons log their pinning ([invertd] cpus);
-#   - inv2 is booted, its key admitted by blocks 2, 3 and the reload, and
-#     its kfac-invertd@1 started: inverse daemons 2 -> 3; kfac-invertd@2 on
-#     inv is stopped: 3 -> 2;
+#   - inv2 is booted, its key admitted by blocks 2 and 3 (kfac-ps watches
+#     its allowlist folders: no SIGHUP) and its kfac-invertd@1 started:
+#     inverse daemons 2 -> 3; the PS host's invertd folder holds
+#     invertd-1@<inv>.pub and invertd-1@<inv2>.pub side by side;
+#     kfac-invertd@2 on inv is stopped: 3 -> 2;
 #   - kfac-ps is killed (systemctl kill -s KILL): systemd restarts it and it
 #     resumes at the step of its newest checkpoint (the file before the
 #     restart, the journal's "resumed from ...: step N");
@@ -166,7 +170,8 @@ for n in 1 2 3 4; do
   doc_block "$b" >"$H_DIR/keys$n.sh"
   [ "$(grep -c '' "$H_DIR/keys$n.sh")" -ge 2 ] || h_fail "docs/security.md has no block '# $b'"
 done
-grep -q "allowlists reloaded" "$H_DIR/keys4.sh" || h_fail "docs/security.md's block for a key added during a run no longer waits for the reload"
+grep -q "allowlists reloaded" "$H_DIR/keys4.sh" || h_fail "docs/security.md's block for a key added during a run no longer shows the reload"
+grep -Eq "kill|reload kfac-ps|SIGHUP" "$H_DIR/keys4.sh" && h_fail "docs/security.md's block for a key added during a run signals kfac-ps (the folder watch needs no signal)"
 # What the doc's scp lines do here: HOST:PATH comes from the public keys the
 # test has carried over from HOST (X is bound at /run/kfac-xfer).
 SCP='scp() { h=${1%%:*}; f=${1#*:}; cp "/run/kfac-xfer/$h$f" "$2"; }'
@@ -209,6 +214,9 @@ root_make() { # HOST
   [ -x "$r/usr/local/bin/kfac-ps" ] && [ -f "$r/usr/local/lib/systemd/system/kfac-ps.service" ] ||
     h_fail "make install put no kfac-ps or kfac-ps.service under $r/usr/local"
   msg=$(ini_make "$r/etc/kfac/kfac.ini.example" "$r/etc/kfac/kfac.ini") || h_fail "$msg"
+  # Each host its own name, as real hosts have (systemd sets it from here at
+  # boot; the host's own /etc/hostname would name every container alike).
+  hostname_of "$1" >"$r/etc/hostname" || h_fail "cannot write $1's /etc/hostname"
 }
 
 c_boot() { # HOST: boot its container, wait until systemd runs
@@ -321,6 +329,12 @@ keys_run ps 4 ""
 c_sh inv2 "systemctl enable --now kfac-invertd@1 kfac.target" >>"$H_DIR/enable.log" 2>&1 ||
   c_fail "systemctl enable --now kfac-invertd@1 on inv2 failed"
 wm 'kfac_clients{role="invertd"}' == 3 30
+inv_keys=$(c_sh ps "ls /etc/kfac/keys/allow/invertd" | tr '\n' ' ')
+for k in "invertd-1@$(hostname_of inv).pub" "invertd-1@$(hostname_of inv2).pub"; do
+  case " $inv_keys" in *" $k "*) ;; *) c_fail "the PS host's allow/invertd lacks $k (it holds: $inv_keys)" ;; esac
+done
+c_journal ps kfac-ps | grep -q "allowlists reloaded (a change in /etc/kfac/keys/allow/invertd): .*: 1 added, 0 removed" ||
+  c_fail "kfac-ps did not log reading inv2's key from its watched folder"
 c_sh inv "systemctl stop kfac-invertd@2" || c_fail "systemctl stop kfac-invertd@2 on inv failed"
 wm 'kfac_clients{role="invertd"}' == 2 30
 [ "$(c_prop inv kfac-invertd@2 Result)" = success ] ||

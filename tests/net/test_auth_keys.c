@@ -11,6 +11,9 @@
  *     .secret file beside them is ignored) lists every key for its role and
  *     no other key; the same key for two roles is refused; a bad line is
  *     named by file and line; an empty folder lists nothing (no error);
+ *   - the difference of two allowlists per role (what kfac-ps's reload
+ *     line reports): keys added, keys removed, a key moved to another role
+ *     counted as removed from one and added to the other, NULL as empty;
  *   - writing never replaces an existing file unless forced;
  *   - which bind endpoints count as loopback.
  * Every test works in its own mkdtemp folder; keys are fresh on every run. */
@@ -225,6 +228,52 @@ START_TEST(test_auth_allow_folder) {
 }
 END_TEST
 
+/* Add the Z85 keys z[0..n) for role to a, through a file of them. */
+static void s_allow_keys(auth_allow_t *a, const char *const *z, int n, msg_role_t role, const char *name) {
+    char text[1000] = "", err[800];
+    for (int i = 0; i < n; i++) {
+        strcat(text, z[i]);
+        strcat(text, "\n");
+    }
+    const char *f = s_file(name, text, 0644);
+    ck_assert_msg(auth_allow_add_path(a, f, role, name, err, sizeof err) == n, "%s", err);
+}
+
+START_TEST(test_auth_allow_diff) {
+    s_mkdir();
+    s_pair_t p[5];
+    for (int i = 0; i < 5; i++) p[i] = s_pair();
+    auth_allow_t *before = auth_allow_new(), *now = auth_allow_new();
+    /* before: workers 0 1 2, invertd 3; now: workers 1 2 4 (0 removed, 4
+     * added), statsd 3 (moved from invertd). */
+    s_allow_keys(before, (const char *const[]){p[0].pub, p[1].pub, p[2].pub}, 3, MSG_ROLE_WORKER, "b-workers.pub");
+    s_allow_keys(before, (const char *const[]){p[3].pub}, 1, MSG_ROLE_INVERTD, "b-invertd.pub");
+    s_allow_keys(now, (const char *const[]){p[4].pub, p[2].pub, p[1].pub}, 3, MSG_ROLE_WORKER, "n-workers.pub");
+    s_allow_keys(now, (const char *const[]){p[3].pub}, 1, MSG_ROLE_STATSD, "n-statsd.pub");
+    size_t added = 9, removed = 9;
+    auth_allow_diff(before, now, MSG_ROLE_WORKER, &added, &removed);
+    ck_assert_uint_eq(added, 1);
+    ck_assert_uint_eq(removed, 1);
+    auth_allow_diff(before, now, MSG_ROLE_STATSD, &added, &removed);
+    ck_assert_uint_eq(added, 1);
+    ck_assert_uint_eq(removed, 0);
+    auth_allow_diff(before, now, MSG_ROLE_INVERTD, &added, &removed);
+    ck_assert_uint_eq(added, 0);
+    ck_assert_uint_eq(removed, 1);
+    auth_allow_diff(now, now, MSG_ROLE_WORKER, &added, &removed);
+    ck_assert_uint_eq(added + removed, 0);
+    auth_allow_diff(NULL, now, MSG_ROLE_WORKER, &added, &removed);
+    ck_assert_uint_eq(added, 3);
+    ck_assert_uint_eq(removed, 0);
+    auth_allow_diff(before, NULL, MSG_ROLE_WORKER, &added, &removed);
+    ck_assert_uint_eq(added, 0);
+    ck_assert_uint_eq(removed, 3);
+    auth_allow_free(&before);
+    auth_allow_free(&now);
+    s_rmdir();
+}
+END_TEST
+
 START_TEST(test_auth_endpoint_loopback) {
     const char *yes[] = {"tcp://127.0.0.1:5555", "tcp://127.1.2.3:0", "tcp://[::1]:5555", "ipc:///tmp/kfac.sock",
                          "inproc://x", "tcp://[::ffff:127.0.0.1]:1"};
@@ -246,6 +295,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_auth_key_secret_permissions);
     tcase_add_test(tc, test_auth_key_count_and_missing);
     tcase_add_test(tc, test_auth_allow_folder);
+    tcase_add_test(tc, test_auth_allow_diff);
     tcase_add_test(tc, test_auth_endpoint_loopback);
     suite_add_tcase(s, tc);
     return s;
