@@ -127,7 +127,15 @@ void ps_round_peer_joined(ps_server_t *s, ps_peer_t *p) {
 
 void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
     ps_leave_t leave = ps_member_leave(p);
-    if (leave.sum_now) {
+    if (leave.sum_now && s->cfg->aggregate != RUNCFG_AGGREGATE_MEAN) {
+        /* A robust rule sees every gradient at the step; this one may be
+         * forgotten before it, and summing it now would let a worker that
+         * pushes and leaves bypass the rule: it is dropped. */
+        p->pushed = 0;
+        s->round.n_grads--;
+        log_info("step %ld: the gradient of a worker that left before the step is not used ([ps] aggregate = %s)",
+                 s->round.t, s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN ? "median" : "trimmed_mean");
+    } else if (leave.sum_now) {
         /* It may be forgotten before the step: its gradient counts now
          * (before the others', which keeps the sum deterministic for the
          * same sequence of events). */
@@ -164,6 +172,45 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
 
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     s_wait_params(s, p, m->get_params.min_version);
+}
+
+/* [ps] grad_clip_ratio: each weighted layer's slice of p's held gradient
+ * is scaled down to ratio x the median norm of that layer's recent accepted
+ * slices when it is longer (a bound a clean run's gradients do not reach:
+ * its trajectory is unchanged), and its (clipped) norm is recorded. A
+ * member can then move no layer by more than that bound a step, however it
+ * spreads its gradient over the layers. */
+static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
+    if (!(s->cfg->grad_clip_ratio > 0.0)) return;
+    const net_t *net = s->net;
+    if (!s->layer_norms && !(s->layer_norms = calloc((size_t)net->n_layers, sizeof *s->layer_norms))) return;
+    for (int li = 0; li < net->n_layers; li++) {
+        const layer_t *l = &net->layers[li];
+        if (l->n_w + l->n_b == 0) continue;
+        float *w = p->grad + l->w_off, *b = l->n_b ? p->grad + l->b_off : NULL;
+        double n2 = 0.0;
+        for (size_t i = 0; i < l->n_w; i++) n2 += (double)w[i] * w[i];
+        for (size_t i = 0; i < l->n_b; i++) n2 += (double)b[i] * b[i];
+        double norm = sqrt(n2), med = ps_norm_hist_median(&s->layer_norms[li]);
+        double bound = s->cfg->grad_clip_ratio * med;
+        if (med > 0.0 && norm > bound) {
+            float scale = (float)(bound / norm);
+            for (size_t i = 0; i < l->n_w; i++) w[i] *= scale;
+            for (size_t i = 0; i < l->n_b; i++) b[i] *= scale;
+            s->n_clipped++;
+            p->n_clipped++;
+            uint64_t skipped = 0;
+            char name[160];
+            if (ratelimit_ok(&s->rl_clip, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                log_warn("step %ld: %s: layer %s's gradient norm %.3g is more than [ps] grad_clip_ratio = %g times "
+                         "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
+                         " from this worker)",
+                         s->round.t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
+                         s->layer_norms[li].n, bound, s->n_clipped, p->n_clipped);
+            norm = bound;
+        }
+        ps_norm_hist_add(&s->layer_norms[li], norm);
+    }
 }
 
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
@@ -266,6 +313,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
     }
     memcpy(p->grad, g->grad, np * sizeof(float));
+    s_clip_layers(s, p);
     p->has_state = ns && g->n_state == ns;
     if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
     p->loss = g->loss;
@@ -468,6 +516,13 @@ static void s_finish(ps_server_t *s, const char *reason) {
     if (s->eval_queued_step != s->round.t) ps_round_request_shutdown(s, 0);
 }
 
+/* Index of the first value of v[0..n) that is not finite, or n. */
+static size_t s_first_nonfinite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return n;
+}
+
 /* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
  * the workers' batch-norm state. Fills the row's step size and inverse
  * ages. Returns 0, or -1 when the run must stop (too many non-finite
@@ -505,6 +560,25 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
     } else {
         step_size = sgd_lr_at(&s->lr, s->round.t);
+        /* The mean of finite gradients can still overflow: checked as the
+         * K-FAC path checks its update. */
+        size_t bad = s_first_nonfinite(s->round.grad_acc, s->net->n_params);
+        if (bad < s->net->n_params) {
+            s->n_step_failures++;
+            s->round.consecutive_failures++;
+            log_error("step %ld: the mean gradient is not finite (parameter %zu is %g); parameters left unchanged",
+                      s->round.t, bad, (double)s->round.grad_acc[bad]);
+            if (s->round.consecutive_failures >= PS_MAX_STEP_FAILURES) {
+                snprintf(s->reason, sizeof s->reason,
+                         "the mean gradient was not finite for %d steps in a row (diverged: lower lr)",
+                         PS_MAX_STEP_FAILURES);
+                log_error("%s", s->reason);
+                return -1;
+            }
+            row->step_size = 0.0;
+            return 0;
+        }
+        s->round.consecutive_failures = 0;
         sgd_step(s->sgd, s->net->params, s->round.grad_acc, step_size);
         /* The decay was validated with the configuration: this cannot fail. */
         kfac_step_polyak(s->sgd_polyak, s->net->params, s->net->n_params, s->sgd_polyak_decay, &s->sgd_polyak_count);
@@ -582,6 +656,28 @@ static void s_step_publish(ps_server_t *s) {
     }
 }
 
+/* The round's gradients into the step's gradient: the weighted mean, or
+ * the robust rule of [ps] aggregate. */
+static void s_aggregate(ps_server_t *s) {
+    if (s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN) {
+        ps_round_state_average(&s->round, s->net, &s->peers);
+        return;
+    }
+    int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
+    int k = ps_round_state_robust(&s->round, s->net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
+    if (k > 0) {
+        s->n_robust_steps++;
+        return;
+    }
+    s->n_robust_fallbacks++;
+    uint64_t skipped = 0;
+    if (ratelimit_ok(&s->rl_robust, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
+                 " such steps so far)",
+                 s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
+                 median ? 3 : 2 * s->cfg->aggregate_trim + 1, s->n_robust_fallbacks);
+}
+
 /* The step of a complete round: average, update, record, publish. */
 static void s_apply_step(ps_server_t *s) {
     ps_step_row_t row;
@@ -592,7 +688,7 @@ static void s_apply_step(ps_server_t *s) {
     row.wait_ms = s->round_open_ms > 0.0 ? t_update - s->round_open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
     row.curv_ms = s->round_curv_ms;
     row.eval_busy = s->round_eval_busy || ps_eval_pending(s->eval) > 0;
-    ps_round_state_average(&s->round, s->net, &s->peers);
+    s_aggregate(s);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
         return;

@@ -655,6 +655,7 @@ void ps_server_free(ps_server_t **s_p) {
     }
     ps_http_free(&s->http);
     free(s->http_blocks);
+    free(s->layer_norms);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
