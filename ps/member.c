@@ -35,6 +35,18 @@ int ps_member_waiting(const ps_peers_t *peers, int *n_members) {
     return waiting;
 }
 
+int ps_member_all_refused(const ps_peers_t *peers) {
+    int members = 0, refused = 0;
+    for (int i = 0; i < peers->n; i++) {
+        const ps_peer_t *p = peers->v[i];
+        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present) continue;
+        members++;
+        if (p->pushed || !p->skipped) return 0;
+        refused++;
+    }
+    return members > 0 && refused == members;
+}
+
 ps_gate_t ps_member_gate(int n_members, int workers, uint64_t waited_ns, uint64_t timeout_ns) {
     if (n_members >= workers) return PS_GATE_OPEN;
     if (waited_ns >= timeout_ns) return PS_GATE_OPEN_TIMEOUT;

@@ -47,6 +47,11 @@ typedef enum {
     PS_GATE_OPEN_TIMEOUT,  /* fewer, but the wait is over: start with those */
 } ps_gate_t;
 
+/* 1 when the round has members and every one of them was refused this
+ * round (skipped, none pushed): nothing to step with, and nobody to wait
+ * for. */
+int ps_member_all_refused(const ps_peers_t *peers);
+
 /* n_members present members of the round, `workers` configured; waited_ns
  * since the first worker joined (0: none yet); timeout_ns the longest wait. */
 ps_gate_t ps_member_gate(int n_members, int workers, uint64_t waited_ns, uint64_t timeout_ns);

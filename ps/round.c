@@ -19,6 +19,7 @@
  *              waiting for it.
  */
 #include "ps/server_int.h"
+#include "ps/recover.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "ps/report.h"
@@ -262,6 +263,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     case PS_GRAD_NORM_OUTLIER:
         s->n_rej_norm++;
+        s->round_norm_rejects++;
         ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
                      "last %d accepted (%" PRIu64 " rejected so far)",
@@ -466,6 +468,7 @@ void ps_round_schedule(ps_server_t *s) {
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
     s->round_open_ns = uv_hrtime();
+    s->round_norm_rejects = 0;
     ps_member_open_round(&s->peers);
     ps_round_state_clear(&s->round, s->net);
 }
@@ -688,6 +691,11 @@ static void s_apply_step(ps_server_t *s) {
     row.wait_ms = s->round_open_ms > 0.0 ? t_update - s->round_open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
     row.curv_ms = s->round_curv_ms;
     row.eval_busy = s->round_eval_busy || ps_eval_pending(s->eval) > 0;
+    /* The parameters this round's gradients were taken at, and none was an
+     * outlier: good ones to come back to (ps/recover.h). */
+    s->recoveries_in_a_row = 0;
+    if (s->round_norm_rejects == 0 && s->round.steps_done % PS_RECOVER_EVERY == 0)
+        ps_recover_save(s->recover, s->net->params, s->net->state, s->round.t, clock_now_ms() * 1e-3);
     s_aggregate(s);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
@@ -707,12 +715,60 @@ static void s_apply_step(ps_server_t *s) {
     if (s->kfac) rundir_ages(s->metrics, s->kfac, row.step, s->round.t - 1);
 }
 
+/* Every member's gradient of this round was refused: no gradient to step
+ * with, and every member waits for the next version. Back to the last good
+ * parameters when outliers were among the refusals (the parameters may be
+ * wrecked), momentum zeroed, the inverses installed since forgotten, the
+ * norm histories reset; then a new version without a step. */
+static void s_recover(ps_server_t *s) {
+    s->n_recoveries++;
+    if (++s->recoveries_in_a_row > PS_RECOVER_MAX_IN_A_ROW) {
+        snprintf(s->reason, sizeof s->reason,
+                 "every worker's gradient was refused in %d rounds in a row, even after going back to the last good "
+                 "parameters: check [ps] grad_norm_max_ratio and the workers' logs",
+                 PS_RECOVER_MAX_IN_A_ROW);
+        log_error("%s", s->reason);
+        ps_round_request_shutdown(s, 1);
+        return;
+    }
+    char what[256] = "the same parameters again";
+    double snap_s = 0.0;
+    long back = s->round_norm_rejects > 0 ? ps_recover_restore(s->recover, s->net->params, s->net->state, &snap_s)
+                                          : -1;
+    if (back >= 0) {
+        int forgot = 0;
+        if (s->kfac) {
+            memset(s->kfac->mom, 0, s->net->n_params * sizeof(float));
+            for (int b = 0; b < s->n_blocks; b++)
+                if (s->kfac->blocks[b].inv->valid && s->kfac->blocks[b].inv_time_s >= snap_s) {
+                    s->kfac->blocks[b].inv->valid = 0;
+                    forgot++;
+                }
+        } else if (s->sgd) {
+            memset(s->sgd->v, 0, s->net->n_params * sizeof(float));
+        }
+        snprintf(what, sizeof what,
+                 "the parameters of step %ld (momentum zeroed, %d inverse%s installed since forgotten)", back, forgot,
+                 forgot == 1 ? "" : "s");
+    }
+    memset(&s->norms, 0, sizeof s->norms);
+    if (s->layer_norms) memset(s->layer_norms, 0, (size_t)s->net->n_layers * sizeof *s->layer_norms);
+    log_warn("step %ld: every worker's gradient was refused (%d as norm outliers): publishing %s as version %ld, "
+             "without a step, with the norm histories reset (recovery %" PRIu64 ")",
+             s->round.t, s->round_norm_rejects, what, s->round.t + 1, s->n_recoveries);
+    s_step_publish(s);
+}
+
 void ps_round_try_step(ps_server_t *s) {
     if (s->phase != PS_PHASE_RUNNING) return;
     uint64_t waited = s->round.first_worker_ns ? uv_hrtime() - s->round.first_worker_ns : 0;
     ps_gate_t gate;
     ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->steps_run == 0, &s->round.gate_open,
                                                 s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
+    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.n_grads == 0 && ps_member_all_refused(&s->peers)) {
+        s_recover(s);
+        return;
+    }
     if (st != PS_ROUND_COMPLETE) return;
     if (gate == PS_GATE_OPEN_TIMEOUT) {
         int n_members = 0;
