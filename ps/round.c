@@ -456,6 +456,8 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->inverses_installed = s->n_installed;
     row->stats_folded = s->n_folds;
     row->workers = s->round.n_grads;
+    row->grad_age_mean = s->round.n_grads ? s->round.grad_age_sum / s->round.n_grads : 0.0;
+    row->grad_age_max = s->round.grad_age_max;
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
     s->last_train_loss = row->train_loss;
@@ -609,6 +611,11 @@ void ps_round_try_step(ps_server_t *s) {
     ps_gate_t gate;
     ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->steps_run == 0, &s->round.gate_open,
                                                 s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
+    /* [ps] quorum: after the first step, a round may step once that many
+     * gradients are in; the members still computing push into a later round
+     * (within [ps] gradient_staleness) or are discarded as stale. */
+    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.gate_open && ps_member_quorum_met(s->round.n_grads, s->cfg->quorum))
+        st = PS_ROUND_COMPLETE;
     if (st == PS_ROUND_WAIT_GRADIENTS && s->round.n_grads == 0 && ps_member_all_refused(&s->peers)) {
         s_recover(s);
         return;

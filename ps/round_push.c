@@ -66,7 +66,8 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     p->stalled = 0; /* it pushes: a member again from the next round */
-    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version)) {
+    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version,
+                                 s->cfg->gradient_staleness)) {
     case PS_PUSH_RUN_OVER:
         p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
         p->min_version = (uint64_t)s->round.t + 1;
@@ -76,8 +77,9 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                       "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->round.t);
         return;
     case PS_PUSH_STALE:
-        /* Taken at old parameters (the worker was dropped, or joined late):
-         * discarded; the worker gets the current ones. */
+        /* Taken at parameters older than [ps] gradient_staleness allows (the
+         * worker was dropped, joined late, or is that slow): discarded; the
+         * worker gets the current ones. */
         s->n_stale_grads++;
         log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
                   msg_role_name(p->role), p->id, s->round.t);
@@ -164,6 +166,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     p->n_correct = g->n_correct;
     p->committed = 0;
     s->round.n_grads++;
+    {
+        /* how many versions the gradient lags the round's ([ps] gradient_staleness) */
+        long age = s->round.t - (long)g->version;
+        s->round.grad_age_sum += (double)age;
+        if (age > s->round.grad_age_max) s->round.grad_age_max = age;
+    }
     s->n_grads_total++;
     p->pushed = 1;
     p->n_accepted++;

@@ -48,6 +48,8 @@ void ps_round_state_clear(ps_round_t *r, const net_t *net) {
     r->acc_n = r->acc_loss = r->state_n = 0.0;
     r->acc_correct = 0;
     r->n_grads = 0;
+    r->grad_age_sum = 0.0;
+    r->grad_age_max = 0;
     r->folded = r->marked = 0;
     if (r->stats) ps_wire_stats_clear(r->stats);
     r->stats_have = 0;

@@ -31,6 +31,8 @@ typedef struct ps_round {
     double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
     uint64_t acc_correct;
     int n_grads;                   /* gradients in */
+    double grad_age_sum;           /* sum over them of t - their version ([ps] gradient_staleness) */
+    long grad_age_max;
     float *state_acc;              /* (n_state) sum of n_examples * state */
     double state_n;                /* sum of n_examples of the pushes that carried state */
     kfac_stats_t *stats;           /* stats = sync: the round's statistics merged (NULL: optimizer sgd) */

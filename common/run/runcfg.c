@@ -154,6 +154,12 @@ static const config_option_t s_table[] = {
       "robust to a hostile worker; need 2 * aggregate_trim + 1 and 3 workers)"),
     O("ps", "aggregate_trim", OPT_INT, aggregate_trim, "1", 1, 1000,
       "aggregate = trimmed_mean: gradients dropped at each end of every coordinate"),
+    O("ps", "gradient_staleness", OPT_INT, gradient_staleness, "0", 0, 1000,
+      "a gradient computed on parameters up to this many versions old still goes into the round (0: synchronous "
+      "rounds; older ones are discarded and counted as stale)"),
+    O("ps", "quorum", OPT_INT, quorum, "0", 0, 4096,
+      "after the first step, a round steps once this many gradients are in; the others go into a later round within "
+      "gradient_staleness (0: wait for every member)"),
     O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
       "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
       "the rounds until it pushes again (0: never)"),
@@ -188,6 +194,9 @@ static const config_option_t s_table[] = {
     O("invertd", "id", OPT_INT, invertd_id, "0", 0, 1000000, "inverse daemon id"),
     O("invertd", "threads", OPT_INT, invertd_threads, "1", 1, 256, "OpenBLAS threads"),
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
+    O("worker", "delay_ms", OPT_UINT64, worker_delay_ms, "0", 0, 1e9,
+      "mean of an injected delay before each gradient push, drawn uniformly from [0, 2 x delay_ms] (a slow worker, "
+      "for gradient staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
     /* the run's output folder and live view (docs/operations.md) */

@@ -150,6 +150,9 @@ typedef struct runcfg {
     double grad_clip_ratio;      /* clip a layer's gradient to this many times its median norm (0: off) */
     runcfg_aggregate_t aggregate; /* how the round's gradients are combined */
     int aggregate_trim;          /* trimmed_mean: gradients dropped at each end of every coordinate */
+    int gradient_staleness;      /* versions a gradient may lag the round it goes into (0: synchronous) */
+    int quorum;                  /* gradients after which a round steps (0: every member's) */
+    uint64_t worker_delay_ms;    /* kfac-worker: injected delay per gradient (staleness studies) */
     uint64_t stall_timeout_ms;   /* drop a member that has not pushed this long into a round (0: never) */
     double stall_factor;         /* ... or after this many median push times, once known (0: off) */
     uint64_t stall_min_ms;       /* ... but not sooner than this */
