@@ -100,6 +100,15 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
         s_label(&b, t == MSG_NONE ? "undecodable" : msg_type_name((msg_type_t)t));
         textbuf_printf(&b, "\"} %llu\n", (unsigned long long)x->rejected[t]);
     }
+    s_head(&b, "kfac_grad_clipped_total", "counter",
+           "Layer gradients scaled down to [ps] grad_clip_ratio times their layer's median norm.");
+    textbuf_printf(&b, "kfac_grad_clipped_total %llu\n", (unsigned long long)x->grad_clipped);
+    s_head(&b, "kfac_robust_steps_total", "counter",
+           "Steps whose gradients were combined by the robust rule of [ps] aggregate (trimmed mean or median).");
+    textbuf_printf(&b, "kfac_robust_steps_total %llu\n", (unsigned long long)x->robust_steps);
+    s_head(&b, "kfac_recoveries_total", "counter",
+           "Rounds in which every worker's gradient was refused: the PS went back to its last good parameters.");
+    textbuf_printf(&b, "kfac_recoveries_total %llu\n", (unsigned long long)x->recoveries);
     if (x->kfac) {
         s_head(&b, "kfac_inverses_installed_total", "counter", "Inverses installed from inverse daemons.");
         textbuf_printf(&b, "kfac_inverses_installed_total %llu\n", (unsigned long long)x->inverses_installed);

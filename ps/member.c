@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version) {
+ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version, int staleness) {
     if (!running) return PS_PUSH_RUN_OVER;
     if (version > (uint64_t)t) return PS_PUSH_AHEAD;
-    if (version < (uint64_t)t) return PS_PUSH_STALE;
+    if (version + (uint64_t)(staleness > 0 ? staleness : 0) < (uint64_t)t) return PS_PUSH_STALE;
     if (p->pushed) return PS_PUSH_DUPLICATE;
     return PS_PUSH_ACCEPT;
 }
@@ -34,6 +34,20 @@ int ps_member_waiting(const ps_peers_t *peers, int *n_members) {
     if (n_members) *n_members = members;
     return waiting;
 }
+
+int ps_member_all_refused(const ps_peers_t *peers) {
+    int members = 0, refused = 0;
+    for (int i = 0; i < peers->n; i++) {
+        const ps_peer_t *p = peers->v[i];
+        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present) continue;
+        members++;
+        if (p->pushed || !p->skipped) return 0;
+        refused++;
+    }
+    return members > 0 && refused == members;
+}
+
+int ps_member_quorum_met(int n_grads, int quorum) { return quorum > 0 && n_grads >= quorum; }
 
 ps_gate_t ps_member_gate(int n_members, int workers, uint64_t waited_ns, uint64_t timeout_ns) {
     if (n_members >= workers) return PS_GATE_OPEN;

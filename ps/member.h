@@ -24,12 +24,18 @@ typedef enum {
     PS_PUSH_ACCEPT = 0, /* hold it for the step */
     PS_PUSH_RUN_OVER,   /* the run is finishing: keep the worker waiting for Shutdown */
     PS_PUSH_AHEAD,      /* version > t: an invalid message (Error) */
-    PS_PUSH_STALE,      /* version < t: discard, send the worker the current Params */
+    PS_PUSH_STALE,      /* version < t - staleness: discard, send the worker the current Params */
     PS_PUSH_DUPLICATE,  /* a second gradient for t from the same worker (Error) */
 } ps_push_t;
 
-/* Decide on a push. running: the run still takes steps. */
-ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version);
+/* Decide on a push. running: the run still takes steps; staleness: [ps]
+ * gradient_staleness, the most versions a gradient may lag t and still go
+ * into the round of t (0: only gradients of t). */
+ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version, int staleness);
+
+/* Whether a round that has n_grads gradients may step without waiting for
+ * the members still computing: [ps] quorum > 0 gradients are in. */
+int ps_member_quorum_met(int n_grads, int quorum);
 
 /* Open the round of a new version: every gradient worker that is present,
  * has had Params and is not marked stalled becomes a member; every
@@ -46,6 +52,11 @@ typedef enum {
     PS_GATE_OPEN,          /* [cluster] workers members are in */
     PS_GATE_OPEN_TIMEOUT,  /* fewer, but the wait is over: start with those */
 } ps_gate_t;
+
+/* 1 when the round has members and every one of them was refused this
+ * round (skipped, none pushed): nothing to step with, and nobody to wait
+ * for. */
+int ps_member_all_refused(const ps_peers_t *peers);
 
 /* n_members present members of the round, `workers` configured; waited_ns
  * since the first worker joined (0: none yet); timeout_ns the longest wait. */

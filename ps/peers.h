@@ -73,6 +73,7 @@ typedef struct ps_peer {
     int distrusted;          /* PS_BAD_INVERSES_MAX reached: no more jobs, its results refused */
     /* counters */
     uint64_t n_accepted;     /* gradients / statistics / results accepted */
+    uint64_t n_clipped;      /* layer gradients clipped ([ps] grad_clip_ratio) */
     uint64_t n_rejected;
 } ps_peer_t;
 

@@ -131,6 +131,9 @@ void ps_report_publish(ps_server_t *s) {
     x.statsd = ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1);
     x.invertd = ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1);
     memcpy(x.rejected, s->rejected, sizeof x.rejected);
+    x.grad_clipped = s->n_clipped;
+    x.robust_steps = s->n_robust_steps;
+    x.recoveries = s->n_recoveries;
     if (s->kfac) {
         uint64_t now = uv_hrtime();
         x.kfac = 1;
@@ -181,6 +184,10 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->round.steps_done)
         S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);
+    if (s->n_clipped) S_ADD(", layer gradients clipped %" PRIu64, s->n_clipped);
+    if (s->n_recoveries) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", s->n_recoveries);
+    if (s->cfg->aggregate != RUNCFG_AGGREGATE_MEAN)
+        S_ADD(", robust steps %" PRIu64 " (by the mean: %" PRIu64 ")", s->n_robust_steps, s->n_robust_fallbacks);
     uint64_t total = 0;
     for (int t = 0; t < MSG_TYPE_COUNT; t++) total += s->rejected[t];
     S_ADD(", rejected %" PRIu64, total);

@@ -19,6 +19,7 @@
  *              waiting for it.
  */
 #include "ps/server_int.h"
+#include "ps/recover.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "ps/report.h"
@@ -127,7 +128,15 @@ void ps_round_peer_joined(ps_server_t *s, ps_peer_t *p) {
 
 void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
     ps_leave_t leave = ps_member_leave(p);
-    if (leave.sum_now) {
+    if (leave.sum_now && s->cfg->aggregate != RUNCFG_AGGREGATE_MEAN) {
+        /* A robust rule sees every gradient at the step; this one may be
+         * forgotten before it, and summing it now would let a worker that
+         * pushes and leaves bypass the rule: it is dropped. */
+        p->pushed = 0;
+        s->round.n_grads--;
+        log_info("step %ld: the gradient of a worker that left before the step is not used ([ps] aggregate = %s)",
+                 s->round.t, s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN ? "median" : "trimmed_mean");
+    } else if (leave.sum_now) {
         /* It may be forgotten before the step: its gradient counts now
          * (before the others', which keeps the sum deterministic for the
          * same sequence of events). */
@@ -164,121 +173,6 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
 
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     s_wait_params(s, p, m->get_params.min_version);
-}
-
-void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
-    const msg_grad_push_t *g = &m->grad_push;
-    char err[600];
-    if (p->demoted) {
-        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                     "this worker stalled %d times ([ps] stall_max_drops): it is no member of the rounds again",
-                     p->n_stalls);
-        p->wait = PS_WAIT_NONE;
-        return;
-    }
-    p->stalled = 0; /* it pushes: a member again from the next round */
-    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version)) {
-    case PS_PUSH_RUN_OVER:
-        p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
-        p->min_version = (uint64_t)s->round.t + 1;
-        return;
-    case PS_PUSH_AHEAD:
-        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                      "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->round.t);
-        return;
-    case PS_PUSH_STALE:
-        /* Taken at old parameters (the worker was dropped, or joined late):
-         * discarded; the worker gets the current ones. */
-        s->n_stale_grads++;
-        log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
-                  msg_role_name(p->role), p->id, s->round.t);
-        ps_round_send_params(s, p);
-        return;
-    case PS_PUSH_DUPLICATE:
-        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_UNEXPECTED,
-                      "a second gradient for version %ld from the same worker", s->round.t);
-        return;
-    case PS_PUSH_ACCEPT:
-        break;
-    }
-    /* What one member may put into the round: at most a batch of examples,
-     * a norm near the recent ones (msg_validate rejected NaN and Inf). */
-    double norm2 = 0.0;
-    for (size_t i = 0; i < s->net->n_params; i++) norm2 += (double)g->grad[i] * g->grad[i];
-    double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
-    switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
-    case PS_GRAD_TOO_MANY_EXAMPLES:
-        s->n_rej_examples++;
-        ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                     "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
-        ps_round_after_reject(s, p, m);
-        return;
-    case PS_GRAD_NORM_OUTLIER:
-        s->n_rej_norm++;
-        ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                     "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
-                     "last %d accepted (%" PRIu64 " rejected so far)",
-                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
-        ps_round_after_reject(s, p, m);
-        return;
-    case PS_GRAD_OK:
-        break;
-    }
-    /* Batch-norm running statistics: a variance below 0 would make the
-     * evaluation and the exported weights NaN (msg_validate rejected NaN and Inf). */
-    if (s->net->n_state && g->n_state == s->net->n_state)
-        for (int li = 0; li < s->net->n_layers; li++) {
-            const layer_t *l = &s->net->layers[li];
-            if (l->kind != LAYER_BATCHNORM || !l->run_var) continue;
-            const size_t off = (size_t)(l->run_var - s->net->state);
-            for (int c = 0; c < l->c; c++)
-                if (!(g->state[off + c] >= 0.0f)) {
-                    ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                                 "grad_push.state: running variance of layer %s channel %d is %g, below 0", l->name,
-                                 c, (double)g->state[off + c]);
-                    ps_round_after_reject(s, p, m);
-                    return;
-                }
-        }
-    /* Held until the step (or the fold, for statistics) and summed there in
-     * rank order: the round's result does not depend on arrival order. */
-    const size_t np = s->net->n_params, ns = s->net->n_state;
-    if ((!p->grad && !(p->grad = malloc(np * sizeof(float)))) ||
-        (ns && g->n_state == ns && !p->state && !(p->state = malloc(ns * sizeof(float)))) ||
-        (g->stats.n_layers > 0 && s->kfac && !p->stats && !(p->stats = kfac_stats_new(s->net)))) {
-        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
-        ps_round_after_reject(s, p, m);
-        return;
-    }
-    p->has_stats = 0;
-    if (g->stats.n_layers > 0 && s->kfac) {
-        if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
-                                 sizeof err) < 0) {
-            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
-            ps_round_after_reject(s, p, m);
-            return;
-        }
-        p->has_stats = 1;
-    }
-    ps_norm_hist_add(&s->norms, norm);
-    {
-        const uint64_t now = uv_hrtime(), since = p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns;
-        if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
-    }
-    memcpy(p->grad, g->grad, np * sizeof(float));
-    p->has_state = ns && g->n_state == ns;
-    if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
-    p->loss = g->loss;
-    p->n_examples = g->n_examples;
-    p->n_correct = g->n_correct;
-    p->committed = 0;
-    s->round.n_grads++;
-    s->n_grads_total++;
-    p->pushed = 1;
-    p->n_accepted++;
-    p->wait = PS_WAIT_PARAMS;
-    p->min_version = (uint64_t)s->round.t + 1;
-    ps_round_try_step(s);
 }
 
 /* After new statistics: the scheduler's versions follow the optimizer's. */
@@ -418,6 +312,7 @@ void ps_round_schedule(ps_server_t *s) {
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
     s->round_open_ns = uv_hrtime();
+    s->round_norm_rejects = 0;
     ps_member_open_round(&s->peers);
     ps_round_state_clear(&s->round, s->net);
 }
@@ -468,6 +363,13 @@ static void s_finish(ps_server_t *s, const char *reason) {
     if (s->eval_queued_step != s->round.t) ps_round_request_shutdown(s, 0);
 }
 
+/* Index of the first value of v[0..n) that is not finite, or n. */
+static size_t s_first_nonfinite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return n;
+}
+
 /* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
  * the workers' batch-norm state. Fills the row's step size and inverse
  * ages. Returns 0, or -1 when the run must stop (too many non-finite
@@ -505,6 +407,25 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
     } else {
         step_size = sgd_lr_at(&s->lr, s->round.t);
+        /* The mean of finite gradients can still overflow: checked as the
+         * K-FAC path checks its update. */
+        size_t bad = s_first_nonfinite(s->round.grad_acc, s->net->n_params);
+        if (bad < s->net->n_params) {
+            s->n_step_failures++;
+            s->round.consecutive_failures++;
+            log_error("step %ld: the mean gradient is not finite (parameter %zu is %g); parameters left unchanged",
+                      s->round.t, bad, (double)s->round.grad_acc[bad]);
+            if (s->round.consecutive_failures >= PS_MAX_STEP_FAILURES) {
+                snprintf(s->reason, sizeof s->reason,
+                         "the mean gradient was not finite for %d steps in a row (diverged: lower lr)",
+                         PS_MAX_STEP_FAILURES);
+                log_error("%s", s->reason);
+                return -1;
+            }
+            row->step_size = 0.0;
+            return 0;
+        }
+        s->round.consecutive_failures = 0;
         sgd_step(s->sgd, s->net->params, s->round.grad_acc, step_size);
         /* The decay was validated with the configuration: this cannot fail. */
         kfac_step_polyak(s->sgd_polyak, s->net->params, s->net->n_params, s->sgd_polyak_decay, &s->sgd_polyak_count);
@@ -535,6 +456,8 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->inverses_installed = s->n_installed;
     row->stats_folded = s->n_folds;
     row->workers = s->round.n_grads;
+    row->grad_age_mean = s->round.n_grads ? s->round.grad_age_sum / s->round.n_grads : 0.0;
+    row->grad_age_max = s->round.grad_age_max;
     s->last_inv_age_mean = row->inv_age_mean;
     s->last_inv_age_max = row->inv_age_max;
     s->last_train_loss = row->train_loss;
@@ -582,6 +505,28 @@ static void s_step_publish(ps_server_t *s) {
     }
 }
 
+/* The round's gradients into the step's gradient: the weighted mean, or
+ * the robust rule of [ps] aggregate. */
+static void s_aggregate(ps_server_t *s) {
+    if (s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN) {
+        ps_round_state_average(&s->round, s->net, &s->peers);
+        return;
+    }
+    int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
+    int k = ps_round_state_robust(&s->round, s->net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
+    if (k > 0) {
+        s->n_robust_steps++;
+        return;
+    }
+    s->n_robust_fallbacks++;
+    uint64_t skipped = 0;
+    if (ratelimit_ok(&s->rl_robust, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
+                 " such steps so far)",
+                 s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
+                 median ? 3 : 2 * s->cfg->aggregate_trim + 1, s->n_robust_fallbacks);
+}
+
 /* The step of a complete round: average, update, record, publish. */
 static void s_apply_step(ps_server_t *s) {
     ps_step_row_t row;
@@ -592,7 +537,12 @@ static void s_apply_step(ps_server_t *s) {
     row.wait_ms = s->round_open_ms > 0.0 ? t_update - s->round_open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
     row.curv_ms = s->round_curv_ms;
     row.eval_busy = s->round_eval_busy || ps_eval_pending(s->eval) > 0;
-    ps_round_state_average(&s->round, s->net, &s->peers);
+    /* The parameters this round's gradients were taken at, and none was an
+     * outlier: good ones to come back to (ps/recover.h). */
+    s->recoveries_in_a_row = 0;
+    if (s->round_norm_rejects == 0 && s->round.steps_done % PS_RECOVER_EVERY == 0)
+        ps_recover_save(s->recover, s->net->params, s->net->state, s->round.t, clock_now_ms() * 1e-3);
+    s_aggregate(s);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
         return;
@@ -611,12 +561,65 @@ static void s_apply_step(ps_server_t *s) {
     if (s->kfac) rundir_ages(s->metrics, s->kfac, row.step, s->round.t - 1);
 }
 
+/* Every member's gradient of this round was refused: no gradient to step
+ * with, and every member waits for the next version. Back to the last good
+ * parameters when outliers were among the refusals (the parameters may be
+ * wrecked), momentum zeroed, the inverses installed since forgotten, the
+ * norm histories reset; then a new version without a step. */
+static void s_recover(ps_server_t *s) {
+    s->n_recoveries++;
+    if (++s->recoveries_in_a_row > PS_RECOVER_MAX_IN_A_ROW) {
+        snprintf(s->reason, sizeof s->reason,
+                 "every worker's gradient was refused in %d rounds in a row, even after going back to the last good "
+                 "parameters: check [ps] grad_norm_max_ratio and the workers' logs",
+                 PS_RECOVER_MAX_IN_A_ROW);
+        log_error("%s", s->reason);
+        ps_round_request_shutdown(s, 1);
+        return;
+    }
+    char what[256] = "the same parameters again";
+    double snap_s = 0.0;
+    long back = s->round_norm_rejects > 0 ? ps_recover_restore(s->recover, s->net->params, s->net->state, &snap_s)
+                                          : -1;
+    if (back >= 0) {
+        int forgot = 0;
+        if (s->kfac) {
+            memset(s->kfac->mom, 0, s->net->n_params * sizeof(float));
+            for (int b = 0; b < s->n_blocks; b++)
+                if (s->kfac->blocks[b].inv->valid && s->kfac->blocks[b].inv_time_s >= snap_s) {
+                    s->kfac->blocks[b].inv->valid = 0;
+                    forgot++;
+                }
+        } else if (s->sgd) {
+            memset(s->sgd->v, 0, s->net->n_params * sizeof(float));
+        }
+        snprintf(what, sizeof what,
+                 "the parameters of step %ld (momentum zeroed, %d inverse%s installed since forgotten)", back, forgot,
+                 forgot == 1 ? "" : "s");
+    }
+    memset(&s->norms, 0, sizeof s->norms);
+    if (s->layer_norms) memset(s->layer_norms, 0, (size_t)s->net->n_layers * sizeof *s->layer_norms);
+    log_warn("step %ld: every worker's gradient was refused (%d as norm outliers): publishing %s as version %ld, "
+             "without a step, with the norm histories reset (recovery %" PRIu64 ")",
+             s->round.t, s->round_norm_rejects, what, s->round.t + 1, s->n_recoveries);
+    s_step_publish(s);
+}
+
 void ps_round_try_step(ps_server_t *s) {
     if (s->phase != PS_PHASE_RUNNING) return;
     uint64_t waited = s->round.first_worker_ns ? uv_hrtime() - s->round.first_worker_ns : 0;
     ps_gate_t gate;
     ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->steps_run == 0, &s->round.gate_open,
                                                 s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
+    /* [ps] quorum: after the first step, a round may step once that many
+     * gradients are in; the members still computing push into a later round
+     * (within [ps] gradient_staleness) or are discarded as stale. */
+    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.gate_open && ps_member_quorum_met(s->round.n_grads, s->cfg->quorum))
+        st = PS_ROUND_COMPLETE;
+    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.n_grads == 0 && ps_member_all_refused(&s->peers)) {
+        s_recover(s);
+        return;
+    }
     if (st != PS_ROUND_COMPLETE) return;
     if (gate == PS_GATE_OPEN_TIMEOUT) {
         int n_members = 0;

@@ -48,16 +48,20 @@ void ps_round_state_clear(ps_round_t *r, const net_t *net) {
     r->acc_n = r->acc_loss = r->state_n = 0.0;
     r->acc_correct = 0;
     r->n_grads = 0;
+    r->grad_age_sum = 0.0;
+    r->grad_age_max = 0;
     r->folded = r->marked = 0;
     if (r->stats) ps_wire_stats_clear(r->stats);
     r->stats_have = 0;
 }
 
-void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) {
+/* A held push's loss, counts and state into the sums; with_grad: its
+ * gradient too. */
+static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad) {
     if (!p->pushed || p->committed || !p->grad) return;
     const float w = (float)p->n_examples;
     /* grad_acc += n_examples * grad  (n_params floats) */
-    cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
+    if (with_grad) cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
     r->acc_n += (double)p->n_examples;
     r->acc_loss += (double)p->n_examples * p->loss;
     r->acc_correct += p->n_correct;
@@ -68,6 +72,8 @@ void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) {
     }
     p->committed = 1;
 }
+
+void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) { s_commit(r, net, p, 1); }
 
 void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p) {
     if (!p->has_stats || !r->stats) return;
@@ -88,4 +94,40 @@ void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *p
     for (int i = 0; i < n_order; i++) ps_round_state_commit_grad(r, net, order[i]);
     /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
     cblas_sscal((int)net->n_params, (float)(1.0 / r->acc_n), r->grad_acc, 1);
+}
+
+float ps_round_robust_value(float *v, int k, int trim) {
+    /* insertion sort: k is the number of workers in a round, small */
+    for (int i = 1; i < k; i++) {
+        float x = v[i];
+        int j = i - 1;
+        while (j >= 0 && v[j] > x) {
+            v[j + 1] = v[j];
+            j--;
+        }
+        v[j + 1] = x;
+    }
+    if (trim < 0) return k % 2 ? v[k / 2] : 0.5f * (v[k / 2 - 1] + v[k / 2]);
+    double sum = 0.0;
+    for (int i = trim; i < k - trim; i++) sum += v[i];
+    return (float)(sum / (double)(k - 2 * trim));
+}
+
+int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *peers, int trim) {
+    ps_peer_t *order[S_MAX_ORDER];
+    int k = ps_member_order(peers, order, S_MAX_ORDER);
+    int need = trim < 0 ? 3 : 2 * trim + 1;
+    /* Gradients summed before the step (a worker that left) are in grad_acc
+     * already: the robust rule cannot see them, so the round is averaged. */
+    if (k < need || r->acc_n > 0) {
+        ps_round_state_average(r, net, peers);
+        return 0;
+    }
+    float v[S_MAX_ORDER];
+    for (size_t i = 0; i < net->n_params; i++) {
+        for (int j = 0; j < k; j++) v[j] = order[j]->grad[i];
+        r->grad_acc[i] = ps_round_robust_value(v, k, trim);
+    }
+    for (int j = 0; j < k; j++) s_commit(r, net, order[j], 0);
+    return k;
 }

@@ -31,6 +31,8 @@ typedef struct ps_round {
     double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
     uint64_t acc_correct;
     int n_grads;                   /* gradients in */
+    double grad_age_sum;           /* sum over them of t - their version ([ps] gradient_staleness) */
+    long grad_age_max;
     float *state_acc;              /* (n_state) sum of n_examples * state */
     double state_n;                /* sum of n_examples of the pushes that carried state */
     kfac_stats_t *stats;           /* stats = sync: the round's statistics merged (NULL: optimizer sgd) */
@@ -86,5 +88,19 @@ int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers);
  * order, then grad_acc is divided by acc_n, so that it holds the
  * example-weighted mean gradient. acc_n must be > 0 (a complete round). */
 void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers);
+
+/* The step's gradient, robust to hostile workers ([ps] aggregate): the
+ * held gradients not yet summed, each its worker's mean over its batch,
+ * combined coordinate by coordinate without weights: with trim > 0, the
+ * mean of what is left after dropping the trim lowest and trim highest
+ * values; with trim < 0, the median (the mean of the middle two for an even
+ * count). Loss, accuracy and batch-norm state are summed as for the mean.
+ * Needs more than 2 * trim gradients (3 for the median); with fewer it
+ * falls back to ps_round_state_average. Returns how many gradients were
+ * combined robustly, 0 on the fallback. */
+int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *peers, int trim);
+
+/* The coordinate rule above for one coordinate: v[0..k) is sorted in place. */
+float ps_round_robust_value(float *v, int k, int trim);
 
 #endif

@@ -3,6 +3,7 @@
  * heartbeats, liveness) and the shutdown path. A Hello's admission is
  * ps/hello.c; the training logic is ps/round.c and ps/jobs.c. */
 #include "ps/server_int.h"
+#include "ps/recover.h"
 #include "ps/export.h"
 #include "ps/io.h"
 #include "ps/member.h"
@@ -392,7 +393,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         return -ENOMEM;
     }
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
-    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf) {
+    s->recover = ps_recover_new(s->net->n_params, s->net->n_state);
+    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf || !s->recover) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -655,6 +657,8 @@ void ps_server_free(ps_server_t **s_p) {
     }
     ps_http_free(&s->http);
     free(s->http_blocks);
+    free(s->layer_norms);
+    ps_recover_free(&s->recover);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);

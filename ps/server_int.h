@@ -159,7 +159,14 @@ struct ps_server {
     ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
     uint64_t round_open_ns;        /* when the round of version t opened */
     uint64_t n_rej_examples, n_rej_norm, n_stalled;
-    ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup;
+    ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup, rl_robust, rl_clip;
+    uint64_t n_robust_steps, n_robust_fallbacks; /* [ps] aggregate: steps combined robustly, and by the mean */
+    ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
+    uint64_t n_clipped;            /* layer gradients clipped ([ps] grad_clip_ratio) */
+    struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
+    int round_norm_rejects;        /* gradients of this round refused as norm outliers */
+    uint64_t n_recoveries;         /* rounds in which every member's gradient was refused */
+    int recoveries_in_a_row;
     uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
 

@@ -42,6 +42,8 @@
  *   examples  n_examples = 1000000 (more than any batch)
  *   huge      every value 3e38 (finite, far from any real gradient's norm)
  *   nan       NaN and Inf among the values
+ *   scaled    100 x the parameters it was sent (finite; the first push's norm
+ *             is near the honest ones' early in a run)
  *   stall     asks for Params, then nothing at all: it only heartbeats, for --wait_ms
  *   hello     never even asks for Params: Hello, then heartbeats for --wait_ms
  *   alternate --count rounds: every other one it pushes a small gradient,
@@ -116,7 +118,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, stall, hello, alternate, flood, stats, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
+      "what the hostile member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
       "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
     O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,

@@ -14,9 +14,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/rng.h"
 #include "common/net/client.h"
 #include "common/net/compute.h"
 #include "common/net/daemon.h"
@@ -50,6 +52,7 @@ typedef struct s_job {
 
 struct worker_server {
     const runcfg_t *cfg;          /* borrowed */
+    rng_t delay_rng;              /* [worker] delay_ms draws (pool thread) */
     client_daemon_t d;            /* loop, job pool, connection */
     compute_ctx_t cc;          /* the compute thread's while busy */
     int have_cc;
@@ -93,6 +96,14 @@ static void s_work_grad(worker_server_t *s, s_job_t *j) {
     if (j->with_stats && (j->rc = wire_stats_to_msg(cc->stats, &g->stats, &packed)) < 0) {
         snprintf(j->err, sizeof j->err, "packing the statistics failed (%d)", j->rc);
         return;
+    }
+    /* [worker] delay_ms: a slow worker on demand (gradient staleness studies) */
+    if (s->cfg->worker_delay_ms) {
+        /* uniform in [0, 2 x delay_ms], so that the gradients' ages spread */
+        uint64_t us = rng_below(&s->delay_rng, (uint32_t)(2 * s->cfg->worker_delay_ms * 1000 + 1));
+        struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
     }
     j->compute_ms = clock_now_ms() - t0;
     g->compute_ms = j->compute_ms;
@@ -330,6 +341,7 @@ worker_server_t *worker_server_new(const runcfg_t *cfg) {
     worker_server_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->cfg = cfg;
+    rng_seed(&s->delay_rng, cfg->seed * 1000003ULL + (uint64_t)cfg->worker_id);
     if (client_daemon_init(&s->d, MSG_ROLE_WORKER, RUNCFG_ROLE_WORKER, cfg, s_work, s_done, &s_handlers, s) < 0) {
         free(s);
         return NULL;

@@ -29,6 +29,7 @@ static const char *const s_fishers[] = {"true", "empirical", NULL};
 static const char *const s_stats_modes[] = {"async", "sync", NULL};
 static const char *const s_priorities[] = {"idle", "normal", "low", NULL};
 static const char *const s_curv_priorities[] = {"idle", "normal", "low", "yield", NULL};
+static const char *const s_aggregate[] = {"mean", "trimmed_mean", "median", NULL};
 static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
 static const char *const s_identity[] = {"sgd", "damped", NULL};
 static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
@@ -148,6 +149,20 @@ static const config_option_t s_table[] = {
     O("ps", "grad_norm_max_ratio", OPT_DOUBLE, grad_norm_max_ratio, "100", 0, 1e30,
       "a gradient whose norm is more than this many times the median of the last 32 accepted ones is rejected (0: "
       "off)"),
+    O("ps", "grad_clip_ratio", OPT_DOUBLE, grad_clip_ratio, "20", 0, 1e30,
+      "a layer's gradient whose norm is more than this many times the median of that layer's last 32 is scaled "
+      "down to it (0: off)"),
+    E("ps", "aggregate", aggregate, "mean", s_aggregate,
+      "how the round's gradients are combined: mean (weighted by examples), trimmed_mean or median (coordinate-wise, "
+      "robust to a hostile worker; need 2 * aggregate_trim + 1 and 3 workers)"),
+    O("ps", "aggregate_trim", OPT_INT, aggregate_trim, "1", 1, 1000,
+      "aggregate = trimmed_mean: gradients dropped at each end of every coordinate"),
+    O("ps", "gradient_staleness", OPT_INT, gradient_staleness, "0", 0, 1000,
+      "a gradient computed on parameters up to this many versions old still goes into the round (0: synchronous "
+      "rounds; older ones are discarded and counted as stale)"),
+    O("ps", "quorum", OPT_INT, quorum, "0", 0, 4096,
+      "after the first step, a round steps once this many gradients are in; the others go into a later round within "
+      "gradient_staleness (0: wait for every member)"),
     O("ps", "stall_timeout_ms", OPT_UINT64, stall_timeout_ms, "60000", 0, 1e9,
       "a worker that heartbeats but has not pushed its gradient this long after the round opened is dropped from "
       "the rounds until it pushes again (0: never)"),
@@ -182,6 +197,9 @@ static const config_option_t s_table[] = {
     O("invertd", "id", OPT_INT, invertd_id, "0", 0, 1000000, "inverse daemon id"),
     O("invertd", "threads", OPT_INT, invertd_threads, "1", 1, 256, "OpenBLAS threads"),
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
+    O("worker", "delay_ms", OPT_UINT64, worker_delay_ms, "0", 0, 1e9,
+      "mean of an injected delay before each gradient push, drawn uniformly from [0, 2 x delay_ms] (a slow worker, "
+      "for gradient staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
     O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
     /* the run's output folder and live view (docs/operations.md) */
@@ -360,6 +378,19 @@ int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
     if ((c->polyak_decay < 0.0 && c->polyak_decay != -1.0) || (c->kfac_polyak_decay < 0.0 && c->kfac_polyak_decay != -1.0)) {
         snprintf(err, err_len, "polyak_decay: expected -1 (not set) or a decay in [0, 0.99999], got %g",
                  c->polyak_decay < 0.0 && c->polyak_decay != -1.0 ? c->polyak_decay : c->kfac_polyak_decay);
+        return -EINVAL;
+    }
+    if (c->aggregate == RUNCFG_AGGREGATE_TRIMMED && c->workers < 2 * c->aggregate_trim + 1) {
+        snprintf(err, err_len,
+                 "[ps] aggregate = trimmed_mean with aggregate_trim = %d needs [cluster] workers >= %d (it is %d): "
+                 "lower aggregate_trim or add workers",
+                 c->aggregate_trim, 2 * c->aggregate_trim + 1, c->workers);
+        return -EINVAL;
+    }
+    if (c->aggregate == RUNCFG_AGGREGATE_MEDIAN && c->workers < 3) {
+        snprintf(err, err_len,
+                 "[ps] aggregate = median needs [cluster] workers >= 3 (it is %d): the median of two is their mean",
+                 c->workers);
         return -EINVAL;
     }
     kfac_schedule_t sched;

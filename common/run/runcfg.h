@@ -48,6 +48,11 @@ typedef enum {
     RUNCFG_PRIORITY_YIELD,    /* curvature daemons: SCHED_IDLE, lifted to nice 10 while starved (common/net/daemon.h) */
 } runcfg_priority_t;
 typedef enum {
+    RUNCFG_AGGREGATE_MEAN = 0,   /* the example-weighted mean of the round's gradients */
+    RUNCFG_AGGREGATE_TRIMMED,    /* coordinate-wise: drop aggregate_trim lowest and highest, mean of the rest */
+    RUNCFG_AGGREGATE_MEDIAN,     /* coordinate-wise median */
+} runcfg_aggregate_t;
+typedef enum {
     RUNCFG_REFRESH_CONTINUOUS = 0, /* every block as soon as an inverse daemon is free */
     RUNCFG_REFRESH_EVERY,          /* all blocks every inverse_every steps */
     RUNCFG_REFRESH_ADAPTIVE,       /* SP-NGD Algorithm 2 per block */
@@ -143,6 +148,12 @@ typedef struct runcfg {
     runcfg_priority_t ps_eval_priority; /* of the evaluation thread(s) */
     int ps_eval_threads;     /* threads of each evaluation */
     double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
+    double grad_clip_ratio;      /* clip a layer's gradient to this many times its median norm (0: off) */
+    runcfg_aggregate_t aggregate; /* how the round's gradients are combined */
+    int aggregate_trim;          /* trimmed_mean: gradients dropped at each end of every coordinate */
+    int gradient_staleness;      /* versions a gradient may lag the round it goes into (0: synchronous) */
+    int quorum;                  /* gradients after which a round steps (0: every member's) */
+    uint64_t worker_delay_ms;    /* kfac-worker: injected delay per gradient (staleness studies) */
     uint64_t stall_timeout_ms;   /* drop a member that has not pushed this long into a round (0: never) */
     double stall_factor;         /* ... or after this many median push times, once known (0: off) */
     uint64_t stall_min_ms;       /* ... but not sooner than this */

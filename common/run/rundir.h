@@ -6,7 +6,8 @@
  *   steps.csv  one row per applied step (RUNDIR_STEPS_CSV_HEADER):
  *     step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,
  *     inv_age_ms_mean,stats_age_mean,inverses_installed,stats_folded,
- *     workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy
+ *     workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy,
+ *     grad_age_mean,grad_age_max
  *   The last five split kfac-ps's step period (publish of version t to the
  *   end of the publish of t + 1) on its loop thread (kfac-train writes 0):
  *     wait_ms     from the end of the previous publish (the start, for the
@@ -48,7 +49,8 @@
 
 #define RUNDIR_STEPS_CSV_HEADER                                                                           \
     "step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,inv_age_ms_mean,stats_age_mean," \
-    "inverses_installed,stats_folded,workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy"
+    "inverses_installed,stats_folded,workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy,grad_age_mean," \
+    "grad_age_max"
 #define RUNDIR_EVAL_CSV_HEADER "step,wall_s,test_loss,test_acc,polyak_loss,polyak_acc"
 
 /* The files whose presence marks a folder as holding a run
@@ -80,6 +82,8 @@ typedef struct rundir_step_row {
     double update_ms;           /* averaging and update math */
     double publish_ms;          /* Params to the waiting clients, evaluation queueing, progress */
     int eval_busy;              /* an evaluation was queued or running during the round */
+    double grad_age_mean;       /* versions the step's gradients lagged it ([ps] gradient_staleness; 0: none) */
+    long grad_age_max;
 } rundir_step_row_t;
 
 typedef struct rundir rundir_t;

@@ -62,15 +62,17 @@ START_TEST(test_ps_member_push_decisions) {
         long cur = 1 + (long)rng_below(&r, 1000);
         uint64_t v = (uint64_t)(cur - 2 + (long)rng_below(&r, 5)); /* t-2 .. t+2 */
         int running = rng_below(&r, 4) != 0;
+        int stale = (int)rng_below(&r, 3); /* [ps] gradient_staleness 0..2 */
         p->pushed = (int)rng_below(&r, 2);
-        ps_push_t want = !running                ? PS_PUSH_RUN_OVER
-                         : v > (uint64_t)cur     ? PS_PUSH_AHEAD
-                         : v < (uint64_t)cur     ? PS_PUSH_STALE
-                         : p->pushed             ? PS_PUSH_DUPLICATE
-                                                 : PS_PUSH_ACCEPT;
-        ck_assert_msg(ps_member_check_push(p, running, cur, v) == want,
-                      "seed %" PRIu64 ": push of version %" PRIu64 " at t=%ld (running %d, pushed %d): got %d, want %d",
-                      seed, v, cur, running, p->pushed, ps_member_check_push(p, running, cur, v), want);
+        ps_push_t want = !running                         ? PS_PUSH_RUN_OVER
+                         : v > (uint64_t)cur              ? PS_PUSH_AHEAD
+                         : (long)v < cur - (long)stale    ? PS_PUSH_STALE
+                         : p->pushed                      ? PS_PUSH_DUPLICATE
+                                                          : PS_PUSH_ACCEPT;
+        ck_assert_msg(ps_member_check_push(p, running, cur, v, stale) == want,
+                      "seed %" PRIu64 ": push of version %" PRIu64 " at t=%ld (running %d, pushed %d, staleness %d): got "
+                      "%d, want %d",
+                      seed, v, cur, running, p->pushed, stale, ps_member_check_push(p, running, cur, v, stale), want);
     }
     ps_peers_release(&t);
 }

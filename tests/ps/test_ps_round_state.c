@@ -294,11 +294,50 @@ START_TEST(test_ps_round_state_merge_stats_weighted) {
 }
 END_TEST
 
+/* ps_round_robust_value against a brute force in double: for each value,
+ * count how many are below and above it (ties by index) to find the order
+ * statistics, then the median or the trimmed mean from them. Fresh random
+ * values, counts 1..9, trims that leave at least one. Tolerance: 1e-6
+ * relative (the trimmed mean is summed in double, rounded once to float). */
+START_TEST(test_ps_round_robust_value_brute_force) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int rep = 0; rep < 400; rep++) {
+        int k = 1 + (int)rng_below(&r, 9);
+        float v[16], sorted[16];
+        for (int i = 0; i < k; i++) v[i] = (float)(rng_normal(&r) * (rng_below(&r, 4) == 0 ? 1e3 : 1.0));
+        if (k > 2 && rng_below(&r, 3) == 0) v[1] = v[0]; /* ties */
+        for (int i = 0; i < k; i++) {
+            int rank = 0;
+            for (int j = 0; j < k; j++) rank += v[j] < v[i] || (v[j] == v[i] && j < i);
+            sorted[rank] = v[i];
+        }
+        int trim = (int)rng_below(&r, (uint32_t)((k - 1) / 2 + 1)) * (rng_below(&r, 2) ? 1 : -1);
+        if (trim == 0) trim = -1;
+        double want;
+        if (trim < 0) {
+            want = k % 2 ? sorted[k / 2] : 0.5 * ((double)sorted[k / 2 - 1] + sorted[k / 2]);
+        } else {
+            want = 0.0;
+            for (int i = trim; i < k - trim; i++) want += sorted[i];
+            want /= (double)(k - 2 * trim);
+        }
+        float w[16];
+        memcpy(w, v, sizeof w);
+        float got = ps_round_robust_value(w, k, trim);
+        ck_assert_msg(fabs((double)got - want) <= 1e-6 * (fabs(want) + 1e-6),
+                      "seed %" PRIu64 ": k %d trim %d: got %.9g, want %.9g", seed, k, trim, (double)got, want);
+    }
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_round_state");
     TCase *tc = tcase_create("round_state");
     tcase_add_test(tc, test_ps_round_state_average_weighted_and_order_free);
     tcase_add_test(tc, test_ps_round_state_commit_once);
+    tcase_add_test(tc, test_ps_round_robust_value_brute_force);
     tcase_add_test(tc, test_ps_round_state_merge_stats_weighted);
     suite_add_tcase(s, tc);
     return s;

@@ -244,8 +244,9 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
-        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, stall, hello, alternate, flood, stats, "
+        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
+        strcmp(kind, "scaled")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
                         "negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
@@ -376,6 +377,10 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         }
         if (s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) break;
         uint64_t v = pm.params.version;
+        /* scaled: 100 x the parameters, the push that captured the median
+         * norm rule (each accepted one raised the median it is judged by) */
+        if (strcmp(kind, "scaled") == 0)
+            for (uint64_t j = 0; j < n_params; j++) g[j] = j < pm.params.n_params ? 100.0f * pm.params.params[j] : 0.0f;
         msg_clear(&pm);
         if (alternate && i % 2 == 1) { /* this round: nothing but heartbeats */
             msg_t x;
@@ -383,7 +388,8 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
             stalls++;
             continue;
         }
-        for (uint64_t j = 0; j < n_params; j++) g[j] = strcmp(kind, "huge") == 0 ? 3e38f : 0.01f * (float)rng_normal(r);
+        if (strcmp(kind, "scaled") != 0)
+            for (uint64_t j = 0; j < n_params; j++) g[j] = strcmp(kind, "huge") == 0 ? 3e38f : 0.01f * (float)rng_normal(r);
         if (strcmp(kind, "nan") == 0 && n_params > 1) {
             g[rng_below(r, (uint32_t)n_params)] = NAN;
             g[rng_below(r, (uint32_t)n_params)] = INFINITY;

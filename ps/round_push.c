@@ -1,0 +1,182 @@
+/* ps/round_push.c — a worker's gradient push into the round of version t:
+ * the verdict on its version (ps/member.h), what one member may put in (a
+ * batch of examples, a norm near the recent ones, batch-norm variances >=
+ * 0), per-layer clipping against each layer's own history ([ps]
+ * grad_clip_ratio), and holding it for the step (ps/round.c). */
+#include "ps/server_int.h"
+#include "ps/io.h"
+#include "ps/member.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/base/ratelimit.h"
+
+/* [ps] grad_clip_ratio: each weighted layer's slice of p's held gradient
+ * is scaled down to ratio x the median norm of that layer's recent accepted
+ * slices when it is longer (a bound a clean run's gradients do not reach:
+ * its trajectory is unchanged), and its (clipped) norm is recorded. A
+ * member can then move no layer by more than that bound a step, however it
+ * spreads its gradient over the layers. */
+static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
+    if (!(s->cfg->grad_clip_ratio > 0.0)) return;
+    const net_t *net = s->net;
+    if (!s->layer_norms && !(s->layer_norms = calloc((size_t)net->n_layers, sizeof *s->layer_norms))) return;
+    for (int li = 0; li < net->n_layers; li++) {
+        const layer_t *l = &net->layers[li];
+        if (l->n_w + l->n_b == 0) continue;
+        float *w = p->grad + l->w_off, *b = l->n_b ? p->grad + l->b_off : NULL;
+        double n2 = 0.0;
+        for (size_t i = 0; i < l->n_w; i++) n2 += (double)w[i] * w[i];
+        for (size_t i = 0; i < l->n_b; i++) n2 += (double)b[i] * b[i];
+        double norm = sqrt(n2), med = ps_norm_hist_median(&s->layer_norms[li]);
+        double bound = s->cfg->grad_clip_ratio * med;
+        if (med > 0.0 && norm > bound) {
+            float scale = (float)(bound / norm);
+            for (size_t i = 0; i < l->n_w; i++) w[i] *= scale;
+            for (size_t i = 0; i < l->n_b; i++) b[i] *= scale;
+            s->n_clipped++;
+            p->n_clipped++;
+            uint64_t skipped = 0;
+            char name[160];
+            if (ratelimit_ok(&s->rl_clip, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                log_warn("step %ld: %s: layer %s's gradient norm %.3g is more than [ps] grad_clip_ratio = %g times "
+                         "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
+                         " from this worker)",
+                         s->round.t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
+                         s->layer_norms[li].n, bound, s->n_clipped, p->n_clipped);
+            norm = bound;
+        }
+        ps_norm_hist_add(&s->layer_norms[li], norm);
+    }
+}
+
+void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    const msg_grad_push_t *g = &m->grad_push;
+    char err[600];
+    if (p->demoted) {
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "this worker stalled %d times ([ps] stall_max_drops): it is no member of the rounds again",
+                     p->n_stalls);
+        p->wait = PS_WAIT_NONE;
+        return;
+    }
+    p->stalled = 0; /* it pushes: a member again from the next round */
+    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version,
+                                 s->cfg->gradient_staleness)) {
+    case PS_PUSH_RUN_OVER:
+        p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
+        p->min_version = (uint64_t)s->round.t + 1;
+        return;
+    case PS_PUSH_AHEAD:
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                      "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->round.t);
+        return;
+    case PS_PUSH_STALE:
+        /* Taken at parameters older than [ps] gradient_staleness allows (the
+         * worker was dropped, joined late, or is that slow): discarded; the
+         * worker gets the current ones. */
+        s->n_stale_grads++;
+        log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
+                  msg_role_name(p->role), p->id, s->round.t);
+        ps_round_send_params(s, p);
+        return;
+    case PS_PUSH_DUPLICATE:
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_UNEXPECTED,
+                      "a second gradient for version %ld from the same worker", s->round.t);
+        return;
+    case PS_PUSH_ACCEPT:
+        break;
+    }
+    /* What one member may put into the round: at most a batch of examples,
+     * a norm near the recent ones (msg_validate rejected NaN and Inf). */
+    double norm2 = 0.0;
+    for (size_t i = 0; i < s->net->n_params; i++) norm2 += (double)g->grad[i] * g->grad[i];
+    double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
+    switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
+    case PS_GRAD_TOO_MANY_EXAMPLES:
+        s->n_rej_examples++;
+        ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_NORM_OUTLIER:
+        s->n_rej_norm++;
+        s->round_norm_rejects++;
+        ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
+                     "last %d accepted (%" PRIu64 " rejected so far)",
+                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
+        ps_round_after_reject(s, p, m);
+        return;
+    case PS_GRAD_OK:
+        break;
+    }
+    /* Batch-norm running statistics: a variance below 0 would make the
+     * evaluation and the exported weights NaN (msg_validate rejected NaN and Inf). */
+    if (s->net->n_state && g->n_state == s->net->n_state)
+        for (int li = 0; li < s->net->n_layers; li++) {
+            const layer_t *l = &s->net->layers[li];
+            if (l->kind != LAYER_BATCHNORM || !l->run_var) continue;
+            const size_t off = (size_t)(l->run_var - s->net->state);
+            for (int c = 0; c < l->c; c++)
+                if (!(g->state[off + c] >= 0.0f)) {
+                    ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                                 "grad_push.state: running variance of layer %s channel %d is %g, below 0", l->name,
+                                 c, (double)g->state[off + c]);
+                    ps_round_after_reject(s, p, m);
+                    return;
+                }
+        }
+    /* Held until the step (or the fold, for statistics) and summed there in
+     * rank order: the round's result does not depend on arrival order. */
+    const size_t np = s->net->n_params, ns = s->net->n_state;
+    if ((!p->grad && !(p->grad = malloc(np * sizeof(float)))) ||
+        (ns && g->n_state == ns && !p->state && !(p->state = malloc(ns * sizeof(float)))) ||
+        (g->stats.n_layers > 0 && s->kfac && !p->stats && !(p->stats = kfac_stats_new(s->net)))) {
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
+        ps_round_after_reject(s, p, m);
+        return;
+    }
+    p->has_stats = 0;
+    if (g->stats.n_layers > 0 && s->kfac) {
+        if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
+                                 sizeof err) < 0) {
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
+            ps_round_after_reject(s, p, m);
+            return;
+        }
+        p->has_stats = 1;
+    }
+    ps_norm_hist_add(&s->norms, norm);
+    {
+        const uint64_t now = uv_hrtime(), since = p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns;
+        if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
+    }
+    memcpy(p->grad, g->grad, np * sizeof(float));
+    s_clip_layers(s, p);
+    p->has_state = ns && g->n_state == ns;
+    if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
+    p->loss = g->loss;
+    p->n_examples = g->n_examples;
+    p->n_correct = g->n_correct;
+    p->committed = 0;
+    s->round.n_grads++;
+    {
+        /* how many versions the gradient lags the round's ([ps] gradient_staleness) */
+        long age = s->round.t - (long)g->version;
+        s->round.grad_age_sum += (double)age;
+        if (age > s->round.grad_age_max) s->round.grad_age_max = age;
+    }
+    s->n_grads_total++;
+    p->pushed = 1;
+    p->n_accepted++;
+    p->wait = PS_WAIT_PARAMS;
+    p->min_version = (uint64_t)s->round.t + 1;
+    ps_round_try_step(s);
+}
+
