@@ -14,6 +14,12 @@
 set -u
 BUILD=${BUILD:-build}
 export BUILD
+# Check's per-test timeouts (tcase_set_timeout) guard against a hang; they
+# were sized on a quiet machine, and the CPU-bound unit tests (gradient
+# checks, K-FAC against SGD) took more than three times as long beside a
+# two-core CPU load. The multiplier keeps them a guard there too.
+CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
+export CK_TIMEOUT_MULTIPLIER
 pass=0; fail=0; skip=0; failed=""; skipped=""
 log=$(mktemp "${TMPDIR:-/tmp}/kfac-run.XXXXXX") || exit 1
 trap 'rm -f "$log"' EXIT
