@@ -249,10 +249,16 @@ static const struct { const config_env_t *env; size_t n; } s_role_env[RUNCFG_ROL
 };
 #define S_EXIT_HEAD "Exit status: 0 done (all steps, the target accuracy, SIGINT/SIGTERM), 1 runtime failure,\n" \
                     "2 usage error (a bad option or value, on the command line or in the --config file)"
-static const char s_exit_files[] = S_EXIT_HEAD ",\n78 configuration error found at start-up (EX_CONFIG): the model file or a data file is\n"
-                                   "missing, unreadable or malformed, or the data do not fit the model; the message names\n"
-                                   "the file. Restarting does not help with 2 or 78.\n";
-static const char s_exit_invertd[] = S_EXIT_HEAD ".\nkfac-invertd reads no model or data file: it gets everything from kfac-ps.\n";
+static const char s_exit_files[] =
+    S_EXIT_HEAD ",\n78 configuration error found at start-up (EX_CONFIG): the model file or a data file is\n"
+    "missing, unreadable or malformed, or the data do not fit the model; [run] out_dir holds a\n"
+    "previous run (kfac-ps, kfac-train; without --force, or kfac-ps's --resume); a security\n"
+    "refusal (kfac-ps: a key file or allowlist missing, unreadable or too open, or a bind beyond\n"
+    "loopback without keys; a client: its CURVE key still refused after [cluster] admit_wait_s).\n"
+    "The message names the file or the key. Restarting does not help with 2 or 78.\n";
+static const char s_exit_invertd[] =
+    S_EXIT_HEAD ",\n78 when kfac-ps still refused its CURVE key after [cluster] admit_wait_s.\n"
+    "kfac-invertd reads no model or data file: it gets everything from kfac-ps.\n";
 
 static config_option_t s_role_opts[RUNCFG_ROLE_COUNT][sizeof s_table / sizeof s_table[0]];
 static config_spec_t s_specs[RUNCFG_ROLE_COUNT];
