@@ -217,10 +217,10 @@ static const config_option_t s_table[] = {
     O("ps", "eval_threads", OPT_INT, ps_eval_threads, "2", 1, 64,
       "threads of each evaluation (the net's own threads over the batch)"),
     E("statsd", "priority", statsd_priority, "yield", s_curv_priorities,
-      "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 2 s: a floor on a "
+      "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 1 s: a floor on a "
       "busy host), idle (SCHED_IDLE only: may starve on a busy host), low (nice 10) or normal"),
     E("invertd", "priority", invertd_priority, "yield", s_curv_priorities,
-      "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 2 s: a floor on a "
+      "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 1 s: a floor on a "
       "busy host), idle (SCHED_IDLE only: may starve on a busy host), low (nice 10) or normal"),
 };
 
