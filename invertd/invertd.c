@@ -47,9 +47,9 @@ typedef struct s_job {
     double damping_used;
 } s_job_t;
 
-struct invertd_server {
-    const runcfg_t *cfg;         /* borrowed */
-    client_daemon_t *d;          /* loop, compute thread, connection, protocol state */
+typedef struct s_invertd {
+    const runcfg_t *cfg;         /* borrowed: the local configuration */
+    client_daemon_t *d;          /* borrowed: the daemon this is the state of (for the delay timer) */
     s_job_t *held;               /* a result held back by delay_ms */
     uv_timer_t delay;
     int delay_open;
@@ -63,11 +63,11 @@ struct invertd_server {
     float *dense;                /* (n, n) scratch */
     size_t dense_cap;
     kfac_inverse_stats_t inv_stats;
-};
+} s_invertd_t;
 
 /* ---- compute thread -------------------------------------------------------------- */
 
-static kfac_inverse_t *s_holder(invertd_server_t *s, int n) {
+static kfac_inverse_t *s_holder(s_invertd_t *s, int n) {
     for (int i = 0; i < s->n_cache; i++)
         if (s->cache[i]->n == n) return s->cache[i];
     kfac_inverse_t *inv = kfac_inverse_new(n);
@@ -81,9 +81,9 @@ static kfac_inverse_t *s_holder(invertd_server_t *s, int n) {
     return inv;
 }
 
-static void s_work(void *user, compute_ctx_t *cc, client_daemon_job_t *job) {
+static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *job) {
     (void)cc;
-    invertd_server_t *s = user;
+    s_invertd_t *s = state;
     s_job_t *j = (s_job_t *)job;
     const msg_job_t *jb = &job->in.job;
     double t0 = clock_now_ms();
@@ -134,16 +134,13 @@ static void s_work(void *user, compute_ctx_t *cc, client_daemon_job_t *job) {
     }
     j->method_used = r->method;
     j->damping_used = r->damping;
-    job->compute_ms = clock_now_ms() - t0;
-    r->compute_ms = job->compute_ms;
-    job->rc = msg_encode(&m, &job->buf, &job->len);
-    if (job->rc < 0) snprintf(job->err, sizeof job->err, "encoding the result failed (%d)", job->rc);
+    client_daemon_job_answer(job, &m, &r->compute_ms, t0, NULL, NULL, "the result");
     free(packed);
 }
 
 /* ---- loop thread ------------------------------------------------------------------ */
 
-static void s_send_result(invertd_server_t *s, s_job_t *j) {
+static void s_send_result(s_invertd_t *s, s_job_t *j) {
     const msg_job_t *jb = &j->base.in.job;
     if (client_daemon_send_result(s->d, &j->base) == 0) {
         s->n_sent++;
@@ -158,7 +155,7 @@ static void s_send_result(invertd_server_t *s, s_job_t *j) {
     client_daemon_job_free(&j->base);
 }
 
-static void s_drop_held(invertd_server_t *s) {
+static void s_drop_held(s_invertd_t *s) {
     if (!s->held) return;
     if (s->delay_open) uv_timer_stop(&s->delay);
     client_daemon_job_free(&s->held->base);
@@ -166,7 +163,7 @@ static void s_drop_held(invertd_server_t *s) {
 }
 
 static void s_on_delay(uv_timer_t *t) {
-    invertd_server_t *s = t->data;
+    s_invertd_t *s = t->data;
     s_job_t *j = s->held;
     s->held = NULL;
     if (j && !client_stopping(client_daemon_client(s->d))) s_send_result(s, j);
@@ -175,10 +172,12 @@ static void s_on_delay(uv_timer_t *t) {
 }
 
 /* A job that failed numerically: Error(INTERNAL) naming it, so kfac-ps
- * hands it out again. */
-static void s_report_failure(invertd_server_t *s, const client_daemon_job_t *job) {
+ * hands it out again; then the next. */
+static void s_failed(client_daemon_t *d, client_daemon_job_t *job) {
+    s_invertd_t *s = client_daemon_state(d);
     const msg_job_t *jb = &job->in.job;
     char text[800];
+    s->n_jobs++;
     s->n_failed++;
     snprintf(text, sizeof text,
              "job %" PRIu64 " (layer %" PRIu32 " factor %" PRIu32 ", %s, n=%" PRIu32 ", damping %g, version %" PRIu64
@@ -187,20 +186,16 @@ static void s_report_failure(invertd_server_t *s, const client_daemon_job_t *job
              job->err);
     log_error("%s", text);
     msg_t e;
-    client_msg_init(client_daemon_client(s->d), &e, MSG_ERROR);
+    client_msg_init(client_daemon_client(d), &e, MSG_ERROR);
     e.error.code = MSG_ERR_INTERNAL;
     e.error.text = text;
-    (void)client_send(client_daemon_client(s->d), &e);
+    (void)client_send(client_daemon_client(d), &e);
 }
 
-static int s_done(void *user, client_daemon_job_t *job) {
-    invertd_server_t *s = user;
+static int s_done(client_daemon_t *d, client_daemon_job_t *job) {
+    s_invertd_t *s = client_daemon_state(d);
     s_job_t *j = (s_job_t *)job;
     s->n_jobs++;
-    if (job->rc < 0) {
-        s_report_failure(s, job);
-        return 0;
-    }
     s->compute_ms_sum += job->compute_ms;
     uint64_t due = j->t_recv_ns + s->cfg->invertd_delay_ms * 1000000ULL, now = uv_hrtime();
     if (s->cfg->invertd_delay_ms > 0 && due > now && s->delay_open) {
@@ -213,17 +208,17 @@ static int s_done(void *user, client_daemon_job_t *job) {
 }
 
 /* JobRequest(max_n), unless a result is held back by delay_ms. */
-static int s_request(void *user, msg_t *m) {
-    invertd_server_t *s = user;
+static int s_request(client_daemon_t *d, msg_t *m) {
+    const s_invertd_t *s = client_daemon_state(d);
     if (s->held) return 1;
     m->job_request.max_n = s->cfg->invertd_max_n > 0 ? (uint32_t)s->cfg->invertd_max_n : 0;
     return 0;
 }
 
-static int s_welcome(void *user, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *st) {
+static int s_welcome(client_daemon_t *d, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *st) {
     (void)w;
     (void)st;
-    invertd_server_t *s = user;
+    s_invertd_t *s = client_daemon_state(d);
     /* A new session: a result of the previous one is void. */
     s_drop_held(s);
     s->t_welcome_ns = uv_hrtime();
@@ -233,9 +228,10 @@ static int s_welcome(void *user, const msg_welcome_t *w, const runcfg_t *cfg, co
     return CLIENT_DAEMON_WELCOME_READY;
 }
 
-static int s_accept(void *user, client_daemon_job_t *job, const client_daemon_job_t *newest, char *err, size_t n) {
+static int s_accept(client_daemon_t *d, client_daemon_job_t *job, const client_daemon_job_t *newest, char *err,
+                    size_t n) {
     (void)newest;
-    invertd_server_t *s = user;
+    s_invertd_t *s = client_daemon_state(d);
     s_job_t *j = (s_job_t *)job;
     const msg_job_t *jb = &job->in.job;
     msg_limits_t lim;
@@ -262,14 +258,14 @@ static int s_accept(void *user, client_daemon_job_t *job, const client_daemon_jo
 
 static void s_timer_closed(uv_handle_t *h) { (void)h; }
 
-static void s_close_delay(invertd_server_t *s) {
+static void s_close_delay(s_invertd_t *s) {
     if (!s->delay_open) return;
     s->delay_open = 0;
     uv_close((uv_handle_t *)&s->delay, s_timer_closed);
 }
 
-static void s_stop(void *user) {
-    invertd_server_t *s = user;
+static void s_stop(client_daemon_t *d) {
+    s_invertd_t *s = client_daemon_state(d);
     s_drop_held(s);
     s_close_delay(s);
     const kfac_inverse_stats_t *st = &s->inv_stats;
@@ -277,49 +273,30 @@ static void s_stop(void *user) {
              " ok (%" PRIu64 " first try), %" PRIu64 " damping escalations, %" PRIu64 " method fallbacks",
              s->n_jobs, s->n_failed, client_daemon_n_invalid(s->d), s->n_sent, st->n_ok, st->n_ok_first_try,
              st->n_damping_escalations, st->n_method_fallbacks);
+    for (int i = 0; i < s->n_cache; i++) kfac_inverse_free(&s->cache[i]);
+    s->n_cache = 0;
+    free(s->dense);
+    s->dense = NULL;
 }
 
-static const client_daemon_role_t s_role = {
-    .role = MSG_ROLE_INVERTD,
-    .cfg_role = RUNCFG_ROLE_INVERTD,
-    .input_type = MSG_JOB,
-    .input_what = "a job",
-    .request_type = MSG_JOB_REQUEST,
-    .job_size = sizeof(s_job_t),
-    .welcome = s_welcome,
-    .accept = s_accept,
-    .work = s_work,
-    .done = s_done,
-    .request = s_request,
-    .stop = s_stop,
-};
-
-invertd_server_t *invertd_server_new(const runcfg_t *cfg) {
-    client_blas_threads(cfg->invertd_threads);
-    invertd_server_t *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->cfg = cfg;
-    s->d = client_daemon_new(&s_role, cfg, s);
-    if (!s->d) {
-        free(s);
-        return NULL;
-    }
-    uv_timer_init(client_daemon_loop(s->d), &s->delay);
+static int s_init(client_daemon_t *d) {
+    s_invertd_t *s = client_daemon_state(d);
+    s->d = d;
+    s->cfg = client_daemon_config(d);
+    uv_timer_init(client_daemon_loop(d), &s->delay);
     s->delay.data = s;
     s->delay_open = 1;
-    return s;
+    return 0;
 }
 
-int invertd_server_run(invertd_server_t *s) { return client_daemon_run(s->d); }
+/* The invertd role (common/net/daemon.h). */
+static const client_daemon_role_t s_role = {
+    .role = RUNCFG_ROLE_INVERTD, .job_size = sizeof(s_job_t), .state_size = sizeof(s_invertd_t),
+    /* loop thread */
+    .init = s_init, .welcome = s_welcome, .accept = s_accept, .done = s_done, .failed = s_failed,
+    .request = s_request, .stop = s_stop,
+    /* compute thread */
+    .work = s_work,
+};
 
-void invertd_server_free(invertd_server_t **sp) {
-    if (!sp || !*sp) return;
-    invertd_server_t *s = *sp;
-    *sp = NULL;
-    s_close_delay(s); /* never started (the client stopped before its stop ran) */
-    client_daemon_free(&s->d);
-    s_drop_held(s);
-    for (int i = 0; i < s->n_cache; i++) kfac_inverse_free(&s->cache[i]);
-    free(s->dense);
-    free(s);
-}
+const client_daemon_role_t *invertd_role(void) { return &s_role; }

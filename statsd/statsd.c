@@ -35,9 +35,7 @@ typedef struct s_job {
     double cpu_ms;            /* this thread's CPU time for the batch */
 } s_job_t;
 
-struct statsd_server {
-    const runcfg_t *cfg;          /* borrowed */
-    client_daemon_t *d;           /* loop, compute thread, connection, protocol state */
+typedef struct s_statsd {
     int idle_mode;                /* sgd or stats=sync: nothing to compute */
     uint64_t n_pushed;
     uint64_t last_version;
@@ -45,7 +43,7 @@ struct statsd_server {
     uint64_t n_layer_stats;       /* layer statistics computed and pushed, all batches */
     int n_layers;                 /* layers with statistics in the model */
     uint64_t *per_layer;          /* (n_layers) statistics pushed per slot */
-};
+} s_statsd_t;
 
 /* ---- compute thread -------------------------------------------------------------- */
 
@@ -56,8 +54,8 @@ static double s_thread_cpu_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static void s_work(void *user, compute_ctx_t *cc, client_daemon_job_t *job) {
-    (void)user;
+static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *job) {
+    (void)state;
     s_job_t *j = (s_job_t *)job;
     double t0 = clock_now_ms(), c0 = s_thread_cpu_ms();
     const msg_params_t *p = &job->in.params;
@@ -74,25 +72,16 @@ static void s_work(void *user, compute_ctx_t *cc, client_daemon_job_t *job) {
     msg_stats_push_t *sp = &m.stats_push;
     sp->params_version = p->version;
     sp->n_examples = (uint64_t)j->n_examples;
-    float *packed = NULL;
-    if ((job->rc = wire_stats_to_msg(cc->stats, &sp->stats, &packed)) < 0) {
-        snprintf(job->err, sizeof job->err, "packing the statistics failed (%d)", job->rc);
-        return;
-    }
-    job->compute_ms = clock_now_ms() - t0;
-    j->cpu_ms = s_thread_cpu_ms() - c0;
-    sp->compute_ms = job->compute_ms;
-    job->rc = msg_encode(&m, &job->buf, &job->len);
-    if (job->rc < 0) snprintf(job->err, sizeof job->err, "encoding the statistics failed (%d)", job->rc);
-    wire_stats_release(&sp->stats, &packed);
+    client_daemon_job_answer(job, &m, &sp->compute_ms, t0, cc->stats, &sp->stats, "the statistics");
+    j->cpu_ms = s_thread_cpu_ms() - c0; /* with the packing and the encoding */
 }
 
 /* ---- loop thread ------------------------------------------------------------------ */
 
 /* Idle with optimizer sgd or stats = sync; else the setup: its own stream of
  * the training split. */
-static int s_welcome(void *user, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *st) {
-    statsd_server_t *s = user;
+static int s_welcome(client_daemon_t *d, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *st) {
+    s_statsd_t *s = client_daemon_state(d);
     if (cfg->optimizer != RUNCFG_OPTIMIZER_KFAC || cfg->stats_mode != RUNCFG_STATS_ASYNC) {
         if (!s->idle_mode)
             log_info("nothing to do: the run uses %s; waiting for the end of the run",
@@ -111,7 +100,8 @@ static int s_welcome(void *user, const msg_welcome_t *w, const runcfg_t *cfg, co
     /* Its own stream: the whole training split, seeded from the run seed and
      * this daemon's id (its --id, so a run is reproducible; the id the PS
      * assigned when --id is 0), batches of [statsd] batch (or [data] batch). */
-    uint64_t id = s->cfg->statsd_id > 0 ? (uint64_t)s->cfg->statsd_id : client_id(client_daemon_client(s->d));
+    int local_id = client_daemon_config(d)->statsd_id;
+    uint64_t id = local_id > 0 ? (uint64_t)local_id : client_id(client_daemon_client(d));
     st->rank = 0;
     st->n_ranks = 1;
     st->batch = cfg->statsd_batch > 0 ? cfg->statsd_batch : cfg->batch;
@@ -121,9 +111,9 @@ static int s_welcome(void *user, const msg_welcome_t *w, const runcfg_t *cfg, co
     return CLIENT_DAEMON_WELCOME_SETUP;
 }
 
-static void s_ready(void *user, const compute_ctx_t *cc, const compute_setup_t *st) {
+static void s_ready(client_daemon_t *d, const compute_ctx_t *cc, const compute_setup_t *st) {
     (void)st;
-    statsd_server_t *s = user;
+    s_statsd_t *s = client_daemon_state(d);
     free(s->per_layer);
     s->n_layers = cc->stats ? cc->stats->n_layers : 0;
     s->per_layer = calloc(s->n_layers ? (size_t)s->n_layers : 1, sizeof *s->per_layer);
@@ -131,33 +121,29 @@ static void s_ready(void *user, const compute_ctx_t *cc, const compute_setup_t *
              batcher_shard_size(cc->bat), cc->fisher == KFAC_FISHER_TRUE ? "true" : "empirical", s->n_layers);
 }
 
-static int s_accept(void *user, client_daemon_job_t *j, const client_daemon_job_t *newest, char *err, size_t n) {
-    statsd_server_t *s = user;
-    const compute_ctx_t *cc = client_daemon_ctx(s->d);
+static int s_accept(client_daemon_t *d, client_daemon_job_t *j, const client_daemon_job_t *newest, char *err,
+                    size_t n) {
+    const s_statsd_t *s = client_daemon_state(d);
+    const compute_ctx_t *cc = client_daemon_ctx(d);
     if (msg_validate(&j->in, cc ? &cc->shape.limits : NULL, err, n) < 0) return -EINVAL;
     if (s->idle_mode || (newest && newest->in.params.version > j->in.params.version)) return CLIENT_DAEMON_INPUT_DROP;
     return CLIENT_DAEMON_INPUT_NEWEST;
 }
 
-static int s_done(void *user, client_daemon_job_t *job) {
-    statsd_server_t *s = user;
+static int s_done(client_daemon_t *d, client_daemon_job_t *job) {
+    s_statsd_t *s = client_daemon_state(d);
     s_job_t *j = (s_job_t *)job;
     uint64_t v = job->in.params.version;
-    if (job->rc < 0) {
-        log_error("statistics at version %" PRIu64 " failed: %s", v, job->err);
-        client_stop(client_daemon_client(s->d), 1, "compute failed", 1);
-        return 0;
-    }
-    if (client_daemon_send_result(s->d, job) < 0) return 0;
+    if (client_daemon_send_result(d, job) < 0) return 0;
     s->n_pushed++;
     s->last_version = v;
     s->compute_ms_sum += job->compute_ms;
     s->cpu_ms_sum += j->cpu_ms;
     s->n_layer_stats += (uint64_t)j->n_layers;
-    const compute_ctx_t *cc = client_daemon_ctx(s->d);
+    const compute_ctx_t *cc = client_daemon_ctx(d);
     for (int i = 0; i < s->n_layers && s->per_layer && cc; i++)
         if (!cc->stats->layers[i].skip) s->per_layer[i]++;
-    client_daemon_drop_pending(s->d); /* the answer brings the newest parameters */
+    client_daemon_drop_pending(d); /* the answer brings the newest parameters */
     log_debug("statistics of %d examples at version %" PRIu64 ", %d of %d layers, %.1f ms", j->n_examples, v,
               j->n_layers, s->n_layers, job->compute_ms);
     if (s->n_pushed % S_PROGRESS_EVERY == 0)
@@ -168,8 +154,7 @@ static int s_done(void *user, client_daemon_job_t *job) {
 
 /* The summary the adaptive-refresh measurements read (bench/, tests):
  * layer statistics computed in all and per layer, compute thread CPU time. */
-static void s_log_layer_counts(const statsd_server_t *s) {
-    const compute_ctx_t *cc = client_daemon_ctx(s->d);
+static void s_log_layer_counts(const s_statsd_t *s, const compute_ctx_t *cc) {
     if (!s->per_layer || !cc || s->n_layers == 0) return;
     char per[512];
     size_t off = 0;
@@ -191,53 +176,22 @@ static void s_log_layer_counts(const statsd_server_t *s) {
                  (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec);
 }
 
-static void s_stop(void *user) {
-    statsd_server_t *s = user;
+static void s_stop(client_daemon_t *d) {
+    s_statsd_t *s = client_daemon_state(d);
     log_info("%" PRIu64 " statistics batches pushed, %" PRIu64 " invalid params", s->n_pushed,
-             client_daemon_n_invalid(s->d));
-    s_log_layer_counts(s);
+             client_daemon_n_invalid(d));
+    s_log_layer_counts(s, client_daemon_ctx(d));
+    free(s->per_layer);
+    s->per_layer = NULL;
 }
 
+/* The statsd role (common/net/daemon.h). */
 static const client_daemon_role_t s_role = {
-    .role = MSG_ROLE_STATSD,
-    .cfg_role = RUNCFG_ROLE_STATSD,
-    .input_type = MSG_PARAMS,
-    .input_what = "params",
-    .request_type = MSG_GET_PARAMS, /* min_version 0: the newest */
-    .job_size = sizeof(s_job_t),
-    .welcome = s_welcome,
-    .ready = s_ready,
-    .accept = s_accept,
+    .role = RUNCFG_ROLE_STATSD, .job_size = sizeof(s_job_t), .state_size = sizeof(s_statsd_t),
+    /* loop thread */
+    .welcome = s_welcome, .ready = s_ready, .accept = s_accept, .done = s_done, .stop = s_stop,
+    /* compute thread */
     .work = s_work,
-    .done = s_done,
-    .stop = s_stop,
 };
 
-statsd_server_t *statsd_server_new(const runcfg_t *cfg) {
-    char why[256];
-    if (cfg->statsd_device == BACKEND_CUDA && !backend_gpu_probe(why, sizeof why)) {
-        log_error("--device cuda: %s; use --device cpu or auto", why);
-        return NULL;
-    }
-    client_blas_threads(cfg->statsd_threads);
-    statsd_server_t *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->cfg = cfg;
-    s->d = client_daemon_new(&s_role, cfg, s);
-    if (!s->d) {
-        free(s);
-        return NULL;
-    }
-    return s;
-}
-
-int statsd_server_run(statsd_server_t *s) { return client_daemon_run(s->d); }
-
-void statsd_server_free(statsd_server_t **sp) {
-    if (!sp || !*sp) return;
-    statsd_server_t *s = *sp;
-    *sp = NULL;
-    client_daemon_free(&s->d);
-    free(s->per_layer);
-    free(s);
-}
+const client_daemon_role_t *statsd_role(void) { return &s_role; }

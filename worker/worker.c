@@ -31,19 +31,17 @@ typedef struct s_job {
     int n_correct, n_examples, with_stats;
 } s_job_t;
 
-struct worker_server {
-    const runcfg_t *cfg;          /* borrowed */
-    client_daemon_t *d;           /* loop, compute thread, connection, protocol state */
+typedef struct s_worker {
     int have_pushed;
     uint64_t last_pushed;
     uint64_t n_pushed, n_duplicates;
     double compute_ms_sum;
-};
+} s_worker_t;
 
 /* ---- compute thread -------------------------------------------------------------- */
 
-static void s_work(void *user, compute_ctx_t *cc, client_daemon_job_t *job) {
-    (void)user;
+static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *job) {
+    (void)state;
     s_job_t *j = (s_job_t *)job;
     double t0 = clock_now_ms();
     const msg_params_t *p = &job->in.params;
@@ -65,23 +63,14 @@ static void s_work(void *user, compute_ctx_t *cc, client_daemon_job_t *job) {
     g->n_grad = cc->net->n_params;
     g->state = cc->net->n_state ? cc->net->state : NULL;
     g->n_state = cc->net->n_state;
-    float *packed = NULL;
-    if (j->with_stats && (job->rc = wire_stats_to_msg(cc->stats, &g->stats, &packed)) < 0) {
-        snprintf(job->err, sizeof job->err, "packing the statistics failed (%d)", job->rc);
-        return;
-    }
-    job->compute_ms = clock_now_ms() - t0;
-    g->compute_ms = job->compute_ms;
-    job->rc = msg_encode(&m, &job->buf, &job->len);
-    if (job->rc < 0) snprintf(job->err, sizeof job->err, "encoding the gradient failed (%d)", job->rc);
-    wire_stats_release(&g->stats, &packed);
+    client_daemon_job_answer(job, &m, &g->compute_ms, t0, j->with_stats ? cc->stats : NULL, &g->stats, "the gradient");
 }
 
 /* ---- loop thread ------------------------------------------------------------------ */
 
 /* The setup: the model, this worker's shard, its device. */
-static int s_welcome(void *user, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *st) {
-    worker_server_t *s = user;
+static int s_welcome(client_daemon_t *d, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *st) {
+    s_worker_t *s = client_daemon_state(d);
     int rc = compute_setup_init(st, w, cfg);
     if (rc < 0) {
         if (rc == -ENOMEM) log_error("out of memory"); /* -EINVAL: compute_setup_init said why */
@@ -93,17 +82,18 @@ static int s_welcome(void *user, const msg_welcome_t *w, const runcfg_t *cfg, co
     return CLIENT_DAEMON_WELCOME_SETUP;
 }
 
-static void s_ready(void *user, const compute_ctx_t *cc, const compute_setup_t *st) {
-    (void)user;
+static void s_ready(client_daemon_t *d, const compute_ctx_t *cc, const compute_setup_t *st) {
+    (void)d;
     log_info("ready: shard %d of %d (%d examples), batch %d, %zu parameters, statistics %s", st->rank, st->n_ranks,
              batcher_shard_size(cc->bat), cc->batch, cc->net->n_params,
              cc->stats ? (cc->fisher == KFAC_FISHER_TRUE ? "on request (true Fisher)" : "on request (empirical Fisher)")
                        : "never (sgd)");
 }
 
-static int s_accept(void *user, client_daemon_job_t *j, const client_daemon_job_t *newest, char *err, size_t n) {
-    worker_server_t *s = user;
-    const compute_ctx_t *cc = client_daemon_ctx(s->d);
+static int s_accept(client_daemon_t *d, client_daemon_job_t *j, const client_daemon_job_t *newest, char *err,
+                    size_t n) {
+    s_worker_t *s = client_daemon_state(d);
+    const compute_ctx_t *cc = client_daemon_ctx(d);
     /* The shape is only read by msg_validate; a running job does not change it. */
     if (msg_validate(&j->in, cc ? &cc->shape.limits : NULL, err, n) < 0) return -EINVAL;
     uint64_t v = j->in.params.version;
@@ -119,16 +109,11 @@ static int s_accept(void *user, client_daemon_job_t *j, const client_daemon_job_
     return CLIENT_DAEMON_INPUT_NEWEST;
 }
 
-static int s_done(void *user, client_daemon_job_t *job) {
-    worker_server_t *s = user;
+static int s_done(client_daemon_t *d, client_daemon_job_t *job) {
+    s_worker_t *s = client_daemon_state(d);
     s_job_t *j = (s_job_t *)job;
     uint64_t v = job->in.params.version;
-    if (job->rc < 0) {
-        log_error("gradient of version %" PRIu64 " failed: %s", v, job->err);
-        client_stop(client_daemon_client(s->d), 1, "compute failed", 1);
-        return 0;
-    }
-    int rc = client_daemon_send_result(s->d, job);
+    int rc = client_daemon_send_result(d, job);
     s->have_pushed = 1;
     s->last_pushed = v;
     if (rc < 0) return 0;
@@ -142,53 +127,19 @@ static int s_done(void *user, client_daemon_job_t *job) {
     return 0;
 }
 
-static void s_stop(void *user) {
-    worker_server_t *s = user;
+static void s_stop(client_daemon_t *d) {
+    s_worker_t *s = client_daemon_state(d);
     log_info("%" PRIu64 " gradients pushed, %" PRIu64 " duplicate params ignored, %" PRIu64 " invalid", s->n_pushed,
-             s->n_duplicates, client_daemon_n_invalid(s->d));
+             s->n_duplicates, client_daemon_n_invalid(d));
 }
 
+/* The worker role (common/net/daemon.h). */
 static const client_daemon_role_t s_role = {
-    .role = MSG_ROLE_WORKER,
-    .cfg_role = RUNCFG_ROLE_WORKER,
-    .input_type = MSG_PARAMS,
-    .input_what = "params",
-    .request_type = MSG_GET_PARAMS, /* min_version 0: the newest */
-    .job_size = sizeof(s_job_t),
-    .welcome = s_welcome,
-    .ready = s_ready,
-    .accept = s_accept,
+    .role = RUNCFG_ROLE_WORKER, .job_size = sizeof(s_job_t), .state_size = sizeof(s_worker_t),
+    /* loop thread */
+    .welcome = s_welcome, .ready = s_ready, .accept = s_accept, .done = s_done, .stop = s_stop,
+    /* compute thread */
     .work = s_work,
-    .done = s_done,
-    .stop = s_stop,
 };
 
-worker_server_t *worker_server_new(const runcfg_t *cfg) {
-    /* --device cuda must fail before anything starts when no GPU can answer;
-     * auto is resolved (with one log line) when the backend is made. */
-    char why[256];
-    if (cfg->device == BACKEND_CUDA && !backend_gpu_probe(why, sizeof why)) {
-        log_error("--device cuda: %s; use --device cpu or auto", why);
-        return NULL;
-    }
-    client_blas_threads(cfg->worker_threads);
-    worker_server_t *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->cfg = cfg;
-    s->d = client_daemon_new(&s_role, cfg, s);
-    if (!s->d) {
-        free(s);
-        return NULL;
-    }
-    return s;
-}
-
-int worker_server_run(worker_server_t *s) { return client_daemon_run(s->d); }
-
-void worker_server_free(worker_server_t **sp) {
-    if (!sp || !*sp) return;
-    worker_server_t *s = *sp;
-    *sp = NULL;
-    client_daemon_free(&s->d);
-    free(s);
-}
+const client_daemon_role_t *worker_role(void) { return &s_role; }

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,7 +38,13 @@ struct client_daemon {
     zloop_pool_t *pool;  /* owned; freed when the client stops (zloop_pool_free NULLs it) */
     ratelimit_t rl_err;  /* log lines about kfac-ps's answers: one per 5 s */
     const client_daemon_role_t *r; /* borrowed */
-    void *user;          /* borrowed: the role's */
+    void *state;         /* the role's state (owned) */
+    const runcfg_t *cfg; /* the local configuration (borrowed) */
+    msg_role_t msg_role;      /* derived from r->role (daemon.h) */
+    msg_type_t input_type;
+    msg_type_t request_type;
+    const char *input_what;   /* in a rejection line */
+    const char *work_what;    /* in a failure line */
     /* the protocol state (loop thread) */
     compute_ctx_t cc;    /* the compute thread's while a job runs */
     int have_cc;
@@ -81,7 +88,21 @@ static void s_job_work(client_daemon_t *d, client_daemon_job_t *j) {
         j->rc = compute_ctx_init(&sj->cc, &sj->setup, j->err, sizeof j->err);
         return;
     }
-    d->r->work(d->user, d->have_cc ? &d->cc : NULL, j);
+    d->r->work(d->state, d->have_cc ? &d->cc : NULL, j);
+}
+
+void client_daemon_job_answer(client_daemon_job_t *j, msg_t *m, double *m_compute_ms, double t0_ms,
+                              const kfac_stats_t *stats, msg_stats_t *m_stats, const char *what) {
+    float *packed = NULL;
+    if (stats && (j->rc = wire_stats_to_msg(stats, m_stats, &packed)) < 0) {
+        snprintf(j->err, sizeof j->err, "packing the statistics failed (%d)", j->rc);
+        return;
+    }
+    j->compute_ms = clock_now_ms() - t0_ms;
+    *m_compute_ms = j->compute_ms;
+    j->rc = msg_encode(m, &j->buf, &j->len);
+    if (j->rc < 0) snprintf(j->err, sizeof j->err, "encoding %s failed (%d)", what, j->rc);
+    if (stats) wire_stats_release(m_stats, &packed);
 }
 
 /* Pool thread: the role's work. The first job (a setup from Welcome: data
@@ -251,8 +272,8 @@ static void s_submit_setup(client_daemon_t *d) {
 
 static void s_request(client_daemon_t *d) {
     msg_t m;
-    client_msg_init(d->client, &m, d->r->request_type);
-    if (d->r->request && d->r->request(d->user, &m) != 0) return;
+    client_msg_init(d->client, &m, d->request_type);
+    if (d->r->request && d->r->request(d, &m) != 0) return;
     if (client_send(d->client, &m) == 0) d->n_outstanding++;
 }
 
@@ -285,9 +306,21 @@ static void s_setup_done(client_daemon_t *d, s_setup_job_t *sj) {
     }
     compute_ctx_move(&d->cc, &sj->cc);
     d->have_cc = 1;
-    if (d->r->ready) d->r->ready(d->user, &d->cc, &sj->setup);
+    if (d->r->ready) d->r->ready(d, &d->cc, &sj->setup);
     client_daemon_job_free(&sj->base);
     client_daemon_next(d);
+}
+
+/* Loop thread: the role's work failed: the role reports it, or the client
+ * stops. */
+static void s_work_failed(client_daemon_t *d, client_daemon_job_t *j) {
+    if (d->r->failed) {
+        d->r->failed(d, j);
+        return;
+    }
+    uint64_t v = d->input_type == MSG_PARAMS ? j->in.params.version : j->in.job.factor_version;
+    log_error("%s of version %" PRIu64 " failed: %s", d->work_what, v, j->err);
+    client_stop(d->client, 1, "compute failed", 1);
 }
 
 /* Loop thread: a job came back from the compute thread (status < 0: it
@@ -304,7 +337,9 @@ static void s_done(void *job, int status, void *user) {
         s_setup_done(d, (s_setup_job_t *)j);
         return;
     }
-    if (d->r->done(d->user, j) == 0) client_daemon_job_free(j);
+    if (j->rc < 0) s_work_failed(d, j);
+    else if (d->r->done(d, j) != 0) j = NULL; /* the role's now */
+    client_daemon_job_free(j);
     client_daemon_next(d);
 }
 
@@ -322,7 +357,7 @@ static int s_on_welcome(client_t *c, const msg_welcome_t *w, const runcfg_t *cfg
         log_error("out of memory");
         return -ENOMEM;
     }
-    int rc = d->r->welcome(d->user, w, cfg, st);
+    int rc = d->r->welcome(d, w, cfg, st);
     if (rc < 0 || rc != CLIENT_DAEMON_WELCOME_SETUP) s_setup_free(&st);
     if (rc < 0) return rc;
     d->mode = (client_daemon_welcome_t)rc;
@@ -338,7 +373,7 @@ static void s_reject(client_daemon_t *d, const char *err) {
     uint64_t skipped = 0;
     d->n_invalid++;
     if (ratelimit_ok(&d->rl_err, clock_now_ns(), S_LOG_EVERY_MS, &skipped))
-        log_error("rejected %s from kfac-ps: %s (%" PRIu64 " rejected so far)", d->r->input_what, err, d->n_invalid);
+        log_error("rejected %s from kfac-ps: %s (%" PRIu64 " rejected so far)", d->input_what, err, d->n_invalid);
     msg_t e;
     client_msg_init(d->client, &e, MSG_ERROR);
     e.error.code = MSG_ERR_INVALID;
@@ -358,7 +393,7 @@ static void s_on_input(client_daemon_t *d, msg_t *m) {
     j->in = *m;
     memset(m, 0, sizeof *m); /* the arrays are the job's now */
     char err[512];
-    int rc = d->r->accept(d->user, j, d->qtail, err, sizeof err);
+    int rc = d->r->accept(d, j, d->qtail, err, sizeof err);
     if (rc < 0) s_reject(d, err);
     if (rc < 0 || rc == CLIENT_DAEMON_INPUT_DROP) client_daemon_job_free(j);
     else {
@@ -386,7 +421,7 @@ static void s_on_other(client_daemon_t *d, const msg_t *m) {
 static void s_on_message(client_t *c, msg_t *m, void *user) {
     (void)c;
     client_daemon_t *d = user;
-    if (m->type == d->r->input_type) s_on_input(d, m);
+    if (m->type == d->input_type) s_on_input(d, m);
     else s_on_other(d, m);
 }
 
@@ -396,7 +431,7 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     (void)reason;
     client_daemon_t *d = user;
     zloop_pool_free(&d->pool); /* waits for a running job, cancels the rest */
-    if (d->r->stop) d->r->stop(d->user);
+    if (d->r->stop) d->r->stop(d);
 }
 
 static const client_handlers_t s_handlers = {
@@ -433,32 +468,70 @@ static void s_priority_init(client_daemon_t *d, runcfg_role_t cfg_role, const ru
     }
 }
 
-client_daemon_t *client_daemon_new(const client_daemon_role_t *r, const runcfg_t *cfg, void *user) {
+/* The role's section: where its math runs and its OpenBLAS threads. */
+static int s_prepare(runcfg_role_t role, const runcfg_t *cfg) {
+    backend_kind_t dev = role == RUNCFG_ROLE_WORKER   ? cfg->device
+                         : role == RUNCFG_ROLE_STATSD ? cfg->statsd_device
+                                                      : BACKEND_CPU; /* kfac-invertd: LAPACK */
+    char why[256];
+    /* --device cuda must fail before anything starts when no GPU can answer;
+     * auto is resolved (with one log line) when the backend is made. */
+    if (dev == BACKEND_CUDA && !backend_gpu_probe(why, sizeof why)) {
+        log_error("--device cuda: %s; use --device cpu or auto", why);
+        return -1;
+    }
+    client_blas_threads(role == RUNCFG_ROLE_WORKER   ? cfg->worker_threads
+                        : role == RUNCFG_ROLE_STATSD ? cfg->statsd_threads
+                                                     : cfg->invertd_threads);
+    return 0;
+}
+
+/* What the role computes on and asks with (docs/protocol.md). */
+static void s_protocol_init(client_daemon_t *d, runcfg_role_t role) {
+    int inv = role == RUNCFG_ROLE_INVERTD;
+    d->msg_role = role == RUNCFG_ROLE_WORKER ? MSG_ROLE_WORKER : role == RUNCFG_ROLE_STATSD ? MSG_ROLE_STATSD
+                                                                                           : MSG_ROLE_INVERTD;
+    d->input_type = inv ? MSG_JOB : MSG_PARAMS;
+    d->request_type = inv ? MSG_JOB_REQUEST : MSG_GET_PARAMS; /* GetParams(min_version 0): the newest */
+    d->input_what = inv ? "a job" : "params";
+    d->work_what = inv ? "inverse" : role == RUNCFG_ROLE_WORKER ? "gradient" : "statistics";
+}
+
+client_daemon_t *client_daemon_new(const client_daemon_role_t *r, const runcfg_t *cfg) {
     assert(r && r->job_size >= sizeof(client_daemon_job_t) && r->welcome && r->accept && r->work && r->done);
+    if (s_prepare(r->role, cfg) < 0) return NULL;
     client_daemon_t *d = calloc(1, sizeof *d);
-    if (!d) {
+    void *user = r->state_size ? calloc(1, r->state_size) : NULL;
+    if (!d || (r->state_size && !user)) {
         log_error("out of memory");
+        free(d);
+        free(user);
         return NULL;
     }
     int rc = uv_loop_init(&d->loop);
     if (rc < 0) {
         log_error("uv_loop_init: %s", uv_strerror(rc));
         free(d);
+        free(user);
         return NULL;
     }
     d->r = r;
-    d->user = user;
-    s_priority_init(d, r->cfg_role, cfg);
+    d->state = user;
+    d->cfg = cfg;
+    s_protocol_init(d, r->role);
+    s_priority_init(d, r->role, cfg);
     d->pool = zloop_pool_new(&d->loop, 1, s_work, s_done, d);
-    d->client = d->pool ? client_new(&d->loop, r->role, r->cfg_role, cfg, &s_handlers, d) : NULL;
+    d->client = d->pool ? client_new(&d->loop, d->msg_role, r->role, cfg, &s_handlers, d) : NULL;
     if (!d->client) {
         zloop_pool_free(&d->pool);
         s_floor_close(d);
         uv_run(&d->loop, UV_RUN_DEFAULT);
         uv_loop_close(&d->loop);
         free(d);
+        free(user);
         return NULL;
     }
+    if (r->init && r->init(d) < 0) client_daemon_free(&d);
     return d;
 }
 
@@ -482,10 +555,29 @@ void client_daemon_free(client_daemon_t **dp) {
     compute_ctx_release(&d->cc);
     s_setup_free(&d->next_setup);
     client_daemon_drop_pending(d);
+    free(d->state);
     free(d);
 }
 
+int client_daemon_main(const client_daemon_role_t *r, int argc, char **argv) {
+    runcfg_t cfg;
+    int code = 0;
+    if (client_config_load(&cfg, r->role, argc, argv, &code)) {
+        runcfg_release(&cfg);
+        return code;
+    }
+    client_daemon_t *d = client_daemon_new(r, &cfg);
+    code = d ? client_daemon_run(d) : 1;
+    client_daemon_free(&d);
+    runcfg_release(&cfg);
+    return code;
+}
+
 /* ---- for the roles --------------------------------------------------------------- */
+
+void *client_daemon_state(client_daemon_t *d) { return d->state; }
+
+const runcfg_t *client_daemon_config(const client_daemon_t *d) { return d->cfg; }
 
 uv_loop_t *client_daemon_loop(client_daemon_t *d) { return &d->loop; }
 

@@ -20,12 +20,17 @@
  *     the answer to a request, a message of an unexpected type is logged, an
  *     invalid input is answered with Error(INVALID)), and the shutdown.
  *
- * A role supplies a client_daemon_role_t (what it computes on, how it
- * answers) and keeps only what it computes and sends:
+ * A role supplies a client_daemon_role_t (its functions and the size of
+ * its state) and keeps only what it computes and sends; its program is
  *
- *     s->d = client_daemon_new(&s_role, cfg, s);
- *     client_daemon_run(s->d);      // until Shutdown, a signal or a fatal error
- *     client_daemon_free(&s->d);
+ *     int main(int argc, char **argv) { return client_daemon_main(worker_role(), argc, argv); }
+ *
+ * which is, spelled out (configuration and logging, then the daemon):
+ *
+ *     client_config_load(&cfg, r->cfg_role, argc, argv, &code);
+ *     client_daemon_t *d = client_daemon_new(r, &cfg);
+ *     code = client_daemon_run(d);  // until Shutdown, a signal or a fatal error
+ *     client_daemon_free(&d);
  *
  * Priority ([statsd]/[invertd] priority; kfac-worker keeps the process's):
  * idle: the compute thread drops to SCHED_IDLE (nice 19 where refused)
@@ -43,8 +48,9 @@
  * (messages, heartbeats) keeps its priority.
  *
  * Threads: the loop thread, except the role's work function (the compute
- * thread). Ownership: the daemon borrows the configuration, the role table
- * and the role's user pointer (all must outlive it) and owns the rest.
+ * thread). Ownership: the daemon borrows the configuration and the role
+ * table (both must outlive it) and owns the rest, the role's state
+ * included.
  */
 #ifndef KFAC_NET_DAEMON_H
 #define KFAC_NET_DAEMON_H
@@ -89,64 +95,96 @@ typedef enum {
     CLIENT_DAEMON_INPUT_DROP,       /* not wanted (a duplicate, or nothing to compute) */
 } client_daemon_input_t;
 
-/* What a role is. Every callback gets the user pointer of client_daemon_new. */
+/* What a role is: its configuration role and its functions. The daemon
+ * derives the rest from the role (docs/protocol.md, docs/configuration.md):
+ *
+ *   role     computes      on      asks with     device          OpenBLAS threads
+ *   worker   a gradient    Params  GetParams(0)  [worker] device  [worker] threads
+ *   statsd   statistics    Params  GetParams(0)  [statsd] device  [statsd] threads
+ *   invertd  an inverse    Job     JobRequest    the CPU          [invertd] threads
+ *
+ * Every callback but work runs on the loop thread and gets the daemon;
+ * client_daemon_state(d) is the role's state (state_size bytes, zeroed,
+ * the daemon's). work runs on the compute thread and gets the state only:
+ * nothing of the daemon is the compute thread's. */
 typedef struct client_daemon_role {
-    msg_role_t role;             /* the envelope's role */
-    runcfg_role_t cfg_role;      /* the configuration view the role reads */
-    msg_type_t input_type;       /* what kfac-ps sends it to compute on: MSG_PARAMS or MSG_JOB */
-    const char *input_what;      /* its name in a rejection line: "params", "a job" */
-    msg_type_t request_type;     /* what it asks with: MSG_GET_PARAMS or MSG_JOB_REQUEST */
+    runcfg_role_t role;          /* RUNCFG_ROLE_WORKER, _STATSD or _INVERTD */
     size_t job_size;             /* sizeof the role's job struct (>= sizeof(client_daemon_job_t)) */
-    /* Loop: a Welcome came (w borrowed; cfg is the effective configuration,
-     * the client's). The pending input and the request count are already
-     * reset. setup is zeroed and the daemon's: fill it (compute_setup_init)
-     * and return CLIENT_DAEMON_WELCOME_SETUP, or return _READY or _IDLE and
-     * leave it; a negative errno stops the client with exit code 1 (log why
+    size_t state_size;           /* sizeof the role's state */
+    /* The daemon is made: open the role's own handles on
+     * client_daemon_loop(d). Return 0, or -1 with the reason logged. NULL:
+     * nothing. */
+    int (*init)(client_daemon_t *d);
+    /* A Welcome came (w borrowed; cfg is the effective configuration, the
+     * client's). The pending input and the request count are already reset.
+     * setup is zeroed and the daemon's: fill it (compute_setup_init) and
+     * return CLIENT_DAEMON_WELCOME_SETUP, or return _READY or _IDLE and leave
+     * it; a negative errno stops the client with exit code 1 (log why
      * first). */
-    int (*welcome)(void *user, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *setup);
-    /* Loop: the context of a setup is built (cc and setup borrowed). NULL: nothing to say. */
-    void (*ready)(void *user, const compute_ctx_t *cc, const compute_setup_t *setup);
-    /* Loop: an input arrived and is moved into j->in; newest is the newest
-     * pending job or NULL (borrowed). Validate it (msg_validate and the
-     * role's own rules) and say where it goes: a client_daemon_input_t, or a
-     * negative errno with err filled (answered with Error(INVALID)). The
-     * role may set its own fields of j. */
-    int (*accept)(void *user, client_daemon_job_t *j, const client_daemon_job_t *newest, char *err, size_t err_len);
-    /* Compute thread: the work of j; cc is the compute context (NULL when
-     * no Welcome asked for one). Set j->rc (and j->err), and on success
+    int (*welcome)(client_daemon_t *d, const msg_welcome_t *w, const runcfg_t *cfg, compute_setup_t *setup);
+    /* The context of a setup is built (cc and setup borrowed). NULL: nothing
+     * to say. */
+    void (*ready)(client_daemon_t *d, const compute_ctx_t *cc, const compute_setup_t *setup);
+    /* An input arrived and is moved into j->in; newest is the newest pending
+     * job or NULL (borrowed). Validate it (msg_validate and the role's own
+     * rules) and say where it goes: a client_daemon_input_t, or a negative
+     * errno with err filled (answered with Error(INVALID)). The role may set
+     * its own fields of j. */
+    int (*accept)(client_daemon_t *d, client_daemon_job_t *j, const client_daemon_job_t *newest, char *err,
+                  size_t err_len);
+    /* Compute thread: the work of j; cc is the compute context (NULL when no
+     * Welcome asked for one). Set j->rc (and j->err), and on success
      * j->buf/len, the encoded answer. */
-    void (*work)(void *user, compute_ctx_t *cc, client_daemon_job_t *j);
-    /* Loop: j's work is done (j->rc says how). Send the answer
-     * (client_daemon_send_result) or report the failure. Return 0 to have
-     * the daemon free j, 1 when the role keeps it (client_daemon_job_free
-     * it later). */
-    int (*done)(void *user, client_daemon_job_t *j);
-    /* Loop: idle, nothing pending or outstanding: m is a request_type
-     * message with its envelope; fill it and return 0 to send it, or 1 to
-     * ask nothing now (call client_daemon_next when that changes). NULL:
-     * send it as it is. */
-    int (*request)(void *user, msg_t *m);
-    /* Loop: the client is stopping and the compute thread has finished
-     * (its state is readable): log the summary, close the role's handles. */
-    void (*stop)(void *user);
+    void (*work)(void *state, compute_ctx_t *cc, client_daemon_job_t *j);
+    /* j's work succeeded: send the answer (client_daemon_send_result) or
+     * hold it. Return 0 to have the daemon free j, 1 when the role keeps it
+     * (client_daemon_job_free it later). */
+    int (*done)(client_daemon_t *d, client_daemon_job_t *j);
+    /* j's work failed (j->rc < 0, j->err says why): report it and go on; the
+     * daemon frees j. NULL: a failure is fatal: "<what the role computes>
+     * of version <t> failed: <why>" is logged and the client stops with
+     * exit code 1. */
+    void (*failed)(client_daemon_t *d, client_daemon_job_t *j);
+    /* Idle, nothing pending or outstanding: m is the request with its
+     * envelope; fill it and return 0 to send it, or 1 to ask nothing now
+     * (call client_daemon_next when that changes). NULL: send it as it is. */
+    int (*request)(client_daemon_t *d, msg_t *m);
+    /* The client is stopping and the compute thread has finished for good:
+     * log the summary, close the role's handles, free what the state points
+     * to (not the state). Called once, also when init failed. */
+    void (*stop)(client_daemon_t *d);
 } client_daemon_role_t;
 
-/* A daemon of role r (static) for cfg (the local configuration, borrowed),
- * calling r's functions with user (borrowed). Returns NULL with the reason
- * logged. */
-client_daemon_t *client_daemon_new(const client_daemon_role_t *r, const runcfg_t *cfg, void *user);
+/* A client program of role r: the configuration (client_config_load of
+ * r->cfg_role: defaults < --config file < command line) and logging, then
+ * client_daemon_new, _run and _free. Returns main()'s exit code: 0 clean
+ * (and after --help), 1 fatal, 2 usage error, 78 configuration error. */
+int client_daemon_main(const client_daemon_role_t *r, int argc, char **argv);
+
+/* A daemon of role r (static) for cfg (the local configuration, borrowed):
+ * the role's device checked (--device cuda fails here when no GPU answers;
+ * auto is resolved, with one log line, when the backend is made) and its
+ * OpenBLAS threads set, then the loop, the compute thread, the connection,
+ * the role's state and r->init. Returns NULL with the reason logged. */
+client_daemon_t *client_daemon_new(const client_daemon_role_t *r, const runcfg_t *cfg);
 
 /* Connect and run the loop until the client stops. Returns the exit code:
  * 0 clean, 1 fatal. */
 int client_daemon_run(client_daemon_t *d);
 
-/* Stop the client if it still runs, wait for a running job, drop the rest,
- * let the loop close every handle (the role closes its own in stop or
- * before this), free the client and close the loop. NULLs *dp; NULL is a
- * no-op. */
+/* Stop the client if it still runs (the role's stop), wait for a running
+ * job, drop the rest, let the loop close every handle, free the client,
+ * close the loop and free the role's state. NULLs *dp; NULL is a no-op. */
 void client_daemon_free(client_daemon_t **dp);
 
 /* ---- for the role's callbacks (loop thread) ------------------------------- */
+
+/* The role's state (state_size bytes; the daemon's). */
+void *client_daemon_state(client_daemon_t *d);
+
+/* The local configuration the daemon was made with (borrowed): the role's
+ * own section ([worker], [statsd], [invertd]) as this host set it. */
+const runcfg_t *client_daemon_config(const client_daemon_t *d);
 
 /* The loop, for the role's own handles (borrowed). */
 uv_loop_t *client_daemon_loop(client_daemon_t *d);
@@ -175,6 +213,17 @@ void client_daemon_next(client_daemon_t *d);
 
 /* Inputs rejected as invalid so far. */
 uint64_t client_daemon_n_invalid(const client_daemon_t *d);
+
+/* ---- for the role's work (compute thread) -------------------------------- */
+
+/* j's answer is m (only read, but for the fields named here): with stats
+ * non-NULL, its statistics (borrowed, after kfac_stats_compute) are packed
+ * into *m_stats for the encoding and released after it; j->compute_ms, the
+ * wall time since t0_ms (clock_now_ms), is written to *m_compute_ms too;
+ * then m is encoded into j->buf/len. Sets j->rc, and on failure j->err
+ * ("packing the statistics failed", "encoding <what> failed"). */
+void client_daemon_job_answer(client_daemon_job_t *j, msg_t *m, double *m_compute_ms, double t0_ms,
+                              const kfac_stats_t *stats, msg_stats_t *m_stats, const char *what);
 
 /* Free a job the role kept (done returned 1). NULL is a no-op. */
 void client_daemon_job_free(client_daemon_job_t *j);
