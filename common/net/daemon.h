@@ -27,7 +27,7 @@
  *
  * which is, spelled out (configuration and logging, then the daemon):
  *
- *     client_config_load(&cfg, r->cfg_role, argc, argv, &code);
+ *     client_config_load(&cfg, r->role, argc, argv, &code);
  *     client_daemon_t *d = client_daemon_new(r, &cfg);
  *     code = client_daemon_run(d);  // until Shutdown, a signal or a fatal error
  *     client_daemon_free(&d);
@@ -156,7 +156,7 @@ typedef struct client_daemon_role {
 } client_daemon_role_t;
 
 /* A client program of role r: the configuration (client_config_load of
- * r->cfg_role: defaults < --config file < command line) and logging, then
+ * r->role: defaults < --config file < command line) and logging, then
  * client_daemon_new, _run and _free. Returns main()'s exit code: 0 clean
  * (and after --help), 1 fatal, 2 usage error, 78 configuration error. */
 int client_daemon_main(const client_daemon_role_t *r, int argc, char **argv);
@@ -214,6 +214,9 @@ void client_daemon_next(client_daemon_t *d);
 /* Inputs rejected as invalid so far. */
 uint64_t client_daemon_n_invalid(const client_daemon_t *d);
 
+/* Free a job the role kept (done returned 1). NULL is a no-op. */
+void client_daemon_job_free(client_daemon_job_t *j);
+
 /* ---- for the role's work (compute thread) -------------------------------- */
 
 /* j's answer is m (only read, but for the fields named here): with stats
@@ -224,8 +227,5 @@ uint64_t client_daemon_n_invalid(const client_daemon_t *d);
  * ("packing the statistics failed", "encoding <what> failed"). */
 void client_daemon_job_answer(client_daemon_job_t *j, msg_t *m, double *m_compute_ms, double t0_ms,
                               const kfac_stats_t *stats, msg_stats_t *m_stats, const char *what);
-
-/* Free a job the role kept (done returned 1). NULL is a no-op. */
-void client_daemon_job_free(client_daemon_job_t *j);
 
 #endif
