@@ -23,6 +23,7 @@
 #include "common/net/daemon.h"
 #include "common/run/runcfg.h"
 #include "proto/msg.h"
+#include "tests/lib/fake_ps.h"
 
 #define S_WORK_MS 150 /* each job's work: long enough for the next inputs to arrive meanwhile */
 
@@ -106,44 +107,10 @@ static const client_daemon_role_t s_newest_role = {
 
 /* ---- the fake kfac-ps -------------------------------------------------------------- */
 
-static int s_send(fake_ps_t *f, zmq_msg_t *id, msg_t *m) {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (msg_encode(m, &buf, &len) < 0) return 0;
-    zmq_msg_t cp;
-    zmq_msg_init(&cp);
-    zmq_msg_copy(&cp, id);
-    int ok = zmq_msg_send(&cp, f->sock, ZMQ_SNDMORE) >= 0 && zmq_send(f->sock, buf, len, 0) >= 0;
-    free(buf);
-    return ok;
-}
+static int s_send(fake_ps_t *f, zmq_msg_t *id, msg_t *m) { return fake_ps_send(f->sock, id, m); }
 
-/* The next message that is not a heartbeat, within timeout_ms: 0, or -1. */
 static int s_recv(fake_ps_t *f, zmq_msg_t *id, msg_t *m, int timeout_ms) {
-    uint64_t deadline = uv_hrtime() + (uint64_t)timeout_ms * 1000000ULL;
-    for (;;) {
-        uint64_t now = uv_hrtime();
-        if (now >= deadline) return -1;
-        int left_ms = (int)((deadline - now) / 1000000ULL) + 1;
-        zmq_setsockopt(f->sock, ZMQ_RCVTIMEO, &left_ms, sizeof left_ms);
-        zmq_msg_t from, body; /* a receive that times out empties its message: keep *id until one comes */
-        zmq_msg_init(&from);
-        zmq_msg_init(&body);
-        if (zmq_msg_recv(&from, f->sock, 0) < 0 || zmq_msg_recv(&body, f->sock, 0) < 0) {
-            zmq_msg_close(&from);
-            zmq_msg_close(&body);
-            return -1;
-        }
-        zmq_msg_move(id, &from);
-        zmq_msg_close(&from);
-        char err[256];
-        memset(m, 0, sizeof *m);
-        int rc = msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m, err, sizeof err);
-        zmq_msg_close(&body);
-        if (rc < 0) return -1;
-        if (m->type != MSG_HEARTBEAT) return 0;
-        msg_clear(m);
-    }
+    return fake_ps_recv(f->sock, id, m, timeout_ms);
 }
 
 /* Expect a message of type t (and, for JobResult/GradPush, id or version
@@ -263,14 +230,7 @@ static void s_fake_ps_thread(void *arg) {
 static int s_run(const client_daemon_role_t *r, fake_ps_t *f) {
     log_init(getenv("TEST_DAEMON_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, "test_daemon");
     s_n_stops = s_n_welcomes = 0;
-    f->ctx = zmq_ctx_new();
-    f->sock = zmq_socket(f->ctx, ZMQ_ROUTER);
-    ck_assert_ptr_nonnull(f->sock);
-    int linger = 200;
-    zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
-    ck_assert_int_eq(zmq_bind(f->sock, "tcp://127.0.0.1:*"), 0);
-    size_t elen = sizeof f->endpoint;
-    ck_assert_int_eq(zmq_getsockopt(f->sock, ZMQ_LAST_ENDPOINT, f->endpoint, &elen), 0);
+    fake_ps_open(&f->ctx, &f->sock, f->endpoint, sizeof f->endpoint); /* handed to the thread */
     uv_thread_t th;
     ck_assert_int_eq(uv_thread_create(&th, s_fake_ps_thread, f), 0);
     runcfg_t local;
