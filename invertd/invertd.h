@@ -13,25 +13,19 @@
  * [invertd] delay_ms holds every result back until that long after its job
  * arrived (staleness studies); max_n is sent with every JobRequest.
  *
- * Threads: the libuv loop and one compute thread (LAPACK through
- * common/kfac/kfac_inverse.h, with [invertd] threads OpenBLAS threads).
- * Ownership: the server borrows the configuration and owns the rest.
+ * A role of the client skeleton (common/net/daemon.h) without a setup: the
+ * work is one inverse, the result one JobResult, and the skeleton's pending
+ * list keeps every Job, in order. Threads: the libuv loop and the
+ * skeleton's compute thread (LAPACK through common/kfac/kfac_inverse.h,
+ * with [invertd] threads OpenBLAS threads).
  */
 #ifndef KFAC_INVERTD_H
 #define KFAC_INVERTD_H
 
-#include "common/run/runcfg.h"
+#include "common/net/daemon.h"
 
-typedef struct invertd_server invertd_server_t;
-
-/* An inverse daemon for cfg (borrowed); sets the OpenBLAS threads. NULL on
- * failure (logged). */
-invertd_server_t *invertd_server_new(const runcfg_t *cfg);
-
-/* Run until Shutdown, a signal or a fatal error; returns the exit code. */
-int invertd_server_run(invertd_server_t *s);
-
-/* Free everything; NULLs *sp; NULL is a no-op. */
-void invertd_server_free(invertd_server_t **sp);
+/* The invertd role of the client skeleton, for client_daemon_main()
+ * (static; never NULL). */
+const client_daemon_role_t *invertd_role(void);
 
 #endif

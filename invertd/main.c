@@ -12,20 +12,7 @@
  * at the first refusal). kfac-invertd reads no model or data file
  * (factors arrive from kfac-ps in jobs), so a missing one is not its error.
  */
-#include "common/net/client.h"
-#include "common/run/runcfg.h"
+#include "common/net/daemon.h"
 #include "invertd/invertd.h"
 
-int main(int argc, char **argv) {
-    runcfg_t cfg;
-    int code = 0;
-    if (client_config_load(&cfg, RUNCFG_ROLE_INVERTD, argc, argv, &code)) {
-        runcfg_release(&cfg);
-        return code;
-    }
-    invertd_server_t *s = invertd_server_new(&cfg);
-    code = s ? invertd_server_run(s) : 1;
-    invertd_server_free(&s);
-    runcfg_release(&cfg);
-    return code;
-}
+int main(int argc, char **argv) { return client_daemon_main(invertd_role(), argc, argv); }

@@ -14,20 +14,7 @@
  * Also 78: kfac-ps still refuses its CURVE key after [cluster] admit_wait_s
  * of retries (common/net/admit.h).
  */
-#include "common/net/client.h"
-#include "common/run/runcfg.h"
+#include "common/net/daemon.h"
 #include "statsd/statsd.h"
 
-int main(int argc, char **argv) {
-    runcfg_t cfg;
-    int code = 0;
-    if (client_config_load(&cfg, RUNCFG_ROLE_STATSD, argc, argv, &code)) {
-        runcfg_release(&cfg);
-        return code;
-    }
-    statsd_server_t *s = statsd_server_new(&cfg);
-    code = s ? statsd_server_run(s) : 1;
-    statsd_server_free(&s);
-    runcfg_release(&cfg);
-    return code;
-}
+int main(int argc, char **argv) { return client_daemon_main(statsd_role(), argc, argv); }

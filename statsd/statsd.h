@@ -9,24 +9,17 @@
  * optimizer sgd or kfac stats=sync there is nothing to do: the daemon stays
  * connected and idle until Shutdown.
  *
- * Threads: the libuv loop and one compute thread (see worker/worker.h).
- * Ownership: the server borrows the configuration and owns the rest.
+ * A role of the client skeleton (common/net/daemon.h): setup from Welcome
+ * (its own stream, or idle), the statistics of one batch, one StatsPush.
+ * Threads: the libuv loop and the skeleton's compute thread.
  */
 #ifndef KFAC_STATSD_H
 #define KFAC_STATSD_H
 
-#include "common/run/runcfg.h"
+#include "common/net/daemon.h"
 
-typedef struct statsd_server statsd_server_t;
-
-/* A stats worker for cfg (borrowed); sets the OpenBLAS threads. NULL on
- * failure (logged). */
-statsd_server_t *statsd_server_new(const runcfg_t *cfg);
-
-/* Run until Shutdown, a signal or a fatal error; returns the exit code. */
-int statsd_server_run(statsd_server_t *s);
-
-/* Free everything; NULLs *sp; NULL is a no-op. */
-void statsd_server_free(statsd_server_t **sp);
+/* The statsd role of the client skeleton, for client_daemon_main()
+ * (static; never NULL). */
+const client_daemon_role_t *statsd_role(void);
 
 #endif

@@ -16,20 +16,7 @@
  * so [model] file is not read here. Also 78: kfac-ps still refuses its
  * CURVE key after [cluster] admit_wait_s of retries (common/net/admit.h).
  */
-#include "common/net/client.h"
-#include "common/run/runcfg.h"
+#include "common/net/daemon.h"
 #include "worker/worker.h"
 
-int main(int argc, char **argv) {
-    runcfg_t cfg;
-    int code = 0;
-    if (client_config_load(&cfg, RUNCFG_ROLE_WORKER, argc, argv, &code)) {
-        runcfg_release(&cfg);
-        return code;
-    }
-    worker_server_t *s = worker_server_new(&cfg);
-    code = s ? worker_server_run(s) : 1;
-    worker_server_free(&s);
-    runcfg_release(&cfg);
-    return code;
-}
+int main(int argc, char **argv) { return client_daemon_main(worker_role(), argc, argv); }

@@ -6,30 +6,21 @@
  * Params(t+1) once step t is done. With Params.want_stats (kfac stats=sync)
  * the batch's K-FAC statistics travel in the same GradPush.
  *
- * Threads: the libuv loop (socket, heartbeats, signals) and one compute
- * thread (common/net/zloop.h pool) that owns the network while a job runs; the
- * GradPush is encoded on the compute thread and sent by the loop.
- *
- * Ownership: the server borrows the configuration (it must outlive it) and
- * owns everything else.
+ * A role of the client skeleton (common/net/daemon.h): the setup from
+ * Welcome builds the model and this worker's shard (on the compute thread),
+ * the work is one gradient, the result one GradPush. Threads: the libuv
+ * loop (socket, heartbeats, signals) and the skeleton's compute thread,
+ * which owns the network while a job runs; the GradPush is encoded on the
+ * compute thread and sent by the loop. Ownership: the role's state is the
+ * daemon's.
  */
 #ifndef KFAC_WORKER_H
 #define KFAC_WORKER_H
 
-#include "common/run/runcfg.h"
+#include "common/net/daemon.h"
 
-typedef struct worker_server worker_server_t;
-
-/* A worker for configuration cfg (borrowed). Resolves [worker] device
- * (auto: the CPU, logged; cuda: an error in a build without CUDA) and sets
- * the OpenBLAS threads. Returns NULL on failure (logged). */
-worker_server_t *worker_server_new(const runcfg_t *cfg);
-
-/* Connect and run until Shutdown, a signal or a fatal error. Returns the
- * exit code: 0 clean, 1 fatal. */
-int worker_server_run(worker_server_t *s);
-
-/* Free everything; NULLs *sp; NULL is a no-op. */
-void worker_server_free(worker_server_t **sp);
+/* The worker role of the client skeleton, for client_daemon_main()
+ * (static; never NULL). */
+const client_daemon_role_t *worker_role(void);
 
 #endif

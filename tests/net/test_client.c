@@ -27,6 +27,7 @@
 #include "common/base/ratelimit.h"
 #include "common/base/clock.h"
 #include "common/base/version.h"
+#include "tests/lib/fake_ps.h"
 
 /* The model the fake kfac-ps sends in its Welcome (the connection only
  * passes it on). */
@@ -101,33 +102,6 @@ typedef struct client_side {
     client_t *c;
 } client_side_t;
 
-/* Send [id][m]; 1 when both frames left. */
-static int s_send(void *sock, zmq_msg_t *id, msg_t *m) {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (msg_encode(m, &buf, &len) < 0) return 0;
-    zmq_msg_t cp;
-    zmq_msg_init(&cp);
-    zmq_msg_copy(&cp, id);
-    int ok = zmq_msg_send(&cp, sock, ZMQ_SNDMORE) >= 0 && zmq_send(sock, buf, len, 0) >= 0;
-    free(buf);
-    return ok;
-}
-
-/* Receive [id][payload] and decode; 0 or -1 on timeout. */
-static int s_recv(void *sock, zmq_msg_t *id, msg_t *m) {
-    zmq_msg_t body;
-    zmq_msg_init(&body);
-    if (zmq_msg_recv(id, sock, 0) < 0 || zmq_msg_recv(&body, sock, 0) < 0) {
-        zmq_msg_close(&body);
-        return -1;
-    }
-    char err[256];
-    int rc = msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m, err, sizeof err);
-    zmq_msg_close(&body);
-    return rc;
-}
-
 static void s_fake_ps_thread(void *arg) {
     fake_ps_t *f = arg;
     void *sock = f->sock;
@@ -135,7 +109,7 @@ static void s_fake_ps_thread(void *arg) {
     zmq_msg_init(&id);
     msg_t m;
     memset(&m, 0, sizeof m);
-    if (s_recv(sock, &id, &m) == 0 && m.type == MSG_HELLO) {
+    if (fake_ps_recv(sock, &id, &m, 10000) == 0 && m.type == MSG_HELLO) {
         f->ok_hello = m.protocol_version == KFAC_PROTOCOL_VERSION && m.role == MSG_ROLE_WORKER;
         snprintf(f->hello_build, sizeof f->hello_build, "%s", m.hello.build_id ? m.hello.build_id : "");
         f->hello_id = m.sender_id;
@@ -145,7 +119,7 @@ static void s_fake_ps_thread(void *arg) {
     if (f->answer == MSG_REFUSE) {
         msg_init(&a, MSG_REFUSE, MSG_ROLE_PS, 0);
         a.refuse.text = "test refusal";
-        f->n_send_failed += !s_send(sock, &id, &a);
+        f->n_send_failed += !fake_ps_send(sock, &id, &a);
     } else {
         runcfg_t ps;
         char err[256];
@@ -157,13 +131,13 @@ static void s_fake_ps_thread(void *arg) {
         a.welcome.config_text = text;
         a.welcome.assigned_id = 42;
         a.welcome.n_ranks = 1;
-        f->n_send_failed += !s_send(sock, &id, &a);
+        f->n_send_failed += !fake_ps_send(sock, &id, &a);
         free(text);
         runcfg_release(&ps);
         /* The client's first request after Welcome. */
         for (int i = 0; i < 5; i++) {
             memset(&m, 0, sizeof m);
-            if (s_recv(sock, &id, &m) < 0) break;
+            if (fake_ps_recv(sock, &id, &m, 10000) < 0) break;
             int t = m.type;
             if (t == MSG_GET_PARAMS && m.sender_id == 42) f->got_get_params = 1;
             msg_clear(&m);
@@ -171,7 +145,7 @@ static void s_fake_ps_thread(void *arg) {
         }
         msg_init(&a, MSG_SHUTDOWN, MSG_ROLE_PS, 0);
         a.shutdown.text = "test over";
-        f->n_send_failed += !s_send(sock, &id, &a);
+        f->n_send_failed += !fake_ps_send(sock, &id, &a);
     }
     zmq_msg_close(&id);
     zmq_close(sock);
@@ -214,17 +188,7 @@ static void s_run_handshake(int answer, client_side_t *cs, fake_ps_t *f) {
     memset(f, 0, sizeof *f);
     memset(cs, 0, sizeof *cs);
     f->answer = answer;
-    f->ctx = zmq_ctx_new();
-    /* A free port: bound here, handed to the thread (creating the thread is
-     * the memory barrier ZeroMQ asks for when a socket changes threads). */
-    f->sock = zmq_socket(f->ctx, ZMQ_ROUTER);
-    ck_assert_ptr_nonnull(f->sock);
-    int to = 10000, linger = 200;
-    zmq_setsockopt(f->sock, ZMQ_RCVTIMEO, &to, sizeof to);
-    zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
-    ck_assert_int_eq(zmq_bind(f->sock, "tcp://127.0.0.1:*"), 0);
-    size_t elen = sizeof f->endpoint;
-    ck_assert_int_eq(zmq_getsockopt(f->sock, ZMQ_LAST_ENDPOINT, f->endpoint, &elen), 0);
+    fake_ps_open(&f->ctx, &f->sock, f->endpoint, sizeof f->endpoint); /* handed to the thread */
     uv_thread_t th;
     ck_assert_int_eq(uv_thread_create(&th, s_fake_ps_thread, f), 0);
 
