@@ -318,8 +318,10 @@ static void s_on_stop(client_t *c, int exit_code, const char *reason, void *user
     (void)exit_code;
     (void)reason;
     worker_server_t *s = user;
-    log_info("%" PRIu64 " gradients pushed, %" PRIu64 " duplicate params ignored, %" PRIu64 " invalid", s->n_pushed,
-             s->n_duplicates, s->n_invalid);
+    /* The mean compute per gradient is an input of the scale model (docs/scaling.md). */
+    log_info("%" PRIu64 " gradients pushed (%.1f ms compute each on average), %" PRIu64 " duplicate params ignored, %" PRIu64
+             " invalid",
+             s->n_pushed, s->n_pushed ? s->compute_ms_sum / (double)s->n_pushed : 0.0, s->n_duplicates, s->n_invalid);
     zloop_pool_free(&s->d.pool); /* waits for a running job, cancels the rest */
 }
 
