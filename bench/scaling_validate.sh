@@ -34,7 +34,10 @@
 #              gradient goes up while the next one's Params come down
 #              (the link is full duplex); the measurement should lie
 #              between the two
-#   PS CPU     kfac-ps's user + system CPU ms per step (/proc/PID/stat)
+#   PS CPU     kfac-ps's user + system CPU ms per step, and its user time
+#              alone (/proc/PID/stat). Over veth the system time includes
+#              the receiving side's network stack for what kfac-ps sends
+#              (veth delivers in the sender's context) and the tc shaping
 #
 # Everything it creates (2 namespaces and the veth pair, which goes with
 # them; its processes, ended by PID) is removed on exit, also on failure or
@@ -123,6 +126,7 @@ done
 mkdir -p "$out" || exit 1
 rtt_ms=$(ip netns exec "$NS_W" ping -c 3 -i 0.2 -W 2 10.86.0.1 2>/dev/null |
   awk -F/ '/^rtt|^round-trip/ { print $5 }')
+rtt_said="${rtt_ms:-not measured (no ping(8)); taken as 2 x delay}"
 [ -n "$rtt_ms" ] || rtt_ms=$((2 * delay_ms))
 
 # The link's TCP goodput, one way (python3: a throwaway sender and receiver).
@@ -158,7 +162,7 @@ nominal_mbit=$(echo "$rate" | awk '/gbit$/ { print $1 * 1000; next } /mbit$/ { p
 echo "machine: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) logical CPUs;" \
   "$(date -u '+%Y-%m-%d %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "link: tbf rate $rate each way (burst 32kbit, latency 50ms), netem delay ${delay_ms} ms;" \
-  "TCP goodput ${goodput_mbit} Mbit/s; ping rtt ${rtt_ms:-?} ms; model $model, batch $batch, SGD, $steps steps"
+  "TCP goodput ${goodput_mbit} Mbit/s; ping rtt ${rtt_said} ms; model $model, batch $batch, SGD, $steps steps"
 
 rows=""
 for W in $workers; do
@@ -214,12 +218,17 @@ EOF2
   rows0=0
   cpu1=""
   rows1=0
+  usr0=0
+  usr1=0
   while kill -0 "$ps_pid" 2>/dev/null && [ $i -lt 6000 ]; do
-    c=$(awk '{ print $14 + $15 }' "/proc/$ps_pid/stat" 2>/dev/null)
+    c=$(awk '{ print $14 + $15, $14 }' "/proc/$ps_pid/stat" 2>/dev/null)
+    u=${c#* }
+    c=${c% *}
     r=$(awk 'END { print NR - 1 }' "$run/out/steps.csv" 2>/dev/null)
     if [ -n "$c" ] && [ -n "$r" ]; then
-      if [ -z "$cpu0" ] && [ "$r" -ge "$skip" ]; then cpu0=$c; rows0=$r; fi
+      if [ -z "$cpu0" ] && [ "$r" -ge "$skip" ]; then cpu0=$c; usr0=$u; rows0=$r; fi
       cpu1=$c
+      usr1=$u
       rows1=$r
     fi
     sleep 0.1
@@ -241,7 +250,8 @@ EOF2
     continue
   fi
   ps_cpu=$(awk -v a="${cpu0:-0}" -v b="${cpu1:-0}" -v r0="$rows0" -v r1="$rows1" -v hz="$(getconf CLK_TCK)" \
-    'BEGIN { if (r1 > r0 && b >= a) printf "%.1f", (b - a) * 1000 / hz / (r1 - r0); else print "-" }')
+    -v ua="$usr0" -v ub="$usr1" 'BEGIN { if (r1 > r0 && b >= a) printf "%.1f (user %.1f)", (b - a) * 1000 / hz / (r1 - r0),
+      (ub - ua) * 1000 / hz / (r1 - r0); else print "-" }')
   row=$(awk -F, -v skip="$skip" -v W="$W" -v P="$params" -v gp="$goodput_mbit" -v rtt="${rtt_ms:-0}" \
     -v comp="${compute:-0}" -v pscpu="$ps_cpu" '
     NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
