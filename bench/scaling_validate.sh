@@ -26,8 +26,10 @@
 #   compute    the workers' mean forward+backward ms per gradient
 #   predicted  the synchronous-round model of docs/scaling.md, section 3:
 #              compute + W x bytes / goodput (gradients in) + update
-#              + W x bytes / goodput (Params out) + one round trip,
-#              bytes = 4 x parameters + 64 (the envelope)
+#              + publish + W x bytes / goodput (Params out) + one round
+#              trip, bytes = 4 x parameters + 64 (the envelope); compute,
+#              update and publish as measured in the same run, so what
+#              it tests is the network term
 #   net-only   the two transfer terms alone
 #   overlapped the same with (W + 1) transfers in place of 2 W: the Params
 #              reach the workers one after another and each worker's
@@ -264,8 +266,8 @@ EOF2
       bytes = 4 * P + 64
       one = bytes * 8 / (gp * 1e6) * 1000               # ms, one message
       xfer = W * one                                    # ms, one direction, every worker
-      pred = comp + 2 * xfer + up / n + rtt
-      lo = comp + (W + 1) * one + up / n + rtt          # Params sent one worker after another
+      pred = comp + 2 * xfer + up / n + pb / n + rtt
+      lo = comp + (W + 1) * one + up / n + pb / n + rtt # Params sent one worker after another
       printf "| %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | **%.1f** | %.1f | %.2f |\n",
         W, n, ms, wt / n, up / n, pb / n, comp, pscpu, 2 * xfer, pred, lo, ms / pred
     }' "$csv")
