@@ -6,7 +6,7 @@ below (each with where it was measured). Nothing here is measured: change
 an input, rerun, and the tables follow. Standard library only.
 
     python3 bench/scaling_model.py            # every table of docs/scaling.md
-    python3 bench/scaling_model.py --ps-cpu-ms-per-mb 2.2    # veth's kernel cost everywhere
+    python3 bench/scaling_model.py --ps-cpu-ms-per-mb 2.3    # veth's kernel cost everywhere
 
 Units: ms, bytes, Gbit/s. A "message" is a GradPush or a Params: 4 x P
 bytes of float32 plus an envelope of under 100 bytes (docs/protocol.md),
@@ -67,9 +67,9 @@ UPDATE_MS = {
 }
 # Averaging: the update above holds one gradient; each further gradient adds
 # one pass over 4P bytes at the step (ps_round_state_average). SUM_GBPS is
-# that pass's rate: steps.csv's update_ms rose by 0.3 ms per added worker
-# (1.3, 1.9, 2.2 ms at W = 1, 2, 4; MLP, 0.94 MB) in the 1 Gbit/s run of
-# docs/scaling.md section 6: about 3 GB/s.
+# that pass's rate: steps.csv's update_ms rose by 0.3-0.4 ms per added
+# worker (1.3, 1.9, 2.2 and 0.9, 2.1, 2.1 ms at W = 1, 2, 4; MLP, 0.94 MB)
+# in the two 1 Gbit/s calls of docs/scaling.md section 6: 2.4-3.1 GB/s.
 SUM_GBPS = 3.0
 # Encoding the Params once per version into one shared buffer and handing
 # it to the workers' connections (steps.csv publish_ms): mlp 1.1 ms with 1
@@ -82,16 +82,16 @@ PUBLISH_MS = {"mlp": 1.1, "cnn": 1.3, "wide": 7.3}
 # Params; libzmq, protobuf-c and the kernel's TCP), ms per MB of gradient
 # in + Params out: the slope of kfac-ps's CPU ms per step against W over the
 # veth link of bench/scaling_validate.sh at 1 Gbit/s (docs/scaling.md
-# section 6): 7.2, 12.3, 19.7 ms at W = 1, 2, 4, 4.2 ms per added worker
-# (1.88 MB) = 2.2 ms/MB, of which user time 0.37 ms/MB. Over veth the
-# system part includes the peer's receive path for what kfac-ps sends, so
-# 2.2 is an upper estimate; the user time alone (libzmq and protobuf-c
-# copies) is the floor, which the tables use (a NIC with offloads puts
-# little of the transfer on the PS's cores; not measured here); their
-# column "at veth's kernel cost" uses 2.2. --ps-cpu-ms-per-mb X replaces
-# the 0.37.
-PS_CPU_MS_PER_MB = 2.2
-PS_CPU_MS_PER_MB_USER = 0.37
+# section 6; two calls, MLP and wide model each): 1.9, 2.2, 2.4, 2.8
+# ms/MB, of which user time 0.37, 0.43, 0.43, 0.64; the medians are used.
+# Over veth the system part includes the peer's receive path for what
+# kfac-ps sends, so 2.3 is an upper estimate; the user time alone (libzmq
+# and protobuf-c copies) is the floor, which the tables use (a NIC with
+# offloads puts little of the transfer on the PS's cores; not measured
+# here); their column "at veth's kernel cost" uses 2.3.
+# --ps-cpu-ms-per-mb X replaces the 0.43.
+PS_CPU_MS_PER_MB = 2.3
+PS_CPU_MS_PER_MB_USER = 0.43
 
 # Inverting one block on one daemon core, ms: bench_kfac_inverse 1 (one
 # OpenBLAS thread; this machine, load 6-7, docs/scaling.md section 2):
