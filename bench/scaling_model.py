@@ -7,6 +7,7 @@ an input, rerun, and the tables follow. Standard library only.
 
     python3 bench/scaling_model.py            # every table of docs/scaling.md
     python3 bench/scaling_model.py --ps-cpu-ms-per-mb 2.3    # veth's kernel cost everywhere
+    python3 bench/scaling_model.py --factor-bytes models/mnist-mlp.model   # "F N"
 
 Units: ms, bytes, Gbit/s. A "message" is a GradPush or a Params: 4 x P
 bytes of float32 plus an envelope of under 100 bytes (docs/protocol.md),
@@ -244,6 +245,15 @@ def inverse_table():
 
 
 if __name__ == "__main__":
+    if "--factor-bytes" in sys.argv:
+        # "F N": every factor's packed bytes and the number of blocks of the
+        # model FILE (bench/scaling_validate.sh --kfac)
+        f = sys.argv[sys.argv.index("--factor-bytes") + 1]
+        for m in MODELS.values():
+            if m["file"] == f or f.endswith("/" + m["file"]):
+                print(factor_bytes(m["blocks"]), len(m["blocks"]))
+                sys.exit(0)
+        sys.exit("scaling_model: no blocks known for %s" % f)
     if "--ps-cpu-ms-per-mb" in sys.argv:
         PS_CPU_MS_PER_MB_USER = float(sys.argv[sys.argv.index("--ps-cpu-ms-per-mb") + 1])
     print("## Inverse refresh (continuous, one daemon core each)")

@@ -14,6 +14,11 @@
 #   bench/scaling_validate.sh [--rate 100mbit] [--delay-ms 0] [--workers "1 2 4"]
 #                             [--steps 80] [--skip 10] [--batch 64]
 #                             [--model models/mnist-mlp.model] [--out DIR]
+#                             [--kfac "Z D"]
+#
+# --kfac "Z D": K-FAC instead of SGD, with Z kfac-statsd and D kfac-invertd
+# in the workers' namespace (refresh continuous): their StatsPush, Jobs and
+# JobResults cross the same link, which is what the bytes columns show.
 #
 # BUILD (default build) names the folder of the binaries. Before the runs,
 # the link's TCP goodput is measured once with python3 (20 MiB, one way),
@@ -36,6 +41,13 @@
 #              gradient goes up while the next one's Params come down
 #              (the link is full duplex); the measurement should lie
 #              between the two
+#   in, out    MB per step through the PS's end of the link (ip -s link:
+#              frames with their headers), received and sent; "pred" the
+#              accounting of docs/scaling.md: W messages each way, plus
+#              with --kfac one full StatsPush in and one Params out per
+#              fold and, per inverse installed, a block's factor out and
+#              its inverse in (taken as the mean block: all factors / the
+#              number of blocks), over the goodput share 0.954
 #   PS CPU     kfac-ps's user + system CPU ms per step, and its user time
 #              alone (/proc/PID/stat). Over veth the system time includes
 #              the receiving side's network stack for what kfac-ps sends
@@ -55,6 +67,7 @@ skip=10
 batch=64
 model=models/mnist-mlp.model
 out=runs/scaling-validate
+kfac=""
 BUILD=${BUILD:-build}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -66,7 +79,8 @@ while [ $# -gt 0 ]; do
     --batch) batch=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    --kfac) kfac=$2; shift 2 ;;
+    -h|--help) sed -n '2,56p' "$0"; exit 0 ;;
     *) echo "scaling_validate: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -166,6 +180,20 @@ echo "machine: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $
 echo "link: tbf rate $rate each way (burst 32kbit, latency 50ms), netem delay ${delay_ms} ms;" \
   "TCP goodput ${goodput_mbit} Mbit/s; ping rtt ${rtt_said} ms; model $model, batch $batch, SGD, $steps steps"
 
+opt_kind=sgd
+n_statsd=0
+n_invertd=0
+if [ -n "$kfac" ]; then
+  opt_kind=kfac
+  set -- $kfac
+  n_statsd=${1:-1}
+  n_invertd=${2:-1}
+fi
+# link_bytes: "RX TX" bytes of the PS's end of the link
+link_bytes() {
+  ip -n "$NS_PS" -s link show kps 2>/dev/null | awk '/RX:/ { getline; rx = $1 } /TX:/ { getline; tx = $1 } END { print rx + 0, tx + 0 }'
+}
+
 rows=""
 for W in $workers; do
   run=$out/w$W
@@ -184,11 +212,11 @@ file = $model
 batch = $batch
 train_n = 8000
 [optimizer]
-kind = sgd
+kind = $opt_kind
 [cluster]
 workers = $W
-statsd = 0
-invertd = 0
+statsd = $n_statsd
+invertd = $n_invertd
 [ps]
 bind = tcp://0.0.0.0:5555
 progress_every = 20
@@ -211,6 +239,20 @@ EOF2
     pids="$pids $!"
     w=$((w + 1))
   done
+  k=1
+  while [ $k -le "$n_statsd" ]; do
+    ip netns exec "$NS_W" "$BUILD/kfac-statsd" --config "$run/run.ini" --statsd.id "$k" \
+      --cluster.ps tcp://10.86.0.1:5555 >"$run/statsd-$k.log" 2>&1 &
+    pids="$pids $!"
+    k=$((k + 1))
+  done
+  k=1
+  while [ $k -le "$n_invertd" ]; do
+    ip netns exec "$NS_W" "$BUILD/kfac-invertd" --config "$run/run.ini" --invertd.id "$k" \
+      --cluster.ps tcp://10.86.0.1:5555 >"$run/invertd-$k.log" 2>&1 &
+    pids="$pids $!"
+    k=$((k + 1))
+  done
   # bounded: the run's own steps, at most 600 s. kfac-ps's CPU time (user +
   # system, /proc/PID/stat; `ip netns exec` execs, so the PID is kfac-ps's)
   # is read when steps.csv has its row `skip` and at the last sample before
@@ -222,15 +264,18 @@ EOF2
   rows1=0
   usr0=0
   usr1=0
+  bytes0=""
+  bytes1=""
   while kill -0 "$ps_pid" 2>/dev/null && [ $i -lt 6000 ]; do
     c=$(awk '{ print $14 + $15, $14 }' "/proc/$ps_pid/stat" 2>/dev/null)
     u=${c#* }
     c=${c% *}
     r=$(awk 'END { print NR - 1 }' "$run/out/steps.csv" 2>/dev/null)
     if [ -n "$c" ] && [ -n "$r" ]; then
-      if [ -z "$cpu0" ] && [ "$r" -ge "$skip" ]; then cpu0=$c; usr0=$u; rows0=$r; fi
+      if [ -z "$cpu0" ] && [ "$r" -ge "$skip" ]; then cpu0=$c; usr0=$u; rows0=$r; bytes0=$(link_bytes); fi
       cpu1=$c
       usr1=$u
+      [ -z "$cpu0" ] || bytes1=$(link_bytes)
       rows1=$r
     fi
     sleep 0.1
@@ -254,11 +299,24 @@ EOF2
   ps_cpu=$(awk -v a="${cpu0:-0}" -v b="${cpu1:-0}" -v r0="$rows0" -v r1="$rows1" -v hz="$(getconf CLK_TCK)" \
     -v ua="$usr0" -v ub="$usr1" 'BEGIN { if (r1 > r0 && b >= a) printf "%.1f (user %.1f)", (b - a) * 1000 / hz / (r1 - r0),
       (ub - ua) * 1000 / hz / (r1 - r0); else print "-" }')
+  # every factor's packed bytes and the block count (K-FAC only; the model's blocks in bench/scaling_model.py)
+  fact_bytes=0
+  nblocks=1
+  if [ -n "$kfac" ]; then
+    # shellcheck disable=SC2046 # two words, split on purpose
+    set -- $(python3 bench/scaling_model.py --factor-bytes "$model" 2>/dev/null) 0 1
+    fact_bytes=$1
+    nblocks=$2
+  fi
+  set -- ${bytes0:-0 0} ${bytes1:-0 0}
   row=$(awk -F, -v skip="$skip" -v W="$W" -v P="$params" -v gp="$goodput_mbit" -v rtt="${rtt_ms:-0}" \
-    -v comp="${compute:-0}" -v pscpu="$ps_cpu" '
+    -v comp="${compute:-0}" -v pscpu="$ps_cpu" -v rx0="$1" -v tx0="$2" -v rx1="$3" -v tx1="$4" \
+    -v r0="$rows0" -v r1="$rows1" -v F="$fact_bytes" -v nb="${nblocks:-1}" '
     NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
     { step = $h["step"] }
     step == skip { t0 = $h["wall_s"] }
+    step == r0 { f0 = $h["stats_folded"]; i0 = $h["inverses_installed"] }
+    step == r1 { f1 = $h["stats_folded"]; i1 = $h["inverses_installed"] }
     step > skip { n++; t1 = $h["wall_s"]; wt += $h["wait_ms"]; up += $h["update_ms"]; pb += $h["publish_ms"] }
     END {
       if (n < 2) { print "too few steps"; exit }
@@ -268,8 +326,16 @@ EOF2
       xfer = W * one                                    # ms, one direction, every worker
       pred = comp + 2 * xfer + up / n + pb / n + rtt
       lo = comp + (W + 1) * one + up / n + pb / n + rtt # Params sent one worker after another
-      printf "| %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | **%.1f** | %.1f | %.2f |\n",
-        W, n, ms, wt / n, up / n, pb / n, comp, pscpu, 2 * xfer, pred, lo, ms / pred
+      k = r1 - r0
+      if (k > 0 && rx1 > rx0) {
+        folds = (f1 - f0) / k; jobs = (i1 - i0) / k
+        pin = (W * bytes + folds * F + jobs * F / nb) / 0.954 / 1e6
+        pout = (W * bytes + folds * bytes + jobs * F / nb) / 0.954 / 1e6
+        io = sprintf("%.2f / %.2f | %.2f / %.2f", (rx1 - rx0) / k / 1e6, (tx1 - tx0) / k / 1e6, pin, pout)
+        if (F > 0) io = io sprintf(" | %.2f / %.2f", folds, jobs)
+      } else io = "- | -"
+      printf "| %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %.1f | **%.1f** | %.1f | %.2f |\n",
+        W, n, ms, wt / n, up / n, pb / n, comp, pscpu, io, 2 * xfer, pred, lo, ms / pred
     }' "$csv")
   rows="$rows$row
 "
@@ -278,7 +344,12 @@ done
 
 echo
 echo "parameters: ${params:-?} (a message: 4 x P + 64 bytes)"
-echo "| W | steps | ms/step measured | wait | update | publish | worker compute | PS CPU ms/step | net-only (2 x W x bytes / goodput) | predicted (serial) | predicted (overlapped: (W + 1) transfers) | measured / serial |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+if [ -n "$kfac" ]; then
+  echo "| W | steps | ms/step measured | wait | update | publish | worker compute | PS CPU ms/step | MB/step in / out | predicted in / out | folds / inverses per step | net-only (2 x W x bytes / goodput) | predicted (serial) | predicted (overlapped: (W + 1) transfers) | measured / serial |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+else
+  echo "| W | steps | ms/step measured | wait | update | publish | worker compute | PS CPU ms/step | MB/step in / out | predicted in / out | net-only (2 x W x bytes / goodput) | predicted (serial) | predicted (overlapped: (W + 1) transfers) | measured / serial |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+fi
 printf "%s" "$rows"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
