@@ -178,7 +178,7 @@ nominal_mbit=$(echo "$rate" | awk '/gbit$/ { print $1 * 1000; next } /mbit$/ { p
 echo "machine: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) logical CPUs;" \
   "$(date -u '+%Y-%m-%d %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "link: tbf rate $rate each way (burst 32kbit, latency 50ms), netem delay ${delay_ms} ms;" \
-  "TCP goodput ${goodput_mbit} Mbit/s; ping rtt ${rtt_said} ms; model $model, batch $batch, SGD, $steps steps"
+  "TCP goodput ${goodput_mbit} Mbit/s; ping rtt ${rtt_said} ms; model $model, batch $batch, ${kfac:+K-FAC with kfac-statsd and kfac-invertd }${kfac:-SGD}, $steps steps"
 
 opt_kind=sgd
 n_statsd=0
