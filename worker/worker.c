@@ -145,8 +145,11 @@ static int s_done(client_daemon_t *d, client_daemon_job_t *job) {
 
 static void s_stop(client_daemon_t *d) {
     s_worker_t *s = client_daemon_state(d);
-    log_info("%" PRIu64 " gradients pushed, %" PRIu64 " duplicate params ignored, %" PRIu64 " invalid", s->n_pushed,
-             s->n_duplicates, client_daemon_n_invalid(d));
+    /* The mean compute per gradient is an input of the scale model (docs/scaling.md). */
+    log_info("%" PRIu64 " gradients pushed (%.1f ms compute each on average), %" PRIu64 " duplicate params ignored, %" PRIu64
+             " invalid",
+             s->n_pushed, s->n_pushed ? s->compute_ms_sum / (double)s->n_pushed : 0.0, s->n_duplicates,
+             client_daemon_n_invalid(d));
 }
 
 /* The worker role (common/net/daemon.h). */
