@@ -17,6 +17,19 @@
 #include "common/base/ratelimit.h"
 #include "common/base/version.h"
 
+/* ---- small helpers -------------------------------------------------------- */
+
+int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
+    /* Compare the first two words: "kfac" and the release. */
+    char a[2][64] = {{0}}, b[2][64] = {{0}};
+    int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
+    int nb = sscanf(KFAC_BUILD_ID, "%63s %63s", b[0], b[1]);
+    if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
+    snprintf(why, why_len, "build '%.100s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
+             client_build && client_build[0] ? client_build : "(none)", KFAC_BUILD_ID);
+    return 0;
+}
+
 /* Shard of a new worker or stats worker: its own --id when free, else the
  * lowest free one; when every shard is taken, shared round-robin. */
 static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {

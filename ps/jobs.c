@@ -23,6 +23,21 @@
 
 /* ---- inversion jobs --------------------------------------------------------------- */
 
+void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
+    p->wait = PS_WAIT_JOB;
+    p->wait_seq = ++s->wait_seq;
+}
+
+/* A refused job result (or any refused message from an inverse daemon
+ * while the run goes on): its jobs go back to the queue, it waits for work
+ * again, and the free jobs are dispatched. */
+void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p) {
+    if (s->phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
+    if (s->kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+    ps_round_wait_job(s, p);
+    ps_round_dispatch_jobs(s);
+}
+
 static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     const kfac_block_t *kb = &s->kfac->blocks[b];
     ps_sched_block_t *sb = &s->sched[b];
@@ -147,7 +162,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (b < 0) {
         ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
                       "job_result: layer %u factor %u is not a block of this model's optimizer", r->layer, r->factor);
-        ps_round_after_reject(s, p, m);
+        ps_jobs_after_reject(s, p);
         return;
     }
     if (p->distrusted) {
@@ -161,7 +176,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (cur == -EPERM) {
         snprintf(err, sizeof err, "job %" PRIu64 " was handed to another inverse daemon", r->job_id);
         s_bad_result(s, p, r, err);
-        if (!p->distrusted) ps_round_after_reject(s, p, m);
+        if (!p->distrusted) ps_jobs_after_reject(s, p);
         return;
     }
     if (cur < 0) {
@@ -174,7 +189,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
                      "answered already",
                      name, r->job_id, r->layer, r->factor);
-        ps_round_after_reject(s, p, m);
+        ps_jobs_after_reject(s, p);
         return;
     }
     const float job_d = ps_verify_damping(s->verify, b, r->job_id);
@@ -185,7 +200,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         s_bad_result(s, p, r, err);
         if (!p->distrusted) {
             ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", err);
-            ps_round_after_reject(s, p, m);
+            ps_jobs_after_reject(s, p);
         }
         return;
     }
@@ -255,6 +270,6 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     p->n_accepted++;
     ps_round_wait_job(s, p);
     ps_round_dispatch_jobs(s);
-    ps_round_try_step(s);
+    /* the server tries the step next (an install may let a bounded step go) */
 }
 

@@ -102,7 +102,6 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
     s->resumed_from = s->round.t;
     /* the wall clock of steps.csv goes on from where it was */
     s->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
-    ps_round_schedule(s);
     log_info("resumed from %s: step %ld, %.1fs of training so far; metrics are appended to", path, s->round.t, st.wall_s);
     return 1;
 }

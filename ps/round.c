@@ -114,10 +114,6 @@ static void s_wait_params(ps_server_t *s, ps_peer_t *p, uint64_t min_version) {
     p->min_version = min_version;
 }
 
-void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
-    p->wait = PS_WAIT_JOB;
-    p->wait_seq = ++s->wait_seq;
-}
 
 /* ---- clients coming and going -------------------------------------------------- */
 
@@ -281,10 +277,7 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         if (p->role == MSG_ROLE_STATSD) ps_round_send_params(s, p);
         break;
     case MSG_JOB_RESULT:
-        if (p->role != MSG_ROLE_INVERTD) return;
-        if (s->kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
-        ps_round_wait_job(s, p);
-        ps_round_dispatch_jobs(s);
+        ps_jobs_after_reject(s, p);
         break;
     default:
         break;

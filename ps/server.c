@@ -29,19 +29,6 @@
 #include "common/net/auth.h"
 #include "common/nn/nn_par.h"
 
-/* ---- small helpers -------------------------------------------------------- */
-
-int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
-    /* Compare the first two words: "kfac" and the release. */
-    char a[2][64] = {{0}}, b[2][64] = {{0}};
-    int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
-    int nb = sscanf(KFAC_BUILD_ID, "%63s %63s", b[0], b[1]);
-    if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
-    snprintf(why, why_len, "build '%.100s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
-             client_build && client_build[0] ? client_build : "(none)", KFAC_BUILD_ID);
-    return 0;
-}
-
 /* ---- clients ----------------------------------------------------------------- */
 
 /* An accepted message from p: it is alive. */
@@ -143,7 +130,10 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         case MSG_GRAD_PUSH: ps_round_grad_push(s, p, &m); break;
         case MSG_STATS_PUSH: ps_round_stats_push(s, p, &m); break;
         case MSG_JOB_REQUEST: ps_round_job_request(s, p, &m); break;
-        case MSG_JOB_RESULT: ps_round_job_result(s, p, &m); break;
+        case MSG_JOB_RESULT:
+            ps_round_job_result(s, p, &m);
+            ps_round_try_step(s); /* an install may let a step waiting on the staleness bound go */
+            break;
         default:
             ps_io_reject(s, route, p, m.type, MSG_ERR_UNEXPECTED, "kfac-ps does not take %s",
                           msg_type_name(m.type));
@@ -562,6 +552,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         if ((rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
         rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
+        ps_round_schedule(s); /* the intervals of the restored step */
         if (s->resumed_from >= 0 && s->round.steps_done >= cfg->steps) {
             /* A finished run started again (a restart after its end): done,
              * exit 0, so that systemd does not restart it in a loop. */

@@ -217,7 +217,8 @@ void ps_persist_after_step(ps_server_t *s);
 
 /* [checkpoint] resume: restore the newest valid checkpoint (see
  * ps_ckpt_restore_newest). Returns 1 (resumed), 0 (nothing to resume) or a
- * negative errno with the reason in err. */
+ * negative errno with the reason in err. The caller then recomputes the
+ * round's schedule (ps_round_schedule): persist.c never calls the round. */
 int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 
 /* ---- round.c --------------------------------------------------------------- */
@@ -234,8 +235,12 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
  * cause); more receives " [N more like it not logged]" or "". */
 int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
 
-/* p waits for an inversion job (answered by ps_round_dispatch_jobs). */
+/* ps/jobs.c: p waits for an inversion job (answered by ps_round_dispatch_jobs). */
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p);
+/* ps/jobs.c: after a refused message from inverse daemon p while the run
+ * goes on: its jobs back to the queue, p waits for work, jobs dispatched.
+ * jobs.c calls nothing of round.c; round.c calls this. */
+void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p);
 /* ps/jobs.c: a kfac-invertd asks for work / sends a job's result. */
 void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m);

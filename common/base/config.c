@@ -41,13 +41,6 @@ static void s_err(char *err, size_t err_len, const char *fmt, ...) {
     va_end(ap);
 }
 
-const char *const *config_run_sections(void) {
-    static const char *const sections[] = {
-        "run", "model", "data", "optimizer", "kfac", "cluster", "ps", "worker", "statsd",
-        "invertd", "security", "log", "metrics", "checkpoint", "experiment", NULL,
-    };
-    return sections;
-}
 
 /* ---- values ------------------------------------------------------------- */
 
@@ -152,34 +145,6 @@ static void s_store(const config_option_t *o, void *cfg, s_value_t *v) {
     }
 }
 
-int config_format_value(const config_option_t *o, const void *cfg, char *buf, size_t len) {
-    const void *f = config_txt_cfield(cfg, o);
-    int n = 0;
-    switch (o->type) {
-    case OPT_INT: n = snprintf(buf, len, "%d", *(const int *)f); break;
-    case OPT_UINT64: n = snprintf(buf, len, "%" PRIu64, *(const uint64_t *)f); break;
-    case OPT_DOUBLE: {
-        char tmp[40];
-        config_txt_fmt_double(*(const double *)f, tmp, sizeof tmp);
-        n = snprintf(buf, len, "%s", tmp);
-        break;
-    }
-    case OPT_BOOL: n = snprintf(buf, len, "%s", *(const bool *)f ? "true" : "false"); break;
-    case OPT_ENUM: {
-        int i = *(const int *)f, count = 0;
-        while (o->names && o->names[count]) count++;
-        n = snprintf(buf, len, "%s", i >= 0 && i < count ? o->names[i] : "?");
-        break;
-    }
-    case OPT_STRING: {
-        const char *s = *(char *const *)f;
-        n = snprintf(buf, len, "%s", s ? s : "");
-        break;
-    }
-    }
-    if (n < 0 || (size_t)n >= len) return -ENOSPC;
-    return n;
-}
 
 /* ---- the table ---------------------------------------------------------- */
 

@@ -154,3 +154,43 @@ void config_txt_show(const char *v, char *buf, size_t len) {
     if (n > CONFIG_SHOW_MAX) snprintf(buf, len, "%.*s...", CONFIG_SHOW_MAX, v);
     else snprintf(buf, len, "%s", v);
 }
+
+/* The sections of a run file (config.h); here, below config.c and
+ * config_help.c, which both use it. */
+const char *const *config_run_sections(void) {
+    static const char *const sections[] = {
+        "run", "model", "data", "optimizer", "kfac", "cluster", "ps", "worker", "statsd",
+        "invertd", "security", "log", "metrics", "checkpoint", "experiment", NULL,
+    };
+    return sections;
+}
+
+/* One option's value as text (config.h); here for the same reason. */
+int config_format_value(const config_option_t *o, const void *cfg, char *buf, size_t len) {
+    const void *f = config_txt_cfield(cfg, o);
+    int n = 0;
+    switch (o->type) {
+    case OPT_INT: n = snprintf(buf, len, "%d", *(const int *)f); break;
+    case OPT_UINT64: n = snprintf(buf, len, "%" PRIu64, *(const uint64_t *)f); break;
+    case OPT_DOUBLE: {
+        char tmp[40];
+        config_txt_fmt_double(*(const double *)f, tmp, sizeof tmp);
+        n = snprintf(buf, len, "%s", tmp);
+        break;
+    }
+    case OPT_BOOL: n = snprintf(buf, len, "%s", *(const bool *)f ? "true" : "false"); break;
+    case OPT_ENUM: {
+        int i = *(const int *)f, count = 0;
+        while (o->names && o->names[count]) count++;
+        n = snprintf(buf, len, "%s", i >= 0 && i < count ? o->names[i] : "?");
+        break;
+    }
+    case OPT_STRING: {
+        const char *s = *(char *const *)f;
+        n = snprintf(buf, len, "%s", s ? s : "");
+        break;
+    }
+    }
+    if (n < 0 || (size_t)n >= len) return -ENOSPC;
+    return n;
+}

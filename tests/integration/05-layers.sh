@@ -3,7 +3,8 @@
 # ("Layers") holds for the whole tree, and tools/check-layers.sh really
 # catches each kind of violation: a lower layer including a higher one, a
 # common layer other than net including proto/, protobuf-c outside proto/,
-# one daemon including another, and a file directly in common/.
+# one daemon including another, and a file directly in common/. Then the
+# call rule of tools/check-calls.sh on the build's object files.
 set -u
 t0=$(date +%s)
 out=$(sh tools/check-layers.sh 2>&1) || { echo "05-layers: FAIL: the tree breaks the layer rule:"; echo "$out"; exit 1; }
@@ -30,5 +31,40 @@ try common/bad.c       '#include "common/base/log.h"'      'a file directly in c
 rm -f "$dir/common/bad.c" "$dir/ps/bad.c"
 printf '#include "proto/msg.h"\n#include "common/kfac/kfac_opt.h"\n' >"$dir/common/net/ok.c"
 sh tools/check-layers.sh "$dir" >/dev/null 2>&1 || { echo "05-layers: FAIL: a clean synthetic tree was rejected"; fails=$((fails + 1)); }
+# The call rule (tools/check-calls.sh, from the object files of $BUILD):
+# the tree's own build passes; two planted files that call each other and a
+# planted upward call are caught.
+BUILD=${BUILD:-build}
+calls="not checked (no $BUILD/obj)"
+if [ -d "$BUILD/obj/ps" ]; then
+  o=$(sh tools/check-calls.sh "$BUILD" 2>&1) || { echo "05-layers: FAIL: the build breaks the call rule:"; echo "$o"; exit 1; }
+  cc=${CC:-cc}
+  ob=$dir/build/obj
+  mkdir -p "$ob/ps" "$ob/common/base" "$ob/common/net"
+  printf 'int b_fn(void);
+int a_fn(void) { return b_fn(); }
+' >"$dir/a.c"
+  printf 'int a_fn(void);
+int b_fn(void) { return 1; }
+int b_other(void) { return a_fn(); }
+' >"$dir/b.c"
+  printf 'int net_fn(void);
+int base_fn(void) { return net_fn(); }
+' >"$dir/x.c"
+  printf 'int net_fn(void) { return 2; }
+' >"$dir/y.c"
+  if "$cc" -c -o "$ob/ps/a.o" "$dir/a.c" && "$cc" -c -o "$ob/ps/b.o" "$dir/b.c" &&
+    "$cc" -c -o "$ob/common/base/x.o" "$dir/x.c" && "$cc" -c -o "$ob/common/net/y.o" "$dir/y.c"; then
+    if o=$(sh tools/check-calls.sh "$dir/build" 2>&1); then
+      echo "05-layers: FAIL: planted mutual and upward calls passed tools/check-calls.sh"; exit 1
+    fi
+    printf '%s' "$o" | grep -q '^ps/a <-> ps/b: ' || { echo "05-layers: FAIL: the mutual calls were not named: $o"; exit 1; }
+    printf '%s' "$o" | grep -q '^common/base/x -> common/net/y: an upward call' ||
+      { echo "05-layers: FAIL: the upward call was not named: $o"; exit 1; }
+    calls="no two files call each other, no upward call; 2 planted violations caught"
+  else
+    calls="not checked (no C compiler for the planted files)"
+  fi
+fi
 [ "$fails" = 0 ] || exit 1
-echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 5 kinds of violation caught ($(($(date +%s) - t0))s)"
+echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 5 kinds of violation caught; calls: $calls ($(($(date +%s) - t0))s)"
