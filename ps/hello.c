@@ -109,6 +109,67 @@ int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
     return 1;
 }
 
+/* The CURVE public key (Z85) of the connection whose message is being
+ * handled, from its ZAP user id "<role> <key>" (common/net/auth.h), into
+ * key; "" without CURVE. */
+static void s_sender_key(const ps_server_t *s, char *key, size_t key_len) {
+    const char *uid = zloop_socket_property(s->sock, "User-Id");
+    const char *sp = uid ? strchr(uid, ' ') : NULL;
+    snprintf(key, key_len, "%s", sp ? sp + 1 : "");
+}
+
+/* Refuse a Hello for its key (ps/owner.h): counted with the Hello
+ * refusals and in n_refused_key, logged at most once a second. */
+static void s_refuse_key(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *err) {
+    s->rejected[MSG_HELLO]++;
+    s->rejected_code[MSG_ERR_UNEXPECTED]++;
+    s->n_refused_key++;
+    char more[64], host[96];
+    if (ps_refusal_log_ok(&s->rl_key, more, sizeof more))
+        log_warn("refused a %s (pid %u on %s): %s (%" PRIu64 " refused for their key so far)%s",
+                 msg_role_program(m->role), m->hello.pid, log_escape(m->hello.host, host, sizeof host), err,
+                 s->n_refused_key, more);
+    ps_io_send_text(s, route, MSG_REFUSE, err);
+}
+
+/* Under CURVE: may key say this Hello (a member id of another key, a key
+ * at [security] members_per_key)? Returns 0 to go on (after forgetting a
+ * silent record of the same key when that makes room), -1 when refused. */
+static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *key) {
+    uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+    int per_key = s->cfg->members_per_key;
+    ps_peer_t *h = NULL;
+    char err[600], name[160];
+    switch (ps_owners_check(&s->owners, &s->peers, m->role, m->sender_id, key, per_key, now, live_ns, &h)) {
+    case PS_OWNER_ADMIT: return 0;
+    case PS_OWNER_OTHER_KEY:
+        snprintf(err, sizeof err,
+                 "%s id %u belongs to another CURVE key (%.8s...), not to this one (%.8s...): a member id stays with "
+                 "the key that first held it; give this daemon its own --id, or remove the other key from the "
+                 "allowlist",
+                 msg_role_name(m->role), m->sender_id, ps_owners_find(&s->owners, m->role, m->sender_id), key);
+        s_refuse_key(s, route, m, err);
+        return -1;
+    case PS_OWNER_KEY_REUSE:
+        log_info("%s forgotten: its CURVE key (%.8s...) says hello again as %s id %u and holds [security] "
+                 "members_per_key = %d",
+                 ps_peer_name(h, name, sizeof name), key, msg_role_name(m->role), m->sender_id, per_key);
+        ps_round_peer_gone(s, h, "its key said hello again");
+        ps_peers_remove(&s->peers, h);
+        return s->phase == PS_PHASE_RUNNING ? 0 : -1;
+    case PS_OWNER_KEY_FULL:
+    default:
+        snprintf(err, sizeof err,
+                 "this CURVE key (%.8s...) already holds %d client%s (%s, heard %.1fs ago), [security] "
+                 "members_per_key = %d: give every daemon its own key pair (kfac-keygen), or raise members_per_key "
+                 "on kfac-ps",
+                 key, per_key, per_key == 1 ? "" : "s", h ? ps_peer_name(h, name, sizeof name) : "?",
+                 h ? (double)(now - h->last_ns) * 1e-9 : 0.0, per_key);
+        s_refuse_key(s, route, m, err);
+        return -1;
+    }
+}
+
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
@@ -146,6 +207,9 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         ps_peers_remove(&s->peers, p);
         p = NULL;
     }
+    char key[AUTH_KEY_Z85_LEN + 1];
+    s_sender_key(s, key, sizeof key);
+    if (!p && s_key_admits(s, route, m, key) < 0) return;
     int again = p != NULL;
     if (again) {
         /* A client that restarted its session (or re-sent Hello): same id,
@@ -203,7 +267,10 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
             p->asked_id = m->sender_id;
             p->pid = m->hello.pid;
             snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            snprintf(p->key, sizeof p->key, "%s", key);
             s_assign_rank(s, p);
+            if (ps_owners_bind(&s->owners, &s->peers, p->role, p->asked_id, key) < 0)
+                log_warn("%s: out of memory to bind its id to its CURVE key", ps_peer_name(p, name, sizeof name));
         }
     }
     p->present = 1;

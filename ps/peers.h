@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/kfac/kfac_stats.h"
+#include "common/net/auth_keys.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 
@@ -34,6 +35,7 @@ typedef struct ps_peer {
     uint32_t asked_id;       /* sender_id of its Hello (the daemon's --id) */
     uint32_t pid;
     char host[64];
+    char key[AUTH_KEY_Z85_LEN + 1]; /* CURVE public key (Z85) of its connection; "" without CURVE */
     int rank, n_ranks;       /* shard given in Welcome */
     int present;             /* heard from within worker_timeout_ms */
     uint64_t last_ns;        /* when its last accepted message came (uv_hrtime) */

@@ -186,5 +186,6 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
         }
         S_ADD(")");
     }
+    if (s->n_refused_key) S_ADD(", hellos refused for their CURVE key %" PRIu64, s->n_refused_key);
 #undef S_ADD
 }

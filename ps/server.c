@@ -644,6 +644,7 @@ void ps_server_free(ps_server_t **s_p) {
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
+    ps_owners_release(&s->owners);
     ps_refresh_free(&s->refresh);
     free(s->sched);
     free(s->job_F);

@@ -30,6 +30,7 @@
 #include "ps/member.h"
 #include "ps/http.h"
 #include "ps/metrics.h"
+#include "ps/owner.h"
 #include "ps/peers.h"
 #include "ps/refresh.h"
 #include "ps/round_state.h"
@@ -162,6 +163,9 @@ struct ps_server {
     ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup;
     uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
+    ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
+    uint64_t n_refused_key;        /* Hellos refused: an id of another key, or a key at members_per_key */
+    ratelimit_t rl_key;
 
     /* checkpoints (ps/persist.c) */
     char ckpt_dir[4096];           /* [checkpoint] dir, or out_dir/checkpoints */
