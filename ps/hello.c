@@ -170,6 +170,17 @@ static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *
     }
 }
 
+int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len) {
+    uint64_t skipped = 0;
+    more[0] = '\0';
+    if ((unsigned)role >= MSG_ROLE_COUNT) role = MSG_ROLE_NONE;
+    if (!ratelimit_burst_ok(&s->rl_join[role], uv_hrtime(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
+        return 0;
+    if (skipped)
+        snprintf(more, more_len, " [%" PRIu64 " more %s joins and leaves not logged]", skipped, msg_role_name(role));
+    return 1;
+}
+
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
@@ -230,24 +241,27 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
             s->rejected[MSG_HELLO]++;
             uint64_t skipped = 0;
+            char host[96];
             if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
                 log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
-                         m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+                         log_escape(m->hello.host, host, sizeof host), err,
+                         skipped ? " [more like it not logged]" : "");
             s_busy(s, route, err); /* it tries again later: the holder may be a predecessor about to fall silent */
             return;
         }
         if (rj == PS_REJOIN_TAKEOVER) {
             /* The same member in a new process: its record (shard, place in
              * the round) goes on under the new connection. */
+            char host[96];
             log_info("%s id %u rejoins (pid %u on %s): it takes over shard %d and the place in the round of %s",
-                     msg_role_name(m->role), m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?",
+                     msg_role_name(m->role), m->sender_id, m->hello.pid, log_escape(m->hello.host, host, sizeof host),
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
             if (ps_member_takeover(p)) s->round.n_grads--; /* it pushes the same batch again */
             p->route = *route;
             p->pid = m->hello.pid;
             p->echo_ns = 0;
-            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            log_escape(m->hello.host, p->host, sizeof p->host); /* logged with its name: made safe once */
             again = 1;
         } else {
             if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
@@ -255,9 +269,11 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                     if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
                     s->rejected[MSG_HELLO]++;
                     uint64_t skipped = 0;
+                    char host[96];
                     if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
                         log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
-                                 m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+                                 log_escape(m->hello.host, host, sizeof host), err,
+                                 skipped ? " [more like it not logged]" : "");
                     s_busy(s, route, err);
                 }
                 return;
@@ -266,7 +282,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
             p->id = ++s->next_peer_id;
             p->asked_id = m->sender_id;
             p->pid = m->hello.pid;
-            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            log_escape(m->hello.host, p->host, sizeof p->host); /* logged with its name: made safe once */
             snprintf(p->key, sizeof p->key, "%s", key);
             s_assign_rank(s, p);
             if (ps_owners_bind(&s->owners, &s->peers, p->role, p->asked_id, key) < 0)
@@ -276,6 +292,8 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     p->present = 1;
     p->last_ns = p->hello_ns = uv_hrtime();
     p->engaged = 0; /* until it asks for work */
+    char build[96];
+    log_escape(m->hello.build_id, build, sizeof build);
     msg_t w;
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
     w.welcome.model_text = s->net->source;
@@ -287,13 +305,14 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     w.welcome.n_ranks = (uint32_t)p->n_ranks;
     w.welcome.assigned_id = p->id;
     ps_io_send(s, route, &w);
-    if (p->n_ranks > 0)
-        log_info("%s %s (asked for id %u; shard %d of %d; build '%s')", ps_peer_name(p, name, sizeof name),
-                 again ? "said hello again" : "joined", p->asked_id, p->rank, p->n_ranks,
-                 m->hello.build_id ? m->hello.build_id : "");
-    else
-        log_info("%s %s (asked for id %u; build '%s')", ps_peer_name(p, name, sizeof name),
-                 again ? "said hello again" : "joined", p->asked_id, m->hello.build_id ? m->hello.build_id : "");
+    char more[96];
+    int log_it = ps_join_log_ok(s, p->role, more, sizeof more);
+    if (log_it && p->n_ranks > 0)
+        log_info("%s %s (asked for id %u; shard %d of %d; build '%s')%s", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, p->rank, p->n_ranks, build, more);
+    else if (log_it)
+        log_info("%s %s (asked for id %u; build '%s')%s", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, build, more);
     if (!again) ps_round_peer_joined(s, p);
 }
 

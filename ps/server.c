@@ -35,8 +35,10 @@ int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
     int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
     int nb = sscanf(KFAC_BUILD_ID, "%63s %63s", b[0], b[1]);
     if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
-    snprintf(why, why_len, "build '%.100s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
-             client_build && client_build[0] ? client_build : "(none)", KFAC_BUILD_ID);
+    char build[104];
+    log_escape(client_build && client_build[0] ? client_build : "(none)", build, sizeof build); /* it is logged */
+    snprintf(why, why_len, "build '%s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
+             build, KFAC_BUILD_ID);
     return 0;
 }
 
@@ -122,15 +124,26 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         if (m.type == MSG_GET_PARAMS || m.type == MSG_GRAD_PUSH || m.type == MSG_STATS_PUSH ||
             m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
             p->engaged = 1;
+        if ((m.type == MSG_GET_PARAMS || m.type == MSG_JOB_REQUEST) &&
+            !ps_peers_take_token(p, uv_hrtime(), PS_REQ_PER_S, PS_REQ_BURST)) {
+            s->n_rate_limited++;
+            ps_io_reject_rl(s, &s->rl_rate, route, p, m.type, MSG_ERR_INTERNAL,
+                            "more than %.0f GetParams and JobRequest a second (at most %.0f at once): this one is "
+                            "dropped; send the next after the answer to the last (%" PRIu64 " dropped so far)",
+                            PS_REQ_PER_S, PS_REQ_BURST, s->n_rate_limited);
+            msg_clear(&m);
+            return;
+        }
         switch (m.type) {
         case MSG_HEARTBEAT:
             p->echo_ns = m.heartbeat.mono_ns;
             break;
         case MSG_ERROR: ps_round_peer_error(s, p, &m); break;
         case MSG_BYE: {
-            char name[160];
-            log_info("%s left: %s", ps_peer_name(p, name, sizeof name),
-                     m.bye.text && m.bye.text[0] ? m.bye.text : "bye");
+            char name[160], why[200], more[96];
+            if (ps_join_log_ok(s, p->role, more, sizeof more))
+                log_info("%s left: %s%s", ps_peer_name(p, name, sizeof name),
+                         log_escape(m.bye.text && m.bye.text[0] ? m.bye.text : "bye", why, sizeof why), more);
             ps_round_peer_gone(s, p, "left");
             ps_peers_remove(&s->peers, p);
             ps_round_dispatch_jobs(s);
@@ -475,6 +488,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     int64_t grad_bytes = (int64_t)(s->net->n_params + s->net->n_state) * (int64_t)sizeof(float);
     s_malloc_prime(max_bytes, (int64_t)s->cfg->workers * grad_bytes);
     o.linger_ms = PS_LINGER_MS;
+    o.sndhwm = PS_SNDHWM;
     if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
         return -ENOMEM;
