@@ -269,6 +269,7 @@ static void s_close_handles(ps_server_t *s) {
         s->hb_ok = 0;
     }
     zloop_signals_free(&s->sigs);
+    signal(SIGHUP, SIG_IGN); /* libuv put back the default action, which would kill the daemon while it closes */
     zloop_socket_free(&s->sock);
     auth_server_free(&s->auth);
 }
