@@ -319,6 +319,35 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     s_close_handles(s);
 }
 
+/* The allowlists were read again (SIGHUP or a change in a watched folder):
+ * every client whose key is no longer listed for its role is told why
+ * (Refuse: it stops), leaves the round and is forgotten, and the member
+ * ids its key held are free again. Its later messages are refused by
+ * auth_server_check_role(). */
+static void s_on_auth_reload(void *user) {
+    ps_server_t *s = user;
+    if (s->phase == PS_PHASE_CLOSED) return;
+    for (int i = s->peers.n - 1; i >= 0; i--) {
+        if (i >= s->peers.n) continue; /* the round may have forgotten others meanwhile */
+        ps_peer_t *p = s->peers.v[i];
+        if (!p->key[0] || auth_server_key_role(s->auth, p->key) == p->role) continue;
+        char name[160], why[300];
+        snprintf(why, sizeof why,
+                 "this daemon's CURVE key (%.8s...) was removed from the allowlist of the %s role: kfac-ps no longer "
+                 "admits it",
+                 p->key, msg_role_name(p->role));
+        s->n_revoked++;
+        log_warn("%s let go: its CURVE key (%.8s...) is no longer listed (%" PRIu64 " clients let go so far)",
+                 ps_peer_name(p, name, sizeof name), p->key, s->n_revoked);
+        ps_io_send_text(s, &p->route, MSG_REFUSE, why);
+        ps_owners_forget_key(&s->owners, p->key);
+        p->present = 0;
+        ps_round_peer_gone(s, p, "let go: its key was removed from the allowlist");
+        ps_peers_remove(&s->peers, p);
+    }
+    s_settle(s);
+}
+
 static void s_on_signal(int signum, void *user) {
     ps_server_t *s = user;
     if (signum == SIGHUP) {
@@ -498,6 +527,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     if (!(s->auth = auth_server_new(&s->loop, s->zctx, s->cfg, err, err_len)) ||
         auth_server_secure(s->auth, zloop_socket_zmq(s->sock), err, err_len) < 0)
         return -EINVAL;
+    auth_server_on_reload(s->auth, s_on_auth_reload, s);
     int rc = zloop_socket_bind(s->sock, s->cfg->bind, s->endpoint, sizeof s->endpoint);
     if (rc < 0 && rc != -ENOSPC) {
         snprintf(err, err_len, "cannot bind [ps] bind = %s: %s%s", s->cfg->bind, strerror(-rc),

@@ -186,6 +186,7 @@ struct ps_server {
     ratelimit_t rl_join[MSG_ROLE_COUNT]; /* join and leave lines, per role (ps_join_log_ok) */
     ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
     uint64_t n_refused_key;        /* Hellos refused: an id of another key, or a key at members_per_key */
+    uint64_t n_revoked;            /* clients let go: their key left the allowlists (a reload) */
     ratelimit_t rl_key;
 
     /* checkpoints (ps/persist.c) */
