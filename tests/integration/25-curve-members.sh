@@ -10,7 +10,9 @@
 #      3 heartbeats, the window after which a Hello with its id would take
 #      its record over, and a client with the listed key 3 says Hello with
 #      id 2: refused, id 2 belongs to key 2; worker-2 goes on (SIGCONT);
-#   3. key 3 with a free id (3) is welcomed (the key itself is fine).
+#   3. key 3 with a free id (3) is welcomed (the key itself is fine);
+#   4. a second kfac-ps with [security] members_per_key = 2 welcomes two
+#      clients of one key and refuses a third.
 # Passes when both refusals come back to the client with their reason,
 # kfac-ps logs them with the count of Hellos refused for their key, its
 # done line counts them among the rejected Hellos, worker-2 keeps shard 1
@@ -102,4 +104,28 @@ grep -Eq "done: $STEPS steps.*rejected [0-9]+ \(.*hello 2.*hellos refused for th
   h_fail "the done line does not count the refused Hellos: $(grep 'done:' "$log")"
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq "$STEPS" ] || h_fail "steps.csv has $rows steps, expected $STEPS"
-h_pass "a second member of one key refused, a listed key refused a silent worker's id, a key's own id welcomed; $STEPS steps"
+
+# 4. [security] members_per_key = 2: a key holds two clients, not three
+port=$(h_port) || exit 1
+ep=tcp://127.0.0.1:$port
+# shellcheck disable=SC2086
+h_start ps2 "$BUILD/kfac-ps" --config "$H_DIR/run.ini" $S --ps.bind "$ep" --run.out_dir "$H_DIR/out2" \
+  --security.members_per_key 2
+PS2=$H_PID
+h_wait_log "$H_DIR/ps2.log" "listening on" 30 || h_fail "the second kfac-ps does not listen"
+for i in 11 12; do
+  h_start "poke-two-$i" "$BUILD/kfac-poke" --endpoint "$ep" --member_id "$i" --member_kind hello --wait_ms 3000 \
+    --client_secret_key "$K/workers/worker-1.secret" --server_public_key "$K/ps.pub"
+  eval "P$i=\$H_PID"
+  h_wait_log "$H_DIR/poke-two-$i.log" "welcomed as id" 20 || h_fail "client $i of key 1 was not welcomed with members_per_key = 2"
+done
+poke third 1 13
+[ "$H_STATUS" = 1 ] || h_fail "a third client of key 1 was not refused with members_per_key = 2 (status $H_STATUS)"
+grep -q "refuse: this CURVE key (.*) already holds 2 clients (.*members_per_key = 2" "$H_DIR/poke-third.log" ||
+  h_fail "the third client was not told why: $(tail -n 3 "$H_DIR/poke-third.log")"
+h_wait "$P11" 20
+h_wait "$P12" 20
+kill -TERM "$PS2"
+h_wait "$PS2" 20
+[ "$H_STATUS" = 0 ] || h_fail "the second kfac-ps exited $H_STATUS after SIGTERM"
+h_pass "a second member of one key refused, a listed key refused a silent worker's id, a key's own id welcomed; $STEPS steps; members_per_key = 2: 2 welcomed, the third refused"
