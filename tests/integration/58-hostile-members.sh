@@ -9,7 +9,7 @@
 # handshake_timeout_ms = 1000; more than the 18 worker slots); a last
 # client says Hello with the member id of a live worker; one more says
 # Hello with a host name holding a newline, a forged log line and an
-# escape sequence.
+# escape sequence. Join lines are limited: fewer than the clients welcomed.
 # Passes when kfac-ps finishes all steps with exit 0 and a final test
 # accuracy of at least ACC, each poisoned push was rejected with a log
 # line that names the sender and the cause, the silent member was dropped
@@ -105,6 +105,12 @@ grep -q '^ERROR kfac-ps: forged' "$log" && h_fail "a client's host name forged a
 grep -q "$(printf '\033')" "$log" && h_fail "a client's host name put an escape character into the log"
 grep -q 'worker#[0-9]* (pid [0-9]* on evil\\x0aERROR kfac-ps: forged line\\x1b\[2J)' "$log" ||
   h_fail "the forged host name is not logged escaped: $(grep -n 'forged' "$log" | head -n 3)"
+# join lines: at most 20 per role in 10 s ([ps] PS_JOIN_LOG_BURST), so fewer
+# than the clients welcomed (2 workers and every kfac-poke that says so)
+welcomed=$(( 2 + $(cat "$H_DIR"/poke-*.log | grep -c "welcomed as id") ))
+joined=$(grep -c "worker#[0-9]* (pid [0-9]* on .*) joined (asked for id" "$log")
+[ "$welcomed" -gt 20 ] || h_fail "only $welcomed clients were welcomed: too few to test the limit of join lines"
+[ "$joined" -lt "$welcomed" ] || h_fail "$joined join lines for $welcomed clients welcomed: the join lines are not limited"
 wp=$(h_csv_col "$H_DIR/out/steps.csv" workers_present) || h_fail "$wp"
 awk -F, -v c="$wp" 'NR > 1 && $c != 2 { bad++ } END { exit bad > 0 }' "$H_DIR/out/steps.csv" ||
   h_fail "a step did not average exactly the 2 honest workers"
@@ -112,4 +118,4 @@ rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq 150 ] || h_fail "steps.csv has $rows steps, expected 150"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 h_ge "$acc" "$ACC" || h_fail "final test accuracy $acc is below $ACC: the hostile gradients got in"
-h_pass "every poisoned push rejected with its sender named, the silent member dropped, the duplicate id refused; test accuracy $acc"
+h_pass "every poisoned push rejected with its sender named, the silent member dropped, the duplicate id refused, the forged host name escaped, $joined join lines for $welcomed clients; test accuracy $acc"
