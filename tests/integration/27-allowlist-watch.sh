@@ -76,7 +76,7 @@ i1=$H_PID
 # (The key is Z85 text, full of regex characters: matched with grep -F.)
 h_wait_log "$H_DIR/invertd-1.log" "refused this daemon's CURVE key .*trying again in 2s, 11[0-9]s of \[cluster\] admit_wait_s left" 20 ||
   h_fail "kfac-invertd 1 did not retry its refused key twice (1 s, then 2 s)"
-grep -F "trying again in 1s, 120s of [cluster] admit_wait_s left (refusal 1)" "$H_DIR/invertd-1.log" | grep -qF "$ikey" ||
+grep -F "trying again in 1s, 120s of [cluster] admit_wait_s left (refusal 1)" "$H_DIR/invertd-1.log" | grep -qF -- "$ikey" ||
   h_fail "the first retry line is not as expected: $(grep 'trying again' "$H_DIR/invertd-1.log" | head -n 1)"
 kill -0 "$i1" 2>/dev/null || h_fail "kfac-invertd 1 exited after its key was refused (it must wait for it to be listed)"
 grep -qF "refused a connection from 127.0.0.1: its CURVE key $ikey is in no allowlist" "$H_DIR/ps.log" ||
