@@ -25,8 +25,10 @@ int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
     int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
     int nb = sscanf(KFAC_BUILD_ID, "%63s %63s", b[0], b[1]);
     if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
-    snprintf(why, why_len, "build '%.100s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
-             client_build && client_build[0] ? client_build : "(none)", KFAC_BUILD_ID);
+    char build[104];
+    log_escape(client_build && client_build[0] ? client_build : "(none)", build, sizeof build); /* it is logged */
+    snprintf(why, why_len, "build '%s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
+             build, KFAC_BUILD_ID);
     return 0;
 }
 
@@ -122,6 +124,78 @@ int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
     return 1;
 }
 
+/* The CURVE public key (Z85) of the connection whose message is being
+ * handled, from its ZAP user id "<role> <key>" (common/net/auth.h), into
+ * key; "" without CURVE. */
+static void s_sender_key(const ps_server_t *s, char *key, size_t key_len) {
+    const char *uid = zloop_socket_property(s->sock, "User-Id");
+    const char *sp = uid ? strchr(uid, ' ') : NULL;
+    snprintf(key, key_len, "%s", sp ? sp + 1 : "");
+}
+
+/* Refuse a Hello for its key (ps/owner.h): counted with the Hello
+ * refusals and in n_refused_key, logged at most once a second. */
+static void s_refuse_key(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *err) {
+    s->rejected[MSG_HELLO]++;
+    s->rejected_code[MSG_ERR_UNEXPECTED]++;
+    s->n_refused_key++;
+    char more[64], host[96];
+    if (ps_refusal_log_ok(&s->rl_key, more, sizeof more))
+        log_warn("refused a %s (pid %u on %s): %s (%" PRIu64 " refused for their key so far)%s",
+                 msg_role_program(m->role), m->hello.pid, log_escape(m->hello.host, host, sizeof host), err,
+                 s->n_refused_key, more);
+    ps_io_send_text(s, route, MSG_REFUSE, err);
+}
+
+/* Under CURVE: may key say this Hello (a member id of another key, a key
+ * at [security] members_per_key)? Returns 0 to go on (after forgetting a
+ * silent record of the same key when that makes room), -1 when refused. */
+static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *key) {
+    uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+    int per_key = s->cfg->members_per_key;
+    ps_peer_t *h = NULL;
+    char err[600], name[160];
+    switch (ps_owners_check(&s->owners, &s->peers, m->role, m->sender_id, key, per_key, now, live_ns, &h)) {
+    case PS_OWNER_ADMIT: return 0;
+    case PS_OWNER_OTHER_KEY:
+        snprintf(err, sizeof err,
+                 "%s id %u belongs to another CURVE key (%.8s...), not to this one (%.8s...): a member id stays with "
+                 "the key that first held it; give this daemon its own --id, or remove the other key from the "
+                 "allowlist",
+                 msg_role_name(m->role), m->sender_id, ps_owners_find(&s->owners, m->role, m->sender_id), key);
+        s_refuse_key(s, route, m, err);
+        return -1;
+    case PS_OWNER_KEY_REUSE:
+        log_info("%s forgotten: its CURVE key (%.8s...) says hello again as %s id %u and holds [security] "
+                 "members_per_key = %d",
+                 ps_peer_name(h, name, sizeof name), key, msg_role_name(m->role), m->sender_id, per_key);
+        ps_round_peer_gone(s, h, "its key said hello again");
+        ps_peers_remove(&s->peers, h);
+        return s->phase == PS_PHASE_RUNNING ? 0 : -1;
+    case PS_OWNER_KEY_FULL:
+    default:
+        snprintf(err, sizeof err,
+                 "this CURVE key (%.8s...) already holds %d client%s (%s, heard %.1fs ago), [security] "
+                 "members_per_key = %d: give every daemon its own key pair (kfac-keygen), or raise members_per_key "
+                 "on kfac-ps",
+                 key, per_key, per_key == 1 ? "" : "s", h ? ps_peer_name(h, name, sizeof name) : "?",
+                 h ? (double)(now - h->last_ns) * 1e-9 : 0.0, per_key);
+        s_refuse_key(s, route, m, err);
+        return -1;
+    }
+}
+
+int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len) {
+    uint64_t skipped = 0;
+    more[0] = '\0';
+    if ((unsigned)role >= MSG_ROLE_COUNT) role = MSG_ROLE_NONE;
+    if (!ratelimit_burst_ok(&s->rl_join[role], uv_hrtime(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
+        return 0;
+    if (skipped)
+        snprintf(more, more_len, " [%" PRIu64 " more %s joins and leaves not logged]", skipped, msg_role_name(role));
+    return 1;
+}
+
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
@@ -159,6 +233,9 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         ps_peers_remove(&s->peers, p);
         p = NULL;
     }
+    char key[AUTH_KEY_Z85_LEN + 1];
+    s_sender_key(s, key, sizeof key);
+    if (!p && s_key_admits(s, route, m, key) < 0) return;
     int again = p != NULL;
     if (again) {
         /* A client that restarted its session (or re-sent Hello): same id,
@@ -179,24 +256,27 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
             s->rejected[MSG_HELLO]++;
             uint64_t skipped = 0;
+            char host[96];
             if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
                 log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
-                         m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+                         log_escape(m->hello.host, host, sizeof host), err,
+                         skipped ? " [more like it not logged]" : "");
             s_busy(s, route, err); /* it tries again later: the holder may be a predecessor about to fall silent */
             return;
         }
         if (rj == PS_REJOIN_TAKEOVER) {
             /* The same member in a new process: its record (shard, place in
              * the round) goes on under the new connection. */
+            char host[96];
             log_info("%s id %u rejoins (pid %u on %s): it takes over shard %d and the place in the round of %s",
-                     msg_role_name(m->role), m->sender_id, m->hello.pid, m->hello.host ? m->hello.host : "?",
+                     msg_role_name(m->role), m->sender_id, m->hello.pid, log_escape(m->hello.host, host, sizeof host),
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
             if (ps_member_takeover(p)) s->round.n_grads--; /* it pushes the same batch again */
             p->route = *route;
             p->pid = m->hello.pid;
             p->echo_ns = 0;
-            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            log_escape(m->hello.host, p->host, sizeof p->host); /* logged with its name: made safe once */
             again = 1;
         } else {
             if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
@@ -204,9 +284,11 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                     if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
                     s->rejected[MSG_HELLO]++;
                     uint64_t skipped = 0;
+                    char host[96];
                     if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
                         log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
-                                 m->hello.host ? m->hello.host : "?", err, skipped ? " [more like it not logged]" : "");
+                                 log_escape(m->hello.host, host, sizeof host), err,
+                                 skipped ? " [more like it not logged]" : "");
                     s_busy(s, route, err);
                 }
                 return;
@@ -215,13 +297,18 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
             p->id = ++s->next_peer_id;
             p->asked_id = m->sender_id;
             p->pid = m->hello.pid;
-            snprintf(p->host, sizeof p->host, "%s", m->hello.host ? m->hello.host : "");
+            log_escape(m->hello.host, p->host, sizeof p->host); /* logged with its name: made safe once */
+            snprintf(p->key, sizeof p->key, "%s", key);
             s_assign_rank(s, p);
+            if (ps_owners_bind(&s->owners, &s->peers, p->role, p->asked_id, key) < 0)
+                log_warn("%s: out of memory to bind its id to its CURVE key", ps_peer_name(p, name, sizeof name));
         }
     }
     p->present = 1;
     p->last_ns = p->hello_ns = uv_hrtime();
     p->engaged = 0; /* until it asks for work */
+    char build[96];
+    log_escape(m->hello.build_id, build, sizeof build);
     msg_t w;
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
     w.welcome.model_text = s->net->source;
@@ -233,13 +320,14 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     w.welcome.n_ranks = (uint32_t)p->n_ranks;
     w.welcome.assigned_id = p->id;
     ps_io_send(s, route, &w);
-    if (p->n_ranks > 0)
-        log_info("%s %s (asked for id %u; shard %d of %d; build '%s')", ps_peer_name(p, name, sizeof name),
-                 again ? "said hello again" : "joined", p->asked_id, p->rank, p->n_ranks,
-                 m->hello.build_id ? m->hello.build_id : "");
-    else
-        log_info("%s %s (asked for id %u; build '%s')", ps_peer_name(p, name, sizeof name),
-                 again ? "said hello again" : "joined", p->asked_id, m->hello.build_id ? m->hello.build_id : "");
+    char more[96];
+    int log_it = ps_join_log_ok(s, p->role, more, sizeof more);
+    if (log_it && p->n_ranks > 0)
+        log_info("%s %s (asked for id %u; shard %d of %d; build '%s')%s", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, p->rank, p->n_ranks, build, more);
+    else if (log_it)
+        log_info("%s %s (asked for id %u; build '%s')%s", ps_peer_name(p, name, sizeof name),
+                 again ? "said hello again" : "joined", p->asked_id, build, more);
     if (!again) ps_round_peer_joined(s, p);
 }
 

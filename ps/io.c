@@ -28,6 +28,10 @@ int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
     if (rc < 0) {
         uint64_t skipped = 0;
         if (rc == -EHOSTUNREACH) log_debug("%s not delivered: the client is gone", msg_type_name(m->type));
+        else if (rc == -EAGAIN) { /* its pipe is full ([ps] PS_SNDHWM): it does not read; not a closed one */
+            s->n_send_full++;
+            log_debug("%s not delivered: the client's pipe is full", msg_type_name(m->type));
+        }
         else if (ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("sending %s failed: %s [%" PRIu64 " more]", msg_type_name(m->type), strerror(-rc), skipped);
     }

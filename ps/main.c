@@ -19,6 +19,7 @@
  *       is refused (a non-loopback bind without CURVE keys, an unreadable key
  *       file or allowlist; common/net/auth.h). systemd does not restart on
  *       2 or 78 (RestartPreventExitStatus=2 78). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,10 @@
 #include "ps/server.h"
 
 int main(int argc, char **argv) {
+    /* SIGHUP asks for a reload of the allowlists; until the loop's watcher
+     * is installed (ps_server_new) there is nothing to reload, and the
+     * default action would kill the daemon (systemctl reload at start-up). */
+    signal(SIGHUP, SIG_IGN);
     blas_restart_if_generic(argv);
     runcfg_t cfg;
     char err[1024] = "";

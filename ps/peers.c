@@ -23,6 +23,7 @@ static void s_peer_free(ps_peer_t *p) {
     free(p->grad);
     free(p->state);
     kfac_stats_free(&p->stats);
+    zloop_track_free(&p->params_track);
     free(p);
 }
 
@@ -100,6 +101,16 @@ int ps_peers_rank_taken(const ps_peers_t *t, msg_role_t role, int rank, const ps
         if (p != except && p->role == role && p->rank == rank) return 1;
     }
     return 0;
+}
+
+int ps_peers_take_token(ps_peer_t *p, uint64_t now_ns, double per_s, double burst) {
+    if (!p->req_ns) p->req_tokens = burst;
+    else if (now_ns > p->req_ns) p->req_tokens += (double)(now_ns - p->req_ns) * 1e-9 * per_s;
+    if (p->req_tokens > burst) p->req_tokens = burst;
+    if (now_ns > p->req_ns || !p->req_ns) p->req_ns = now_ns ? now_ns : 1;
+    if (p->req_tokens < 1.0) return 0;
+    p->req_tokens -= 1.0;
+    return 1;
 }
 
 const char *ps_peer_name(const ps_peer_t *p, char *buf, size_t len) {

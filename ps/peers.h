@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/kfac/kfac_stats.h"
+#include "common/net/auth_keys.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 
@@ -34,6 +35,7 @@ typedef struct ps_peer {
     uint32_t asked_id;       /* sender_id of its Hello (the daemon's --id) */
     uint32_t pid;
     char host[64];
+    char key[AUTH_KEY_Z85_LEN + 1]; /* CURVE public key (Z85) of its connection; "" without CURVE */
     int rank, n_ranks;       /* shard given in Welcome */
     int present;             /* heard from within worker_timeout_ms */
     uint64_t last_ns;        /* when its last accepted message came (uv_hrtime) */
@@ -71,6 +73,10 @@ typedef struct ps_peer {
     /* inverse daemons */
     int n_bad_inverses;      /* results that failed verification or answered another daemon's job */
     int distrusted;          /* PS_BAD_INVERSES_MAX reached: no more jobs, its results refused */
+    /* replies and requests that cost kfac-ps work */
+    zloop_track_t *params_track; /* its Params sends ZeroMQ has not written out (owned; NULL until the first) */
+    double req_tokens;       /* token bucket of GetParams and JobRequest (ps_peers_take_token) */
+    uint64_t req_ns;         /* when the bucket was last filled (0: never: full) */
     /* counters */
     uint64_t n_accepted;     /* gradients / statistics / results accepted */
     uint64_t n_clipped;      /* layer gradients clipped ([ps] grad_clip_ratio) */
@@ -112,6 +118,12 @@ int ps_peers_count(const ps_peers_t *t, msg_role_t role, int present_only);
 
 /* Is shard `rank` of role held by a peer other than except? */
 int ps_peers_rank_taken(const ps_peers_t *t, msg_role_t role, int rank, const ps_peer_t *except);
+
+/* A token bucket per peer for requests that cost the PS work (GetParams,
+ * JobRequest): it holds at most burst tokens, refilled at per_s a second
+ * (the first call finds it full). Takes one token and returns 1 when one
+ * was there, else returns 0 (refuse the request). */
+int ps_peers_take_token(ps_peer_t *p, uint64_t now_ns, double per_s, double burst);
 
 /* "worker#3 (pid 4242 on host1)" into buf; returns buf. */
 const char *ps_peer_name(const ps_peer_t *p, char *buf, size_t len);

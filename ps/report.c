@@ -200,5 +200,10 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
         }
         S_ADD(")");
     }
+    if (s->n_refused_key) S_ADD(", hellos refused for their CURVE key %" PRIu64, s->n_refused_key);
+    if (s->n_revoked) S_ADD(", clients let go for a removed key %" PRIu64, s->n_revoked);
+    if (s->n_rate_limited || s->n_params_held || s->n_send_full)
+        S_ADD(", requests over the rate limit %" PRIu64 ", Params held back %" PRIu64 ", sends to a full pipe %" PRIu64,
+              s->n_rate_limited, s->n_params_held, s->n_send_full);
 #undef S_ADD
 }

@@ -47,9 +47,24 @@ static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
                        : kfac_schedule_due(s->round.t, s->fac_interval));
 }
 
+/* Hold p's request for Params instead of sending now (its previous Params
+ * is still queued, or its pipe is full): it waits for any version from the
+ * current one on, sent by ps_round_resend_held() once the pipe has room. */
+static int s_hold_params(ps_server_t *s, ps_peer_t *p) {
+    p->wait = PS_WAIT_PARAMS;
+    p->min_version = (uint64_t)s->round.t;
+    return 0;
+}
+
 int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (!s->sock) return -EPIPE;
     if (s->refresh && p->role == MSG_ROLE_STATSD) return ps_refresh_send_statsd(s, p); /* ps/refresh_send.c */
+    /* One Params per client in ZeroMQ's hands: a client that does not read
+     * them (a flood of GetParams) pins one buffer, not one per request. */
+    if (zloop_track_pending(p->params_track) > 0) {
+        s->n_params_held++;
+        return s_hold_params(s, p);
+    }
     int ws = s_want_stats(s, p);
     if (s->round.pver[ws] != s->round.t || !s->round.pbuf[ws]) {
         s->round.pver[ws] = -1;
@@ -87,8 +102,13 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         s->round.plen[ws] = need;
         s->round.pver[ws] = s->round.t;
     }
-    int rc = zloop_send_buf(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws]);
+    if (!p->params_track) p->params_track = zloop_track_new(); /* NULL (no memory): sent untracked */
+    int rc = zloop_send_buf_tracked(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws], p->params_track);
     p->wait = PS_WAIT_NONE;
+    if (rc == -EAGAIN) { /* a full pipe is not a closed one: sent when it has room */
+        s->n_send_full++;
+        return s_hold_params(s, p);
+    }
     if (rc < 0) {
         log_debug("Params %ld not delivered to %s#%u: %s", s->round.t, msg_role_name(p->role), p->id, strerror(-rc));
         return rc;
@@ -253,9 +273,10 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_sched_failed(sb, version);
         s->n_inv_failed++;
     }
+    char text[300];
     if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
-        log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code), m->error.text ? m->error.text : "",
-                 b >= 0 ? " (its job counts as failed)" : "");
+        log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code),
+                 log_escape(m->error.text, text, sizeof text), b >= 0 ? " (its job counts as failed)" : "");
 }
 
 void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
@@ -691,8 +712,18 @@ static void s_drop_stalled(ps_server_t *s) {
     if (n > 0) ps_round_try_step(s);
 }
 
+void ps_round_resend_held(ps_server_t *s) {
+    for (int i = 0; i < s->peers.n && s->phase == PS_PHASE_RUNNING; i++) {
+        ps_peer_t *p = s->peers.v[i];
+        if (p->wait == PS_WAIT_PARAMS && p->min_version <= (uint64_t)s->round.t &&
+            zloop_track_pending(p->params_track) == 0)
+            ps_round_send_params(s, p);
+    }
+}
+
 void ps_round_tick(ps_server_t *s) {
     if (s->phase != PS_PHASE_RUNNING) return;
+    ps_round_resend_held(s);
     s_drop_stalled(s);
     if (s->phase != PS_PHASE_RUNNING) return;
     ps_round_dispatch_jobs(s); /* overdue jobs become available */

@@ -111,15 +111,26 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         if (m.type == MSG_GET_PARAMS || m.type == MSG_GRAD_PUSH || m.type == MSG_STATS_PUSH ||
             m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
             p->engaged = 1;
+        if ((m.type == MSG_GET_PARAMS || m.type == MSG_JOB_REQUEST) &&
+            !ps_peers_take_token(p, uv_hrtime(), PS_REQ_PER_S, PS_REQ_BURST)) {
+            s->n_rate_limited++;
+            ps_io_reject_rl(s, &s->rl_rate, route, p, m.type, MSG_ERR_INTERNAL,
+                            "more than %.0f GetParams and JobRequest a second (at most %.0f at once): this one is "
+                            "dropped; send the next after the answer to the last (%" PRIu64 " dropped so far)",
+                            PS_REQ_PER_S, PS_REQ_BURST, s->n_rate_limited);
+            msg_clear(&m);
+            return;
+        }
         switch (m.type) {
         case MSG_HEARTBEAT:
             p->echo_ns = m.heartbeat.mono_ns;
             break;
         case MSG_ERROR: ps_round_peer_error(s, p, &m); break;
         case MSG_BYE: {
-            char name[160];
-            log_info("%s left: %s", ps_peer_name(p, name, sizeof name),
-                     m.bye.text && m.bye.text[0] ? m.bye.text : "bye");
+            char name[160], why[200], more[96];
+            if (ps_join_log_ok(s, p->role, more, sizeof more))
+                log_info("%s left: %s%s", ps_peer_name(p, name, sizeof name),
+                         log_escape(m.bye.text && m.bye.text[0] ? m.bye.text : "bye", why, sizeof why), more);
             ps_round_peer_gone(s, p, "left");
             ps_peers_remove(&s->peers, p);
             ps_round_dispatch_jobs(s);
@@ -248,6 +259,7 @@ static void s_close_handles(ps_server_t *s) {
         s->hb_ok = 0;
     }
     zloop_signals_free(&s->sigs);
+    signal(SIGHUP, SIG_IGN); /* libuv put back the default action, which would kill the daemon while it closes */
     zloop_socket_free(&s->sock);
     auth_server_free(&s->auth);
 }
@@ -295,6 +307,35 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
         return;
     }
     s_close_handles(s);
+}
+
+/* The allowlists were read again (SIGHUP or a change in a watched folder):
+ * every client whose key is no longer listed for its role is told why
+ * (Refuse: it stops), leaves the round and is forgotten, and the member
+ * ids its key held are free again. Its later messages are refused by
+ * auth_server_check_role(). */
+static void s_on_auth_reload(void *user) {
+    ps_server_t *s = user;
+    if (s->phase == PS_PHASE_CLOSED) return;
+    for (int i = s->peers.n - 1; i >= 0; i--) {
+        if (i >= s->peers.n) continue; /* the round may have forgotten others meanwhile */
+        ps_peer_t *p = s->peers.v[i];
+        if (!p->key[0] || auth_server_key_role(s->auth, p->key) == p->role) continue;
+        char name[160], why[300];
+        snprintf(why, sizeof why,
+                 "this daemon's CURVE key (%.8s...) was removed from the allowlist of the %s role: kfac-ps no longer "
+                 "admits it",
+                 p->key, msg_role_name(p->role));
+        s->n_revoked++;
+        log_warn("%s let go: its CURVE key (%.8s...) is no longer listed (%" PRIu64 " clients let go so far)",
+                 ps_peer_name(p, name, sizeof name), p->key, s->n_revoked);
+        ps_io_send_text(s, &p->route, MSG_REFUSE, why);
+        ps_owners_forget_key(&s->owners, p->key);
+        p->present = 0;
+        ps_round_peer_gone(s, p, "let go: its key was removed from the allowlist");
+        ps_peers_remove(&s->peers, p);
+    }
+    s_settle(s);
 }
 
 static void s_on_signal(int signum, void *user) {
@@ -468,6 +509,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     int64_t grad_bytes = (int64_t)(s->net->n_params + s->net->n_state) * (int64_t)sizeof(float);
     s_malloc_prime(max_bytes, (int64_t)s->cfg->workers * grad_bytes);
     o.linger_ms = PS_LINGER_MS;
+    o.sndhwm = PS_SNDHWM;
     if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
         return -ENOMEM;
@@ -476,6 +518,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     if (!(s->auth = auth_server_new(&s->loop, s->zctx, s->cfg, err, err_len)) ||
         auth_server_secure(s->auth, zloop_socket_zmq(s->sock), err, err_len) < 0)
         return -EINVAL;
+    auth_server_on_reload(s->auth, s_on_auth_reload, s);
     int rc = zloop_socket_bind(s->sock, s->cfg->bind, s->endpoint, sizeof s->endpoint);
     if (rc < 0 && rc != -ENOSPC) {
         snprintf(err, err_len, "cannot bind [ps] bind = %s: %s%s", s->cfg->bind, strerror(-rc),
@@ -653,6 +696,7 @@ void ps_server_free(ps_server_t **s_p) {
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
+    ps_owners_release(&s->owners);
     ps_refresh_free(&s->refresh);
     free(s->sched);
     free(s->job_F);

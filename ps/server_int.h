@@ -30,6 +30,7 @@
 #include "ps/member.h"
 #include "ps/http.h"
 #include "ps/metrics.h"
+#include "ps/owner.h"
 #include "ps/peers.h"
 #include "ps/refresh.h"
 #include "ps/round_state.h"
@@ -42,6 +43,17 @@
 
 /* Most clients held at once. */
 #define PS_MAX_PEERS 1024
+/* ZMQ_SNDHWM of the ROUTER: messages queued per client before a send to
+ * it fails with EAGAIN (ZMQ_ROUTER_MANDATORY) instead of queueing more;
+ * ZeroMQ's default is 1000. A client holds at most one Params reply queued
+ * besides (ps_round_send_params). */
+#define PS_SNDHWM 16
+/* Requests that cost kfac-ps work (GetParams, JobRequest), per client: at
+ * most PS_REQ_BURST at once, PS_REQ_PER_S a second after that (an honest
+ * client sends one at start-up and after an error: its pushes and results
+ * carry the next request). More are refused (Error INTERNAL). */
+#define PS_REQ_PER_S 20.0
+#define PS_REQ_BURST 40.0
 /* ZMQ_LINGER of the ROUTER: how long Shutdown messages may take to leave. */
 #define PS_LINGER_MS 2000
 /* After Shutdown the socket stays open this long so that every client reads
@@ -50,6 +62,11 @@
 #define PS_SHUTDOWN_GRACE_MS 1000
 /* Interval of "rejected ..." and similar warning lines. */
 #define PS_LOG_EVERY_MS 1000
+/* Join and leave lines: at most PS_JOIN_LOG_BURST per role in each
+ * PS_JOIN_LOG_WINDOW_MS; the next line that passes says how many were not
+ * logged (a reconnect storm cannot fill the log). */
+#define PS_JOIN_LOG_BURST 20
+#define PS_JOIN_LOG_WINDOW_MS 10000
 /* Interval of "step t waits for ..." lines while a step is held up. */
 #define PS_WAIT_LOG_MS 10000
 /* An update that holds the loop thread longer than this is worth a warning. */
@@ -169,6 +186,15 @@ struct ps_server {
     int recoveries_in_a_row;
     uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
+    uint64_t n_params_held;        /* Params not sent: the client's previous one was not written out yet */
+    uint64_t n_send_full;          /* sends that found a client's pipe full (EAGAIN) */
+    uint64_t n_rate_limited;       /* GetParams and JobRequest over PS_REQ_PER_S */
+    ratelimit_t rl_rate;
+    ratelimit_t rl_join[MSG_ROLE_COUNT]; /* join and leave lines, per role (ps_join_log_ok) */
+    ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
+    uint64_t n_refused_key;        /* Hellos refused: an id of another key, or a key at members_per_key */
+    uint64_t n_revoked;            /* clients let go: their key left the allowlists (a reload) */
+    ratelimit_t rl_key;
 
     /* checkpoints (ps/persist.c) */
     char ckpt_dir[4096];           /* [checkpoint] dir, or out_dir/checkpoints */
@@ -235,6 +261,11 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
  * cause); more receives " [N more like it not logged]" or "". */
 int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
 
+/* Whether a line saying that a client of role joined or left may be logged
+ * now (PS_JOIN_LOG_BURST per PS_JOIN_LOG_WINDOW_MS per role); more as
+ * ps_refusal_log_ok ("[N more like it not logged]" once some were held back). */
+int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len);
+
 /* ps/jobs.c: p waits for an inversion job (answered by ps_round_dispatch_jobs). */
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p);
 /* ps/jobs.c: after a refused message from inverse daemon p while the run
@@ -273,8 +304,13 @@ void ps_round_request_shutdown(ps_server_t *s, int exit_code);
 void ps_round_dispatch_jobs(ps_server_t *s);
 void ps_round_try_step(ps_server_t *s);
 
-/* Timer work: overdue jobs, the start-up gate, "waiting for" lines. */
+/* Timer work: held Params, overdue jobs, the start-up gate, "waiting for"
+ * lines. */
 void ps_round_tick(ps_server_t *s);
+
+/* Send the Params held back (ps_round_send_params) to the clients whose
+ * previous Params has been written out by now. */
+void ps_round_resend_held(ps_server_t *s);
 
 /* An evaluation came back (ps_eval_done_fn). */
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user);

@@ -119,6 +119,8 @@ static const config_option_t s_opts[] = {
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
       "what the hostile member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
+    O("host", OPT_STRING, host, "", 0, 4096,
+      "the hostile member's host name in its Hello (\"\": this host's; any bytes: kfac-ps must log them safely)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,
       "CURVE: this probe's secret key file (kfac-keygen); with server_public_key, poke a CURVE kfac-ps"),
     O("client_public_key", OPT_STRING, client_public_key, "", 0, 4096,

@@ -42,3 +42,36 @@ void log_write(log_level_t level, const char *fmt, ...) {
     if (len + 1 < sizeof line) { line[len] = '\n'; line[len + 1] = 0; }
     fputs(line, stderr);
 }
+
+/* Bytes the escaped form of c takes. */
+static size_t s_escaped_len(unsigned char c) {
+    if (c == '\\') return 2;
+    return c >= 0x20 && c < 0x7f ? 1 : 4;
+}
+
+const char *log_escape(const char *text, char *buf, size_t len) {
+    if (!buf || len < 4) return buf && len ? (buf[0] = 0, buf) : "";
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *t = (const unsigned char *)(text ? text : "");
+    size_t total = 0;
+    for (const unsigned char *c = t; *c; c++) total += s_escaped_len(*c);
+    size_t room = total < len ? len - 1 : len - 4; /* all of it, or up to a final "..." */
+    size_t o = 0;
+    for (const unsigned char *c = t; *c && o + s_escaped_len(*c) <= room; c++) {
+        if (s_escaped_len(*c) == 1) {
+            buf[o++] = (char)*c;
+            continue;
+        }
+        buf[o++] = '\\';
+        if (*c == '\\') {
+            buf[o++] = '\\';
+            continue;
+        }
+        buf[o++] = 'x';
+        buf[o++] = hex[*c >> 4];
+        buf[o++] = hex[*c & 15];
+    }
+    if (total >= len) memcpy(buf + o, "...", 3), o += 3;
+    buf[o] = 0;
+    return buf;
+}

@@ -8,6 +8,8 @@
 #ifndef KFAC_LOG_H
 #define KFAC_LOG_H
 
+#include <stddef.h>
+
 typedef enum {
     LOG_LEVEL_ERROR = 0,
     LOG_LEVEL_WARN = 1,
@@ -26,6 +28,14 @@ int log_level_parse(const char *s, log_level_t *out);
 
 void log_write(log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* text made safe to log: a control character, a byte >= 0x7f and the
+ * backslash become \xNN (\\ for the backslash), so that a peer's string
+ * (its host, build id, a Bye reason) can neither start a new log line nor
+ * send escape sequences to a terminal; cut to fit buf (len bytes with the
+ * NUL), a cut marked with "..." at the end. NULL is "". Returns buf (""
+ * when len < 4). */
+const char *log_escape(const char *text, char *buf, size_t len);
 
 #define LOG_AT(lvl, ...) \
     do { if ((lvl) <= log_level_now) log_write((lvl), __VA_ARGS__); } while (0)

@@ -15,6 +15,8 @@
 typedef struct ratelimit {
     uint64_t last_ns;    /* when the last line passed; 0: never */
     uint64_t suppressed; /* lines held back since then */
+    uint64_t window_ns;  /* ratelimit_burst_ok: when the current window opened */
+    uint64_t n_window;   /* ratelimit_burst_ok: lines passed in it */
 } ratelimit_t;
 
 /* Returns 1 when interval_ms have passed since the last line that passed (or
@@ -22,5 +24,11 @@ typedef struct ratelimit {
  * since it and resets that count; else counts this line and returns 0.
  * now_ns: a clock_now_ns() reading (passed in, so tests can drive it). */
 int ratelimit_ok(ratelimit_t *r, uint64_t now_ns, uint64_t interval_ms, uint64_t *suppressed);
+
+/* The same for lines that come in bursts (clients joining): up to burst
+ * lines pass in each window of window_ms (a window opens with the first
+ * line after the last one closed); more are counted, and the next line
+ * that passes gets their number in *suppressed (may be NULL). */
+int ratelimit_burst_ok(ratelimit_t *r, uint64_t now_ns, uint64_t window_ms, uint64_t burst, uint64_t *suppressed);
 
 #endif

@@ -168,7 +168,9 @@ struct auth_server {
     const runcfg_t *cfg;           /* borrowed: the allowlist paths the watch reloads */
     auth_watch_t *watch;           /* the allowlist folders (NULL without CURVE) */
     auth_server_stats_t st;
-    ratelimit_t rl_key, rl_role, rl_handshake;
+    ratelimit_t rl_key, rl_role, rl_handshake, rl_revoked;
+    auth_reload_fn on_reload;      /* after every successful reload (NULL: none) */
+    void *reload_user;
 };
 
 static void s_server_watch(auth_server_t *a);
@@ -459,7 +461,21 @@ int auth_server_check_role(auth_server_t *a, const char *user_id, msg_role_t rol
         }
         if (sp) snprintf(z85, sizeof z85, "%s", sp + 1);
     }
-    if (user_id && strcmp(listed, msg_role_name(role)) == 0) return 0;
+    if (user_id && strcmp(listed, msg_role_name(role)) == 0) {
+        if (auth_server_key_role(a, z85) == role) return 0;
+        /* accepted at its handshake, removed from the allowlist since */
+        a->st.n_refused_revoked++;
+        snprintf(why, why_len,
+                 "this CURVE key is no longer listed for the %s role: it was removed from the allowlist after this "
+                 "connection was made, and kfac-ps no longer admits it",
+                 listed);
+        uint64_t skipped = 0;
+        if (ratelimit_ok(&a->rl_revoked, clock_now_ns(), AUTH_LOG_EVERY_MS, &skipped))
+            log_warn("refused a %s from key %s: it was removed from the allowlist (%" PRIu64
+                     " refused so far, %" PRIu64 " lines not logged)",
+                     msg_type_name(type), z85, a->st.n_refused_revoked, skipped);
+        return -EACCES;
+    }
     a->st.n_refused_role++;
     const char *setting = strcmp(listed, "worker") == 0    ? "allow_workers"
                           : strcmp(listed, "statsd") == 0  ? "allow_statsd"
@@ -516,10 +532,25 @@ static int s_server_reload(auth_server_t *a, const runcfg_t *cfg, const char *wh
         return 0;
     }
     log_info("allowlists reloaded (%s): %zu worker, %zu statsd and %zu invertd keys%s; new connections are checked "
-             "against them (connections already made stay)",
+             "against them, and clients of removed keys are let go",
              why, auth_allow_count(a->allow, MSG_ROLE_WORKER), auth_allow_count(a->allow, MSG_ROLE_STATSD),
              auth_allow_count(a->allow, MSG_ROLE_INVERTD), changes[0] ? changes : "; no key added or removed");
+    if (a->on_reload) a->on_reload(a->reload_user);
     return 0;
+}
+
+msg_role_t auth_server_key_role(const auth_server_t *a, const char *z85) {
+    if (!a || !a->enabled || !z85) return MSG_ROLE_NONE;
+    auth_key_t k;
+    char why[160];
+    if (auth_key_from_text(z85, &k, why, sizeof why) < 0) return MSG_ROLE_NONE;
+    return auth_allow_find(a->allow, k.raw);
+}
+
+void auth_server_on_reload(auth_server_t *a, auth_reload_fn fn, void *user) {
+    if (!a) return;
+    a->on_reload = fn;
+    a->reload_user = user;
 }
 
 int auth_server_reload(auth_server_t *a, const runcfg_t *cfg) {
@@ -559,8 +590,10 @@ void auth_server_stats(const auth_server_t *a, auth_server_stats_t *out) {
 void auth_server_log_summary(const auth_server_t *a) {
     if (!a || !a->enabled) return;
     log_info("CURVE: %" PRIu64 " handshakes accepted, %" PRIu64 " refused (unlisted key), %" PRIu64
-             " messages refused (key used for another role), %" PRIu64 " failed handshakes (no keys, another PS key)",
-             a->st.n_accepted, a->st.n_refused_key, a->st.n_refused_role, a->st.n_failed_handshakes);
+             " messages refused (key used for another role), %" PRIu64 " failed handshakes (no keys, another PS key), %"
+             PRIu64 " messages refused (key removed from the allowlist)",
+             a->st.n_accepted, a->st.n_refused_key, a->st.n_refused_role, a->st.n_failed_handshakes,
+             a->st.n_refused_revoked);
 }
 
 void auth_server_free(auth_server_t **ap) {

@@ -15,8 +15,10 @@
  * Refusals are logged at most once a second with running counts. The
  * allowlist folders are watched (common/net/auth_watch.h): a key file added
  * or removed takes effect within AUTH_WATCH_DEBOUNCE_MS, no signal needed;
- * SIGHUP re-reads them too (auth_server_reload()). Either way, connections
- * already accepted stay: a removed key is refused at its next handshake.
+ * SIGHUP re-reads them too (auth_server_reload()). Either way, a message
+ * from a connection whose key has been removed since its handshake is
+ * refused (auth_server_check_role()), and the server is told to let go of
+ * those clients (auth_server_on_reload()).
  *
  * Clients (auth_client_secure()). With `client_secret_key` and
  * `server_public_key` set, the DEALER is a CURVE client that trusts only
@@ -83,20 +85,32 @@ int auth_server_enabled(const auth_server_t *a);
 
 /* May a message of type, claiming role, come from a connection whose ZAP
  * user id is user_id (the "User-Id" property of the message; NULL when the
- * PS runs without CURVE)? 0: yes (always, without CURVE); -EACCES: no,
+ * PS runs without CURVE), its key still listed for that role? 0: yes
+ * (always, without CURVE); -EACCES: no,
  * with the reason for the client in why; the refusal is counted and logged
  * (rate-limited). */
 int auth_server_check_role(auth_server_t *a, const char *user_id, msg_role_t role, msg_type_t type, char *why,
                            size_t why_len);
 
 /* Read the allowlists of cfg again (SIGHUP; a change in a watched folder
- * does the same by itself): new handshakes are checked against them;
- * connections already accepted stay (a retired key keeps its connection
- * until it drops). One log line names the keys added and removed per list.
+ * does the same by itself): new handshakes, and every later message of a
+ * connection made before, are checked against them; the reload callback
+ * runs (auth_server_on_reload). One log line names the keys added and removed per list.
  * On an error the old lists stay in force and the error is logged. Also
  * starts again the watch of a folder that could not be watched. Returns 0
  * (also without CURVE) or -errno. */
 int auth_server_reload(auth_server_t *a, const runcfg_t *cfg);
+
+/* The role key (Z85 text) is listed for now, or MSG_ROLE_NONE (also
+ * without CURVE, or for text that is no key). */
+msg_role_t auth_server_key_role(const auth_server_t *a, const char *z85);
+
+/* Called on the loop thread after every reload that read the allowlists
+ * (SIGHUP or a change in a watched folder; not when a reload failed and
+ * the old lists stay): the server lets go of the clients whose key is no
+ * longer listed (auth_server_key_role). One callback; NULL removes it. */
+typedef void (*auth_reload_fn)(void *user);
+void auth_server_on_reload(auth_server_t *a, auth_reload_fn fn, void *user);
 
 /* Counts so far, for the final summary. */
 typedef struct auth_server_stats {
@@ -105,6 +119,7 @@ typedef struct auth_server_stats {
     uint64_t n_refused_role;   /* messages of a listed key claiming another role */
     uint64_t n_bad_requests;   /* malformed ZAP requests (a libzmq bug if ever non-zero) */
     uint64_t n_failed_handshakes; /* failed before ZAP: no keys, or trusting another PS key */
+    uint64_t n_refused_revoked;   /* messages of a connection whose key was removed from the allowlists since */
 } auth_server_stats_t;
 void auth_server_stats(const auth_server_t *a, auth_server_stats_t *out);
 

@@ -306,6 +306,18 @@ static int s_add_file(auth_allow_t *a, const char *path, msg_role_t role, const 
 
 static int s_cmp_names(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
+/* An allowlist that group or others may write lets them list a key of
+ * their own: refused, with the fix. Returns 0 or -EPERM. */
+static int s_check_not_writable(const char *path, const struct stat *st, const char *what, char *err,
+                                size_t err_len) {
+    if (!(st->st_mode & (S_IWGRP | S_IWOTH))) return 0;
+    snprintf(err, err_len,
+             "%s: %s is writable by %s (mode %04o): whoever can write it could list a key of their own; fix: "
+             "chmod go-w %s",
+             what, path, (st->st_mode & S_IWOTH) ? "others" : "its group", (unsigned)(st->st_mode & 07777), path);
+    return -EPERM;
+}
+
 int auth_allow_add_path(auth_allow_t *a, const char *path, msg_role_t role, const char *what, char *err,
                         size_t err_len) {
     if (!a || !path || !path[0]) {
@@ -318,6 +330,7 @@ int auth_allow_add_path(auth_allow_t *a, const char *path, msg_role_t role, cons
         snprintf(err, err_len, "%s = %s: %s", what, path, strerror(e));
         return -e;
     }
+    if (s_check_not_writable(path, &st, what, err, err_len) < 0) return -EPERM;
     size_t before = a->n; /* all or nothing: a failed path adds no key */
     if (!S_ISDIR(st.st_mode)) {
         int r = s_add_file(a, path, role, what, err, err_len);
@@ -366,7 +379,8 @@ int auth_allow_add_path(auth_allow_t *a, const char *path, msg_role_t role, cons
         }
         struct stat fs;
         if (stat(full, &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
-        int r = s_add_file(a, full, role, what, err, err_len);
+        int r = s_check_not_writable(full, &fs, what, err, err_len);
+        if (r == 0) r = s_add_file(a, full, role, what, err, err_len);
         if (r < 0) rc = r;
         else added += r;
     }

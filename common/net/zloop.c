@@ -13,6 +13,7 @@
  * uv_async_send(), the one libuv call that is thread-safe.
  */
 #include "common/net/zloop.h"
+#include "common/net/zloop_int.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -298,6 +299,10 @@ static int s_send_msg(zloop_socket_t *s, const zloop_peer_t *peer, zmq_msg_t *pa
     return rc;
 }
 
+int zloop_send_zmsg(zloop_socket_t *s, const zloop_peer_t *peer, zmq_msg_t *payload) {
+    return s_send_msg(s, peer, payload);
+}
+
 int zloop_send(zloop_socket_t *s, const zloop_peer_t *peer, const void *data, size_t len) {
     if (!s || (!data && len)) return -EINVAL;
     zmq_msg_t m;
@@ -357,59 +362,6 @@ int zloop_send_many(zloop_socket_t *s, const zloop_peer_t *peers, size_t n_peers
     }
     zmq_msg_close(&orig);
     return first;
-}
-
-/* ---- shared send buffers ------------------------------------------------ */
-
-struct zloop_buf {
-    atomic_int refs; /* the owner's and one per send not yet written out */
-    size_t cap;
-    uint8_t data[];  /* (cap) */
-};
-
-zloop_buf_t *zloop_buf_new(size_t cap) {
-    if (cap == 0) cap = 1;
-    if (cap > SIZE_MAX - sizeof(zloop_buf_t)) return NULL;
-    zloop_buf_t *b = malloc(sizeof *b + cap);
-    if (!b) return NULL;
-    atomic_init(&b->refs, 1);
-    b->cap = cap;
-    return b;
-}
-
-size_t zloop_buf_cap(const zloop_buf_t *b) { return b ? b->cap : 0; }
-
-uint8_t *zloop_buf_data(zloop_buf_t *b) { return b ? b->data : NULL; }
-
-int zloop_buf_busy(const zloop_buf_t *b) { return b && atomic_load(&((zloop_buf_t *)b)->refs) > 1; }
-
-static void s_buf_unref(zloop_buf_t *b) {
-    if (atomic_fetch_sub(&b->refs, 1) == 1) free(b);
-}
-
-/* ZeroMQ's free function: a send of the buffer is written out (or
- * dropped). May run on a ZeroMQ I/O thread. */
-static void s_buf_release(void *data, void *hint) {
-    (void)data;
-    s_buf_unref(hint);
-}
-
-int zloop_send_buf(zloop_socket_t *s, const zloop_peer_t *peer, zloop_buf_t *b, size_t len) {
-    if (!s || !b || len > b->cap) return -EINVAL;
-    zmq_msg_t m;
-    atomic_fetch_add(&b->refs, 1);
-    if (zmq_msg_init_data(&m, b->data, len, s_buf_release, b) != 0) {
-        s_buf_unref(b);
-        return -ENOMEM;
-    }
-    return s_send_msg(s, peer, &m);
-}
-
-void zloop_buf_free(zloop_buf_t **bp) {
-    if (!bp || !*bp) return;
-    zloop_buf_t *b = *bp;
-    *bp = NULL;
-    s_buf_unref(b);
 }
 
 void zloop_socket_stats(const zloop_socket_t *s, zloop_stats_t *out) {

@@ -152,6 +152,25 @@ int zloop_send_buf(zloop_socket_t *s, const zloop_peer_t *peer, zloop_buf_t *b, 
  * holding it is written out. NULLs *bp; NULL is a no-op. */
 void zloop_buf_free(zloop_buf_t **bp);
 
+/* A per-peer send tracker (common/net/zloop_buf.c): counts the sends made
+ * with it that ZeroMQ has not yet written out (or dropped), so a server
+ * can keep at most one large reply per peer queued. Owned by the caller
+ * (zloop_track_free); each pending send holds a reference of its own, so
+ * the tracker may be freed while sends are queued. NULL when out of memory. */
+typedef struct zloop_track zloop_track_t;
+zloop_track_t *zloop_track_new(void);
+
+/* Tracked sends not yet written out (0 for NULL). */
+int zloop_track_pending(const zloop_track_t *t);
+
+/* As zloop_send_buf, the send counted by t until written out (t NULL: as
+ * zloop_send_buf). A send that fails is not counted. */
+int zloop_send_buf_tracked(zloop_socket_t *s, const zloop_peer_t *peer, zloop_buf_t *b, size_t len,
+                           zloop_track_t *t);
+
+/* Drop the owner's reference. NULLs *tp; NULL is a no-op. */
+void zloop_track_free(zloop_track_t **tp);
+
 /* Counters so far. */
 void zloop_socket_stats(const zloop_socket_t *s, zloop_stats_t *out);
 

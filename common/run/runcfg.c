@@ -145,6 +145,9 @@ static const config_option_t s_table[] = {
       "kfac-ps: file or folder of public keys that may connect as kfac-invertd"),
     O("security", "insecure", OPT_BOOL, insecure, "false", 0, 0,
       "kfac-ps: allow binding a non-loopback address without CURVE keys (anyone who reaches the port can steer training)"),
+    O("security", "members_per_key", OPT_INT, members_per_key, "1", 0, INT_MAX,
+      "kfac-ps, with CURVE: clients one key may hold at once (0: any number); a member id stays with the key that "
+      "first held it"),
     /* failure handling and checkpoints of kfac-ps (docs/operations.md) */
     O("ps", "grad_norm_max_ratio", OPT_DOUBLE, grad_norm_max_ratio, "100", 0, 1e30,
       "a gradient whose norm is more than this many times the median of the last 32 accepted ones is rejected (0: "

@@ -173,6 +173,7 @@ typedef struct runcfg {
     char *allow_statsd;
     char *allow_invertd;
     bool insecure;           /* kfac-ps: may bind beyond loopback without keys */
+    int members_per_key;     /* kfac-ps, CURVE: clients one key may hold at once (0: any) */
     /* [worker] */
     int worker_id;
     int worker_threads;

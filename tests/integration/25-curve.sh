@@ -172,7 +172,7 @@ run() {
     ikey=$(grep -v '^#' "$K/intruder.pub")
     h_wait_log "$H_DIR/$name-ps.log" "refused a connection from 127.0.0.1: its CURVE key .* is in no allowlist .*refused so far" 10 ||
       h_fail "kfac-ps did not log the unlisted key"
-    grep -qF "$ikey" "$H_DIR/$name-ps.log" || h_fail "kfac-ps's refusal does not name the key $ikey"
+    grep -qF -- "$ikey" "$H_DIR/$name-ps.log" || h_fail "kfac-ps's refusal does not name the key $ikey"
     h_wait "$poke_nokey" 30
     [ "$H_STATUS" = 1 ] || h_fail "kfac-poke without keys exited $H_STATUS, expected 1 (nothing sent)"
     grep -q "(0 frames, 2 could not be sent)" "$H_DIR/poke-nokey.log" || h_fail "a client without keys got frames through"

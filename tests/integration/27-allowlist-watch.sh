@@ -9,8 +9,10 @@
 #   2. Its public key is copied into the folder, no SIGHUP: kfac-ps logs one
 #      reload naming the folder and "1 added"; the daemon is welcomed and
 #      gets a job; kfac-ps logs it joining.
-#   3. The key file is removed: kfac-ps logs "1 removed"; a new handshake
-#      with that key (kfac-poke) is refused and gets no frame through.
+#   3. The key file is removed: kfac-ps logs "1 removed" and lets go of
+#      kfac-invertd 1, whose connection was made with that key: it is told
+#      why (Refuse) and exits 1, and kfac-ps logs it; a new handshake with
+#      that key (kfac-poke) is refused and gets no frame through.
 #   4. kfac-invertd 2 with a key never listed and admit_wait_s = 3 gives up
 #      after its window: exit 78, saying how long it waited.
 # No signal is sent to kfac-ps before its final SIGTERM (it must exit 0).
@@ -74,7 +76,7 @@ i1=$H_PID
 # (The key is Z85 text, full of regex characters: matched with grep -F.)
 h_wait_log "$H_DIR/invertd-1.log" "refused this daemon's CURVE key .*trying again in 2s, 11[0-9]s of \[cluster\] admit_wait_s left" 20 ||
   h_fail "kfac-invertd 1 did not retry its refused key twice (1 s, then 2 s)"
-grep -F "trying again in 1s, 120s of [cluster] admit_wait_s left (refusal 1)" "$H_DIR/invertd-1.log" | grep -qF "$ikey" ||
+grep -F "trying again in 1s, 120s of [cluster] admit_wait_s left (refusal 1)" "$H_DIR/invertd-1.log" | grep -qF -- "$ikey" ||
   h_fail "the first retry line is not as expected: $(grep 'trying again' "$H_DIR/invertd-1.log" | head -n 1)"
 kill -0 "$i1" 2>/dev/null || h_fail "kfac-invertd 1 exited after its key was refused (it must wait for it to be listed)"
 grep -qF "refused a connection from 127.0.0.1: its CURVE key $ikey is in no allowlist" "$H_DIR/ps.log" ||
@@ -96,6 +98,12 @@ grep -Eq "invertd#[0-9]+ \(pid [0-9]+ on .*\) joined \(asked for id 1;" "$H_DIR/
 rm "$K/invertd/invertd-1@$h.pub" || h_fail "rm"
 h_wait_log "$H_DIR/ps.log" "allowlists reloaded \(a change in $K/invertd\): 1 worker, 0 statsd and 0 invertd keys; \[security\] allow_invertd = $K/invertd: 0 added, 1 removed" 10 ||
   h_fail "kfac-ps did not reload its allowlists after the key was removed"
+h_wait "$i1" 20
+[ "$H_STATUS" = 1 ] || h_fail "kfac-invertd 1 exited $H_STATUS after its key was removed, expected 1 (refused; 124: still running)"
+grep -q "refused this kfac-invertd: this daemon's CURVE key (.*) was removed from the allowlist of the invertd role" \
+  "$H_DIR/invertd-1.log" || h_fail "kfac-invertd 1 was not told why: $(tail -n 3 "$H_DIR/invertd-1.log")"
+grep -Eq "invertd#[0-9]+ \(pid [0-9]+ on .*\) let go: its CURVE key \(.*\) is no longer listed \(1 clients let go so far\)" \
+  "$H_DIR/ps.log" || h_fail "kfac-ps did not log letting kfac-invertd 1 go"
 "$BUILD/kfac-poke" --endpoint "$ep" --count 2 --seed 5 --wait_ms 300 \
   --client_secret_key "$K/pending/invertd-1.secret" --server_public_key "$K/ps.pub" >"$H_DIR/poke.log" 2>&1
 st=$?
@@ -115,4 +123,4 @@ n2=$(grep -c "trying again in" "$H_DIR/invertd-2.log")
 kill -TERM "$ps"
 h_wait "$ps" 30
 [ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited $H_STATUS after SIGTERM"
-h_pass "an unlisted kfac-invertd retried, was admitted once its key was copied in (no SIGHUP) and got a job; the key removed, a new handshake with it was refused; a key never listed gave up after admit_wait_s with 78"
+h_pass "an unlisted kfac-invertd retried, was admitted once its key was copied in (no SIGHUP) and got a job; the key removed, its connection was let go (Refuse, exit 1) and a new handshake with it was refused; a key never listed gave up after admit_wait_s with 78"

@@ -7,12 +7,16 @@
 # and Inf, or nothing at all (heartbeats only, [ps] stall_timeout_ms =
 # 1500); 22 more say Hello and never ask for work ([ps]
 # handshake_timeout_ms = 1000; more than the 18 worker slots); a last
-# client says Hello with the member id of a live worker.
+# client says Hello with the member id of a live worker; one more says
+# Hello with a host name holding a newline, a forged log line and an
+# escape sequence. Join lines are limited: at most 20 in a window of 10 s.
 # Passes when kfac-ps finishes all steps with exit 0 and a final test
 # accuracy of at least ACC, each poisoned push was rejected with a log
 # line that names the sender and the cause, the silent member was dropped
 # from the round, the idle ones expired or made room, every step averaged
-# exactly the 2 honest workers, and the duplicate id was refused.
+# exactly the 2 honest workers, the duplicate id was refused, and the
+# forged host name was logged escaped (\x0a, \x1b: no forged line, no
+# escape character in the log).
 . tests/integration/harness.inc
 h_init 58-hostile-members
 ACC=0.85
@@ -51,6 +55,10 @@ h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
 h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
 h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
 h_wait_steps 20
+# a member whose host name would forge a log line and clear the operator's terminal
+forged=$(printf 'evil\nERROR kfac-ps: forged line\033[2J')
+h_start poke-forge "$BUILD/kfac-poke" --endpoint "$ep" --member_id 60 --member_kind hello --wait_ms 1500 --host "$forged"
+FORGE=$H_PID
 pids=""
 for k in examples:11 huge:12 nan:13 stall:14; do
   h_start "poke-${k%%:*}" "$BUILD/kfac-poke" --endpoint "$ep" --member_id "${k##*:}" --member_kind "${k%%:*}" \
@@ -72,6 +80,8 @@ for p in $pids; do
   h_wait "$p" 30
   [ "$H_STATUS" = 0 ] || h_fail "a hostile member exited with status $H_STATUS (not welcomed?)"
 done
+h_wait "$FORGE" 30
+[ "$H_STATUS" = 0 ] || h_fail "the member with a forged host name was not welcomed (status $H_STATUS)"
 h_wait "$DUP" 30
 [ "$H_STATUS" = 1 ] || h_fail "the client with a live worker's id was not refused (status $H_STATUS)"
 grep -q "internal: worker id 1 is in use by worker#" "$H_DIR/poke-dup.log" || h_fail "the answer does not say the id is in use"
@@ -91,6 +101,20 @@ grep -q "worker#[0-9]* (pid [0-9]* .*said Hello .* has not asked for work since"
   h_fail "the clients that never asked for work did not expire"
 grep -q "forgotten to make room for a new kfac-worker (it never asked for work)" "$log" ||
   h_fail "the flood of clients did not make kfac-ps forget idle ones"
+grep -q '^ERROR kfac-ps: forged' "$log" && h_fail "a client's host name forged a log line: $(grep -n '^ERROR kfac-ps: forged' "$log")"
+grep -q "$(printf '\033')" "$log" && h_fail "a client's host name put an escape character into the log"
+grep -q 'worker#[0-9]* (pid [0-9]* on evil\\x0aERROR kfac-ps: forged line\\x1b\[2J)' "$log" ||
+  h_fail "the forged host name is not logged escaped: $(grep -n 'forged' "$log" | head -n 3)"
+# join and leave lines of workers: at most 20 in each window of 10 s
+# ([ps] PS_JOIN_LOG_BURST; a window opens with the first line after the
+# last one closed), while 29 workers join within a few seconds
+joined=$(grep -c "worker#[0-9]* (pid [0-9]* on .*) joined (asked for id" "$log")
+[ "$joined" -gt 0 ] || h_fail "no worker join line"
+grep -E "^[0-9T:.-]+Z INFO  kfac-ps: worker#[0-9]+ \(pid [0-9]+ on .*\) (joined|said hello again|left: )" "$log" |
+  awk '{ split(substr($1, 12, 12), t, ":"); s = t[1] * 3600 + t[2] * 60 + t[3]
+         if (n == 0 || s - w >= 10) { w = s; n = 0 }
+         if (++n > 20) { print "more than 20 worker join lines within 10 s, from " $1; exit 1 } }' >"$H_DIR/joins.txt" ||
+  h_fail "the join lines are not limited: $(cat "$H_DIR/joins.txt")"
 wp=$(h_csv_col "$H_DIR/out/steps.csv" workers_present) || h_fail "$wp"
 awk -F, -v c="$wp" 'NR > 1 && $c != 2 { bad++ } END { exit bad > 0 }' "$H_DIR/out/steps.csv" ||
   h_fail "a step did not average exactly the 2 honest workers"
@@ -98,4 +122,4 @@ rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq 150 ] || h_fail "steps.csv has $rows steps, expected 150"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 h_ge "$acc" "$ACC" || h_fail "final test accuracy $acc is below $ACC: the hostile gradients got in"
-h_pass "every poisoned push rejected with its sender named, the silent member dropped, the duplicate id refused; test accuracy $acc"
+h_pass "every poisoned push rejected with its sender named, the silent member dropped, the duplicate id refused, the forged host name escaped, $joined join lines logged; test accuracy $acc"

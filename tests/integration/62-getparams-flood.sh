@@ -4,14 +4,20 @@
 # 20,000 GetParams without reading one reply, while 2 honest workers train
 # the MNIST CNN with SGD. Every reply is the whole Params message (0.86 MB);
 # before, each was a copy of its own, so one connection could make kfac-ps
-# hold up to ZeroMQ's high-water mark of 1000 copies (949 MB measured).
-# Every reply now refers to one shared, reference-counted Params buffer
-# per version, so the flood pins one buffer per version its unread replies
-# span (measured: growth of 1.5-2.5 MB, 2-3 Params messages). Passes when
-# kfac-ps's peak resident memory during the flood (VmHWM after resetting
-# it through /proc/PID/clear_refs; where that cannot be reset, the peak
-# since start) stays within its resident size before the flood plus 16
-# Params messages (copies would take 1000), and the run finishes all steps.
+# hold up to ZeroMQ's high-water mark of 1000 copies (949 MB measured);
+# then one shared, reference-counted buffer per version, but a flood still
+# pinned one buffer per version its unread replies spanned, and cost kfac-ps
+# a send per request. Now (docs/security.md, "Bounded replies") a client
+# has at most one Params queued (more requests are held until it is written
+# out), its pipe holds at most 16 messages ([ps] PS_SNDHWM), and GetParams
+# and JobRequest are limited to 20 a second per client (burst 40; more get
+# Error INTERNAL, counted, logged once a second).
+# Passes when kfac-ps's peak resident memory during the flood (VmHWM after
+# resetting it through /proc/PID/clear_refs; where that cannot be reset,
+# the peak since start) stays within its resident size before the flood
+# plus 4 Params messages, kfac-ps
+# counted the requests over the rate limit and the Params held back (done
+# line) and logged the refusal, and the run finishes all steps.
 . tests/integration/harness.inc
 h_init 62-getparams-flood
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
@@ -60,8 +66,17 @@ h_wait "$PS_PID" 120
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq 150 ] || h_fail "steps.csv has $rows steps, expected 150"
 params_kb=$(( (215370 * 4 + 1023) / 1024 + 1 ))   # the MNIST CNN's Params message, about 842 KiB
-bound=$(( rss0 + 16 * params_kb ))
+bound=$(( rss0 + 4 * params_kb ))
 [ "$reset" = 1 ] || bound=$(( bound > hwm0 ? bound : hwm0 ))
 [ "$hwm1" -le "$bound" ] ||
-  h_fail "kfac-ps's peak resident memory grew to $hwm1 kB during the flood: more than $rss0 kB before it plus 16 Params messages ($bound kB)"
-h_pass "peak resident memory $hwm1 kB during 20,000 unread GetParams, $rss0 kB before (bound $bound kB, peak reset: $reset)"
+  h_fail "kfac-ps's peak resident memory grew to $hwm1 kB during the flood: more than $rss0 kB before it plus 4 Params messages ($bound kB)"
+log=$H_DIR/ps.log
+grep -Eq "done: 150 steps.*requests over the rate limit [1-9][0-9]*, Params held back [1-9][0-9]*" "$log" ||
+  h_fail "the done line does not count the flood: $(grep 'done:' "$log")"
+grep -q "rejected get_params from worker#[0-9]* .*more than 20 GetParams and JobRequest a second" "$log" ||
+  h_fail "kfac-ps did not log the requests over the rate limit"
+n=$(grep -c "more than 20 GetParams and JobRequest a second" "$log")
+[ "$n" -le 20 ] || h_fail "the rate-limit refusal was logged $n times (at most one a second)"
+limited=$(sed -n 's/.*requests over the rate limit \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+held=$(sed -n 's/.*Params held back \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+h_pass "peak resident memory $hwm1 kB during 20,000 unread GetParams, $rss0 kB before (+$((hwm1 - rss0)) kB; bound $bound kB, 4 Params; peak reset: $reset); $limited requests over the rate limit, $held Params held back"

@@ -215,6 +215,26 @@ START_TEST(test_auth_allow_folder) {
     const char *bad = s_file("bad.pub", text, 0644);
     ck_assert_int_eq(auth_allow_add_path(a, bad, MSG_ROLE_STATSD, "[security] allow_statsd", err, sizeof err), -EINVAL);
     ck_assert_msg(strstr(err, "bad.pub:2"), "%s", err);
+    /* a folder or key file that group or others may write: refused, naming the path and the fix */
+    auth_allow_t *b = auth_allow_new();
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(chmod(sub, 0770), 0);
+    ck_assert_int_eq(auth_allow_add_path(b, sub, MSG_ROLE_WORKER, "[security] allow_workers", err, sizeof err), -EPERM);
+    ck_assert_msg(strstr(err, "chmod go-w ") && strstr(err, sub) && strstr(err, "group"), "%s", err);
+    ck_assert_int_eq(chmod(sub, 0700), 0);
+    char apub[512];
+    snprintf(apub, sizeof apub, "%s/a.pub", sub);
+    ck_assert_int_eq(chmod(apub, 0646), 0);
+    ck_assert_int_eq(auth_allow_add_path(b, sub, MSG_ROLE_WORKER, "[security] allow_workers", err, sizeof err), -EPERM);
+    ck_assert_msg(strstr(err, "chmod go-w ") && strstr(err, apub) && strstr(err, "others"), "%s", err);
+    ck_assert_uint_eq(auth_allow_count(b, MSG_ROLE_NONE), 0); /* all or nothing */
+    ck_assert_int_eq(chmod(invpath, 0664), 0);
+    ck_assert_int_eq(auth_allow_add_path(b, invpath, MSG_ROLE_INVERTD, "[security] allow_invertd", err, sizeof err),
+                     -EPERM);
+    ck_assert_int_eq(chmod(apub, 0644), 0);
+    ck_assert_int_eq(chmod(invpath, 0644), 0);
+    ck_assert_int_eq(auth_allow_add_path(b, sub, MSG_ROLE_WORKER, "[security] allow_workers", err, sizeof err), 3);
+    auth_allow_free(&b);
     /* an empty folder lists nothing (and is no error) */
     char empty[400];
     snprintf(empty, sizeof empty, "%s/empty", s_dir);

@@ -69,7 +69,7 @@ START_TEST(test_client_config_local_keys_win) {
 END_TEST
 
 START_TEST(test_client_ratelimit_counts_suppressed) {
-    ratelimit_t r = {0, 0};
+    ratelimit_t r = {0};
     uint64_t skipped = 99;
     ck_assert_int_eq(ratelimit_ok(&r, clock_now_ns(), 60 * 1000, &skipped), 1);
     ck_assert_uint_eq(skipped, 0);

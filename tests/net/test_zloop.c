@@ -288,6 +288,8 @@ typedef struct shb {
     int n_got[3], n_bad;
     int unknown_rc, too_long_rc, busy_after_unknown;
     int rc[3][FAN_N];
+    zloop_track_t *track;   /* peer 0's sends (zloop_send_buf_tracked) */
+    int pending_after_unknown, pending_after_written;
 } shb_t;
 
 static void s_shb_close_all(fx_t *f) {
@@ -300,6 +302,7 @@ static void s_shb_close_all(fx_t *f) {
         uv_close((uv_handle_t *)&a->poll, NULL);
     }
     zloop_buf_free(&a->buf);
+    zloop_track_free(&a->track);
     fx_close_watchdog(f);
 }
 
@@ -309,7 +312,9 @@ static void s_shb_send(shb_t *a, int version) {
     uint8_t *d = zloop_buf_data(a->buf);
     for (size_t i = 0; i < FAN_BYTES; i++) d[i] = s_shb_byte(version, i);
     a->round = version;
-    for (int i = 0; i < FAN_N; i++) a->rc[version][i] = zloop_send_buf(a->router, &a->peers[i], a->buf, FAN_BYTES);
+    for (int i = 0; i < FAN_N; i++)
+        a->rc[version][i] = i == 0 ? zloop_send_buf_tracked(a->router, &a->peers[i], a->buf, FAN_BYTES, a->track)
+                                   : zloop_send_buf(a->router, &a->peers[i], a->buf, FAN_BYTES);
 }
 
 /* Waits until ZeroMQ has let go of the first version, then refills the
@@ -318,8 +323,10 @@ static void s_shb_poll(uv_timer_t *t) {
     shb_t *a = t->data;
     if (a->n_got[1] < FAN_N || zloop_buf_busy(a->buf)) return;
     uv_timer_stop(t);
+    a->pending_after_written = zloop_track_pending(a->track); /* the buffer is free: so is the tracked send */
     s_shb_send(a, 2);
     zloop_buf_free(&a->buf); /* the sends keep the bytes alive until written out */
+    zloop_track_free(&a->track); /* ... and the tracker */
 }
 
 static void s_shb_router(zloop_socket_t *s, const zloop_peer_t *peer, const uint8_t *d, size_t n, void *u) {
@@ -334,6 +341,8 @@ static void s_shb_router(zloop_socket_t *s, const zloop_peer_t *peer, const uint
     memcpy(nobody.id, "nobody", 6);
     a->unknown_rc = zloop_send_buf(a->router, &nobody, a->buf, 16);
     a->busy_after_unknown = zloop_buf_busy(a->buf); /* a failed send holds nothing */
+    ck_assert_int_eq(zloop_send_buf_tracked(a->router, &nobody, a->buf, 16, a->track), -EHOSTUNREACH);
+    a->pending_after_unknown = zloop_track_pending(a->track); /* and counts nothing */
     s_shb_send(a, 1);
     uv_timer_start(&a->poll, s_shb_poll, 1, 1);
 }
@@ -358,6 +367,8 @@ START_TEST(test_zloop_send_buf_shared_refilled) {
     a.poll_open = 1;
     a.buf = zloop_buf_new(FAN_BYTES);
     ck_assert_ptr_nonnull(a.buf);
+    a.track = zloop_track_new();
+    ck_assert_ptr_nonnull(a.track);
     char ep[256];
     a.router = fx_socket(&a.fx, ZMQ_ROUTER, -1, s_shb_router, &a);
     ck_assert_int_eq(zloop_socket_bind(a.router, "tcp://127.0.0.1:0", ep, sizeof ep), 0);
@@ -379,6 +390,11 @@ START_TEST(test_zloop_send_buf_shared_refilled) {
     ck_assert_int_eq(a.n_bad, 0);
     ck_assert_ptr_null(a.buf);
     zloop_buf_free(NULL);
+    ck_assert_int_eq(a.pending_after_unknown, 0);
+    ck_assert_int_eq(a.pending_after_written, 0);
+    ck_assert_ptr_null(a.track);
+    ck_assert_int_eq(zloop_track_pending(NULL), 0);
+    zloop_track_free(NULL);
 }
 END_TEST
 

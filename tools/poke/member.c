@@ -172,7 +172,7 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
     g_member_role = MSG_ROLE_INVERTD;
     msg_init(&m, MSG_HELLO, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
     m.hello.build_id = KFAC_BUILD_ID;
-    m.hello.host = host;
+    m.hello.host = c->host && c->host[0] ? c->host : host;
     m.hello.pid = (uint32_t)getpid();
     if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
         printf("member %d: not welcomed\n", c->member_id);
@@ -259,7 +259,7 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     g_member_role = role;
     msg_init(&m, MSG_HELLO, role, (uint32_t)c->member_id);
     m.hello.build_id = KFAC_BUILD_ID;
-    m.hello.host = host;
+    m.hello.host = c->host && c->host[0] ? c->host : host;
     m.hello.pid = (uint32_t)getpid();
     if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
         printf("member %d: not welcomed\n", c->member_id);

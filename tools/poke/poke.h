@@ -22,6 +22,7 @@ typedef struct poke_cfg {
     int large_bytes;
     int member_id;
     char *member_kind;
+    char *host; /* the hostile member's Hello.host ("": this host's name) */
     char *client_secret_key, *client_public_key, *server_public_key; /* CURVE (docs/security.md) */
 } poke_cfg_t;
 
