@@ -112,11 +112,14 @@ if [ "$have_gnuplot" = 1 ]; then
   grep -q '<svg' "$out/overview.svg" && grep -q '1: async' "$out/overview.svg" && grep -q '2: sync' "$out/overview.svg" ||
     h_fail "overview.svg is missing or does not name both points"
 fi
-# progress against measured staleness: both points reached the target, the
-# sync one with inverse age 0, the async one older: an inverse-age figure
-[ "$(wc -l <"$out/plot/age-inverse.dat")" -eq 2 ] && grep -q '^2 0.0000 ' "$out/plot/age-inverse.dat" ||
-  h_fail "plot/age-inverse.dat is not one row per point with the sync point at age 0: $(cat "$out/plot/age-inverse.dat")"
-if [ "$have_gnuplot" = 1 ]; then
+# progress against measured staleness: the sync point reached the target
+# with inverse age 0; the async point has a row when it installed an
+# inverse before the target (not always in 20 steps), and then, its age
+# being above 0, the inverse-age figures are drawn
+grep -q '^2 0.0000 ' "$out/plot/age-inverse.dat" ||
+  h_fail "plot/age-inverse.dat has no row for the sync point at age 0: $(cat "$out/plot/age-inverse.dat")"
+ages=$(awk '$2 > 0 { n++ } END { print n + 0 }' "$out/plot/age-inverse.dat")
+if [ "$have_gnuplot" = 1 ] && [ "$ages" -ge 1 ]; then
   for f in steps-vs-inverse-age.png steps-vs-age.png; do
     [ "$(od -An -c -N4 "$out/$f" 2>/dev/null | tr -d ' ')" = '211PNG' ] ||
       h_fail "no $f ($(cat "$out/plot/age-gnuplot.log" 2>/dev/null))"
