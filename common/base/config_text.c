@@ -32,11 +32,14 @@ const char *config_txt_type_name(const config_option_t *o) {
 void config_txt_fmt_double(double v, char *buf, size_t len) {
     int prec = 1;
     for (; prec <= 17; prec++) {
-        snprintf(buf, len, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
+        int n = snprintf(buf, len, "%.*g", prec, v);
+        if (n < 0 || (size_t)n >= len || strtod(buf, NULL) == v) break; /* too small a buffer: the best it holds */
     }
     if (strchr(buf, 'e') && fabs(v) >= 1 && fabs(v) < 1e15)
-        for (; prec <= 17 && strchr(buf, 'e'); prec++) snprintf(buf, len, "%.*g", prec, v);
+        for (; prec <= 17 && strchr(buf, 'e'); prec++) {
+            int n = snprintf(buf, len, "%.*g", prec, v);
+            if (n < 0 || (size_t)n >= len) break;
+        }
 }
 
 void *config_txt_field(void *cfg, const config_option_t *o) { return (char *)cfg + o->offset; }
