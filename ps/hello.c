@@ -32,6 +32,24 @@ int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
     return 0;
 }
 
+/* A Hello asks for an id whose holder was heard lately: a restarted daemon
+ * whose predecessor was killed often says Hello before the next heartbeat
+ * would have found the old connection closed. Probe the holder now with a
+ * heartbeat: a closed connection fails at once (EHOSTUNREACH), and the
+ * holder is then gone, as at the heartbeat, so that the new one takes its
+ * place without waiting for its retry. Returns 1 when the holder was gone. */
+static int s_holder_gone(ps_server_t *s, ps_peer_t *old) {
+    if (!old || !old->present) return 0;
+    msg_t hb;
+    msg_init(&hb, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
+    hb.heartbeat.mono_ns = uv_hrtime();
+    hb.heartbeat.echo_ns = old->echo_ns;
+    if (ps_io_send(s, &old->route, &hb) != -EHOSTUNREACH) return 0;
+    old->present = 0;
+    ps_round_peer_gone(s, old, "connection closed");
+    return 1;
+}
+
 /* Shard of a new worker or stats worker: its own --id when free, else the
  * lowest free one; when every shard is taken, shared round-robin. */
 static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
@@ -248,6 +266,8 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         ps_peer_t *old = NULL;
         uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
         ps_rejoin_t rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
+        if (rj == PS_REJOIN_DUPLICATE && s_holder_gone(s, old))
+            rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
         if (rj == PS_REJOIN_DUPLICATE) {
             snprintf(err, sizeof err,
                      "%s id %u is in use by %s, heard %.1fs ago: give every %s its own --id (a restarted one gets "
