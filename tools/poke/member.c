@@ -160,6 +160,24 @@ static int s_wait_for(void *sock, const poke_cfg_t *c, msg_type_t want, msg_t *o
     }
 }
 
+/* Hello as a member of role (--host, else this host's name) and the
+ * Welcome into *w. Returns 0, or -1 with "not welcomed" printed. */
+static int s_hello(void *sock, const poke_cfg_t *c, msg_role_t role, msg_t *w, tally_t *t) {
+    char host[64] = "poke";
+    gethostname(host, sizeof host - 1);
+    g_member_role = role;
+    msg_t m;
+    msg_init(&m, MSG_HELLO, role, (uint32_t)c->member_id);
+    m.hello.build_id = KFAC_BUILD_ID;
+    m.hello.host = c->host && c->host[0] ? c->host : host;
+    m.hello.pid = (uint32_t)getpid();
+    if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, w, t) < 0) {
+        printf("member %d: not welcomed\n", c->member_id);
+        return -1;
+    }
+    return 0;
+}
+
 /* The hostile inverse daemon (--member_kind inv-*): Hello as kfac-invertd,
  * then --count jobs answered with a wrong inverse. Returns the exit status. */
 static int s_member_invertd(void *sock, const poke_cfg_t *c) {
@@ -167,17 +185,7 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
     tally_t t;
     memset(&t, 0, sizeof t);
     msg_t m, w;
-    char host[64] = "poke";
-    gethostname(host, sizeof host - 1);
-    g_member_role = MSG_ROLE_INVERTD;
-    msg_init(&m, MSG_HELLO, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
-    m.hello.build_id = KFAC_BUILD_ID;
-    m.hello.host = c->host && c->host[0] ? c->host : host;
-    m.hello.pid = (uint32_t)getpid();
-    if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
-        printf("member %d: not welcomed\n", c->member_id);
-        return 1;
-    }
+    if (s_hello(sock, c, MSG_ROLE_INVERTD, &w, &t) < 0) return 1;
     printf("member %d: welcomed as inverse daemon id %u\n", c->member_id, w.welcome.assigned_id);
     fflush(stdout);
     msg_clear(&w);
@@ -253,18 +261,8 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     tally_t t;
     memset(&t, 0, sizeof t);
     msg_t m, w;
-    char host[64] = "poke";
-    gethostname(host, sizeof host - 1);
     const msg_role_t role = strcmp(kind, "stats") == 0 ? MSG_ROLE_STATSD : MSG_ROLE_WORKER;
-    g_member_role = role;
-    msg_init(&m, MSG_HELLO, role, (uint32_t)c->member_id);
-    m.hello.build_id = KFAC_BUILD_ID;
-    m.hello.host = c->host && c->host[0] ? c->host : host;
-    m.hello.pid = (uint32_t)getpid();
-    if (s_send_msg(sock, &m) < 0 || s_wait_for(sock, c, MSG_WELCOME, &w, &t) < 0) {
-        printf("member %d: not welcomed\n", c->member_id);
-        return 1;
-    }
+    if (s_hello(sock, c, role, &w, &t) < 0) return 1;
     uint64_t n_params = w.welcome.n_params, w_n_state = w.welcome.n_state;
     char *w_model = role == MSG_ROLE_STATSD ? strdup(w.welcome.model_text ? w.welcome.model_text : "") : NULL;
     printf("member %d: welcomed as id %u, shard %u of %u, %" PRIu64 " parameters\n", c->member_id,
