@@ -99,6 +99,43 @@ int prio_boost_idle(int *tids, int max, int *n_out) {
     return rc;
 }
 
+/* CAP_SYS_NICE (bit 23) in the calling thread's effective set (CapEff of
+ * /proc/thread-self/status: capabilities are per thread). */
+static int s_has_cap_sys_nice(void) {
+    FILE *f = fopen("/proc/thread-self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long eff = 0;
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "CapEff: %llx", &eff) == 1) {
+            found = 1;
+            break;
+        }
+    fclose(f);
+    return found && ((eff >> 23) & 1ULL);
+}
+
+int prio_can_lift(int nice, char *why, size_t why_len) {
+    if (why_len) why[0] = 0;
+    if (s_has_cap_sys_nice()) return 1;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NICE, &rl) != 0) {
+        snprintf(why, why_len, "RLIMIT_NICE unreadable: %s", strerror(errno));
+        return 0;
+    }
+    rlim_t need = (rlim_t)(20 - nice);
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        char hard[32];
+        if (rl.rlim_max == RLIM_INFINITY) snprintf(hard, sizeof hard, "unlimited");
+        else snprintf(hard, sizeof hard, "%llu", (unsigned long long)rl.rlim_max);
+        snprintf(why, why_len, "no CAP_SYS_NICE, and RLIMIT_NICE is %llu (hard limit %s) where nice %d needs %llu",
+                 (unsigned long long)rl.rlim_cur, hard, nice, (unsigned long long)need);
+        return 0;
+    }
+    return 1;
+}
+
 void prio_unboost(const int *tids, int n) {
     struct sched_param sp;
     memset(&sp, 0, sizeof sp);

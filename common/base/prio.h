@@ -40,6 +40,13 @@ int prio_yield_self(int nice, char *what, size_t what_len);
  * enough RLIMIT_NICE) with the threads lifted so far recorded. */
 int prio_boost_idle(int *tids, int max, int *n);
 
+/* 1 when this process may lift a thread of nice `nice` out of SCHED_IDLE
+ * (prio_boost_idle): it has CAP_SYS_NICE, or its RLIMIT_NICE soft limit is
+ * at least 20 - nice. 0 otherwise, with the limit that refuses it in `why`
+ * (for a message that names the fix). Asks the kernel nothing that can be
+ * refused: getrlimit and /proc/self/status. */
+int prio_can_lift(int nice, char *why, size_t why_len);
+
 /* Lower the threads tids[0..n) back to SCHED_IDLE (always allowed). */
 void prio_unboost(const int *tids, int n);
 

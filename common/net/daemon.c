@@ -458,7 +458,18 @@ static void s_priority_init(client_daemon_t *d, runcfg_role_t cfg_role, const ru
                  : pr == RUNCFG_PRIORITY_YIELD ? "runs on CPU time the gradient path leaves (SCHED_IDLE), with a floor "
                                                  "of nice 10 while it is starved"
                                                : "keeps the process's priority");
-    if (pr == RUNCFG_PRIORITY_YIELD && (cfg_role == RUNCFG_ROLE_STATSD || cfg_role == RUNCFG_ROLE_INVERTD)) {
+    char why[160];
+    if (pr == RUNCFG_PRIORITY_YIELD && (cfg_role == RUNCFG_ROLE_STATSD || cfg_role == RUNCFG_ROLE_INVERTD) &&
+        !prio_can_lift(S_FLOOR_NICE, why, sizeof why))
+        /* Known before any job: say so once, with the fix, instead of trying
+         * and being refused when the host is already busy. The progress line
+         * of kfac-ps still says when the curvature falls behind. */
+        log_warn("[%s] priority = yield: the floor is off here (%s), so on a busy host the compute thread may get no "
+                 "CPU at all. Allow nice %d (systemd: LimitNICE=+%d, which a container or sandbox with a lower hard "
+                 "limit cannot apply; shell: ulimit -e %d) or set priority = low",
+                 cfg_role == RUNCFG_ROLE_STATSD ? "statsd" : "invertd", why, S_FLOOR_NICE, S_FLOOR_NICE,
+                 20 - S_FLOOR_NICE);
+    else if (pr == RUNCFG_PRIORITY_YIELD && (cfg_role == RUNCFG_ROLE_STATSD || cfg_role == RUNCFG_ROLE_INVERTD)) {
         uv_timer_init(&d->loop, &d->floor_timer);
         d->floor_timer.data = d;
         d->floor_at_ns = clock_now_ns();

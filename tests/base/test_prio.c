@@ -1,9 +1,12 @@
 /* tests/base/test_prio.c — common/base/prio.h: prio_idle_self lowers the
  * calling thread only (SCHED_IDLE, or nice 19 where refused), and threads it
  * creates afterwards inherit the lower priority; prio_nice_self sets the
- * calling thread's nice value only and rejects values outside 1..19. */
+ * calling thread's nice value only and rejects values outside 1..19;
+ * prio_can_lift agrees with the kernel's verdict on prio_boost_idle, with
+ * CAP_SYS_NICE as the test runs and without it under RLIMIT_NICE 0. */
 #include <check.h>
 #include <errno.h>
+#include <linux/capability.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -76,11 +79,65 @@ START_TEST(test_prio_nice_self_raises_the_calling_thread_only) {
 }
 END_TEST
 
+typedef struct {
+    int drop;              /* drop CAP_SYS_NICE and RLIMIT_NICE to 0 first */
+    int can, rc, n, setup;
+    char why[200];
+} s_lift_t;
+
+/* Drop CAP_SYS_NICE from the calling thread's effective set (capabilities
+ * are per thread; the test process is Check's fork, so nothing leaks). */
+static int s_drop_cap_sys_nice(void) {
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capget, &h, d) != 0) return -1;
+    d[0].effective &= ~(1u << CAP_SYS_NICE);
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+static void *s_lift(void *arg) {
+    s_lift_t *r = arg;
+    char what[160];
+    if (r->drop) {
+        struct rlimit rl = {0, 0};
+        if (s_drop_cap_sys_nice() != 0 || setrlimit(RLIMIT_NICE, &rl) != 0) r->setup = -1;
+    }
+    if (prio_yield_self(10, what, sizeof what) != 0 || !prio_self_is_idle()) r->setup = -2;
+    r->can = prio_can_lift(10, r->why, sizeof r->why);
+    int tids[8];
+    r->rc = prio_boost_idle(tids, 8, &r->n);
+    prio_unboost(tids, r->n);
+    return NULL;
+}
+
+START_TEST(test_prio_can_lift_agrees_with_the_kernel) {
+    for (int drop = 0; drop <= 1; drop++) {
+        s_lift_t r;
+        memset(&r, 0, sizeof r);
+        r.drop = drop;
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, s_lift, &r), 0);
+        pthread_join(t, NULL);
+        ck_assert_msg(r.setup == 0, "drop %d: setting up the thread failed (%d)", drop, r.setup);
+        int lifted = r.rc == 0 && r.n == 1;
+        ck_assert_msg(r.can == lifted, "drop %d: prio_can_lift says %d (%s), prio_boost_idle rc %d n %d", drop, r.can,
+                      r.why, r.rc, r.n);
+        if (drop) {
+            ck_assert_int_eq(r.can, 0); /* no CAP_SYS_NICE and RLIMIT_NICE 0: refused, and said why */
+            ck_assert_int_eq(r.rc, -EPERM);
+            ck_assert_ptr_nonnull(strstr(r.why, "RLIMIT_NICE is 0"));
+        }
+    }
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("prio");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_prio_idle_self_lowers_the_calling_thread_only);
     tcase_add_test(tc, test_prio_nice_self_raises_the_calling_thread_only);
+    tcase_add_test(tc, test_prio_can_lift_agrees_with_the_kernel);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -420,4 +420,11 @@ for h in ps wk inv inv2; do
     fi
   done
 done
-h_pass "4 hosts under systemd with the docs' keys: inverse daemons 2 -> 3 (new host) -> 2; kfac-ps killed and resumed at its checkpoint (step $saved); worker host off and back (step $back); $STEPS steps, test accuracy $acc"
+# The floor of priority = yield needs LimitNICE=+10, which systemd applies
+# only up to its own hard limit: say which this host gave the units.
+if c_journal inv kfac-invertd@1 | grep -q "the floor is off here"; then
+  floor="floor off (this host's RLIMIT_NICE hard limit is below the units' LimitNICE=+10)"
+else
+  floor="floor available"
+fi
+h_pass "$floor; 4 hosts under systemd with the docs' keys: inverse daemons 2 -> 3 (new host) -> 2; kfac-ps killed and resumed at its checkpoint (step $saved); worker host off and back (step $back); $STEPS steps, test accuracy $acc"
