@@ -7,7 +7,8 @@
 # run here, e.g. no GPU; it prints a line "... skipped: <reason>"),
 # anything else failed. A skip is counted as a skip, never as a pass.
 # Prints "skipped: <reason>" per skipped program as it goes, and at the end
-# the failed and the skipped programs on a line each, then
+# the slowest programs with their seconds, the failed and the skipped
+# programs on a line each, then
 # "N passed, N failed, N skipped" alone on the last line (what test-report
 # readers look for).
 # Exits non-zero only when something failed.
@@ -22,7 +23,8 @@ CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
 export CK_TIMEOUT_MULTIPLIER
 pass=0; fail=0; skip=0; failed=""; skipped=""
 log=$(mktemp "${TMPDIR:-/tmp}/kfac-run.XXXXXX") || exit 1
-trap 'rm -f "$log"' EXIT
+times=$(mktemp "${TMPDIR:-/tmp}/kfac-times.XXXXXX") || exit 1
+trap 'rm -f "$log" "$times"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -33,9 +35,12 @@ run() {
   name=$1
   shift
   echo "== $name"
+  t0=$(date +%s)
   "$@" >"$log" 2>&1
   st=$?
+  t1=$(date +%s)
   cat "$log"
+  echo "$((t1 - t0)) $name" >>"$times"
   case $st in
     0) pass=$((pass + 1)) ;;
     77)
@@ -52,6 +57,7 @@ for t in tests/integration/*.sh; do
   [ -f "$t" ] || continue
   run "$t" sh "$t"
 done
+echo "slowest (s): $(sort -rn "$times" | head -n 8 | awk '{printf "%s%s %s", NR > 1 ? ", " : "", $2, $1}')"
 [ -n "$failed" ] && echo "failed:$failed"
 [ -n "$skipped" ] && echo "skipped:$skipped"
 echo "$pass passed, $fail failed, $skip skipped"
