@@ -5,8 +5,9 @@
 #   gnuplot -e "dir='D'; outdir='OUT'" tools/staleness-plot.gp
 #
 # dir/meta.gp sets kinds (e.g. "inverse statistics gradient"), per kind
-# S_<kind> (the numbers of its series, e.g. "1 2"; "" for none) and
-# M_<kind> (the note drawn when it has none), T[i] (series i's title) and
+# S_<kind> (the numbers of its series, e.g. "1 2"; "" for none),
+# M_<kind> (the note drawn when it has none), N_<kind> (the studies listed
+# for it but not published yet, "" for none), T[i] (series i's title) and
 # K[i] (its kind).
 # dir/series-i.dat: tools/age-data.awk's columns (point; age mean, min, max;
 # steps to the target mean, min, max; wall seconds mean, min, max; runs
@@ -43,14 +44,17 @@ do for [k=1:nk] {
     set ylabel (panel == 1 ? 'steps to the target' : 'wall seconds to the target').' (bars: min-max over seeds)'
     set title (panel == 1 ? 'steps' : 'wall time').' to the target vs '.kind.' age'
     if (ns == 0) {
-      set label 10 value('M_'.kind) at graph 0.5, graph 0.5 center
+      set label 10 value('M_'.kind) at graph 0.5, graph 0.5 center font ",9"
       plot [1:10] [0:1] 2 notitle
       unset label 10
     } else {
+      N = value('N_'.kind)
+      if (strlen(N) > 0) { set label 11 N at graph 0.98, graph 0.04 right font ",8" tc rgb "gray30" }
       plot for [j=1:ns] dir.'/series-'.word(S, j).'.dat' \
              using (1 + $2):yc:(1 + $3):(1 + $4):(column(yc + 1)):(column(yc + 2)) \
              with xyerrorbars pt 7 ps 1.1 lw 1.3 lc int(word(S, j)) title T[int(word(S, j))], \
            for [j=1:ns] dir.'/series-'.word(S, j).'.dat' using (1 + $2):yc:19 with labels offset 1.8,0.6 font ",8" notitle
+      unset label 11
     }
   }
   unset multiplot
