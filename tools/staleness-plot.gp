@@ -12,14 +12,14 @@
 # dir/series-i.dat: tools/age-data.awk's columns (point; age mean, min, max;
 # steps to the target mean, min, max; wall seconds mean, min, max; runs
 # that reached it; runs), then 13-15 the steps and 16-18 the wall seconds
-# relative to the series' freshest point that reached the target (mean,
-# min, max), 19 a label ("1/2" where not every run reached the target,
-# else "").
+# relative to the series' fresh settings (mean, min, max; the baseline is
+# the mean over the settings with a mean age at most twice the freshest's),
+# 19 a label ("1/2" where not every run reached the target, else "").
 #
 # Writes outdir/steps-vs-<kind>-age.png for each kind (steps and wall
 # seconds to the target against the mean age, one colour per study, bars
 # min-max over seeds) and outdir/steps-vs-age.png (every kind, relative to
-# each study's freshest point). The x axis is 1 + age on a log scale, so
+# each study's fresh settings). The x axis is 1 + age on a log scale, so
 # age 0 sits at 1 and ages of 0.5 and 800 versions share a figure.
 load dir.'/meta.gp'
 load gpdir.'/plot-style.gp'
@@ -60,16 +60,16 @@ do for [k=1:nk] {
   unset multiplot
 }
 
-# every kind: relative to each study's freshest point
+# every kind: relative to each study's fresh settings
 set output outdir.'/steps-vs-age.png'
-set multiplot layout 1,2 title 'Progress against measured age, every kind (relative to each study''s freshest setting)' font ",12"
+set multiplot layout 1,2 title 'Progress against measured age, every kind (relative to each study''s fresh settings: mean age at most twice the lowest)' font ",12"
 set xlabel '1 + mean age (versions, log scale; bars: min-max over seeds)'
 all = ''
 do for [k=1:nk] { all = all.' '.value('S_'.word(kinds, k)) }
 na = words(all)
 do for [panel=1:2] {
   yc = panel == 1 ? 13 : 16
-  set ylabel (panel == 1 ? 'steps' : 'wall seconds').' to the target / the freshest setting''s'
+  set ylabel (panel == 1 ? 'steps' : 'wall seconds').' to the target / the fresh settings'''
   set title (panel == 1 ? 'steps' : 'wall time').' to the target, relative'
   set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 3 lc rgb "gray40"
   if (na == 0) {
