@@ -12,8 +12,11 @@
 # run, positive iterations per second), rerun.sh (one exact command per
 # run, with the point's overrides), the plot data, and the overview figure
 # as a real PNG and an SVG naming both points. Then
-# --report rebuilds the same summary from the run folders, and a bad sweep
-# file is a usage error (status 2) naming the line.
+# --report rebuilds the same summary from the run folders, --publish copies
+# the tables and the overview's data (plot/), from which tools/kfac-figures
+# redraws the overview, and a bad sweep file is a usage error (status 2)
+# naming the line. Before the runs the sweep prints how many there are, and
+# a progress line before each ("run 2/2: sync seed 3 (elapsed 12s, eta 9s)").
 # Which point is faster is not checked: timings belong in bench/. CSV
 # columns are read by name. Without gnuplot the figures cannot be made:
 # everything else is checked, then the test reports itself skipped (77).
@@ -60,6 +63,11 @@ out=$H_DIR/out
 h_start sweep env KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/tiny.sweep" --out "$out"
 h_wait "$H_PID" 240
 [ "$H_STATUS" = 0 ] || h_fail "kfac-sweep exited with status $H_STATUS (124: still running after 240 s)"
+# before the runs: how many there are (no publication of this sweep: no estimate); before each: a progress line
+grep -q '^kfac-sweep: 2 runs to do; no estimate' "$H_DIR/sweep.log" || h_fail "no 'kfac-sweep: 2 runs to do; no estimate' line before the runs"
+grep -q '^kfac-sweep: run 1/2: async seed 3 (elapsed [0-9]*s, eta unknown)$' "$H_DIR/sweep.log" &&
+  grep -q '^kfac-sweep: run 2/2: sync seed 3 (elapsed [0-9m]*s, eta [0-9m]*s)$' "$H_DIR/sweep.log" ||
+  h_fail "no progress line 'run 1/2: async seed 3 (elapsed ..., eta unknown)' and 'run 2/2: sync seed 3 (elapsed ..., eta ...)'"
 
 # runs.csv: two runs, status 0, 20 steps, it/s > 0, target reached at an evaluation step
 [ -r "$out/runs.csv" ] || h_fail "no runs.csv"
@@ -133,6 +141,21 @@ cp "$out/summary.csv" "$H_DIR/summary.before"
 KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/tiny.sweep" --out "$out" --report >/dev/null 2>&1 ||
   h_fail "kfac-sweep --report failed"
 cmp -s "$out/summary.csv" "$H_DIR/summary.before" || h_fail "--report gave another summary.csv"
+# --publish: the tables, and the overview's data in plot/, from which tools/kfac-figures redraws the overview
+pub=$H_DIR/pub/tiny
+KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/tiny.sweep" --out "$out" --report --publish "$pub" >/dev/null 2>&1 ||
+  h_fail "kfac-sweep --report --publish failed"
+for f in runs.csv summary.csv summary.md rerun.sh plot/meta.gp plot/steps-1.dat plot/eval-2.dat plot/trade-1.dat; do
+  [ -s "$pub/$f" ] || h_fail "--publish left out $f"
+done
+cmp -s "$pub/plot/steps-1.dat" "$out/plot/steps-1.dat" || h_fail "published plot/steps-1.dat differs from the sweep's (20 rows: none to thin)"
+if [ "$have_gnuplot" = 1 ]; then
+  sh tools/kfac-figures --docs "$H_DIR/pub" --out "$H_DIR/figs" >"$H_DIR/figures.log" 2>&1 ||
+    h_fail "tools/kfac-figures failed on the publication: $(cat "$H_DIR/figures.log")"
+  [ "$(od -An -c -N4 "$H_DIR/figs/tiny/overview.png" 2>/dev/null | tr -d ' ')" = '211PNG' ] &&
+    grep -q '2: sync' "$H_DIR/figs/tiny/overview.svg" ||
+    h_fail "tools/kfac-figures did not redraw the overview from the published plot/"
+fi
 printf 'base = %s\ncross kfac.damping 0.1\n' "$H_DIR/base.ini" >"$H_DIR/bad.sweep"
 KFAC_BIN="$bin" sh tools/kfac-sweep "$H_DIR/bad.sweep" --out "$H_DIR/bad" >"$H_DIR/bad.log" 2>&1
 st=$?
