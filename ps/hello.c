@@ -154,14 +154,13 @@ static void s_sender_key(const ps_server_t *s, char *key, size_t key_len) {
 /* Refuse a Hello for its key (ps/owner.h): counted with the Hello
  * refusals and in n_refused_key, logged at most once a second. */
 static void s_refuse_key(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *err) {
-    s->rejected[MSG_HELLO]++;
-    s->rejected_code[MSG_ERR_UNEXPECTED]++;
-    s->n_refused_key++;
+    ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_UNEXPECTED);
+    ps_counters_bump(&s->ctr, PS_CTR_REFUSED_KEY);
     char more[64], host[96];
     if (ps_refusal_log_ok(&s->rl_key, more, sizeof more))
         log_warn("refused a %s (pid %u on %s): %s (%" PRIu64 " refused for their key so far)%s",
                  msg_role_program(m->role), m->hello.pid, log_escape(m->hello.host, host, sizeof host), err,
-                 s->n_refused_key, more);
+                 ps_counter(&s->ctr, PS_CTR_REFUSED_KEY), more);
     ps_io_send_text(s, route, MSG_REFUSE, err);
 }
 
@@ -218,8 +217,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     char err[600];
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
         msg_version_refusal(err, sizeof err, m->protocol_version, m->role);
-        s->rejected[MSG_HELLO]++;
-        s->rejected_code[MSG_ERR_VERSION]++;
+        ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
         char more[64];
         if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
             log_warn("refused a %s: %s%s", msg_role_program(m->role), err, more);
@@ -232,8 +230,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         return;
     }
     if (!ps_build_compatible(m->hello.build_id, err, sizeof err)) {
-        s->rejected[MSG_HELLO]++;
-        s->rejected_code[MSG_ERR_VERSION]++;
+        ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
         char more[64];
         if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
             log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, more);
@@ -274,7 +271,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      "its shard back once the old one has been silent for %.1fs)",
                      msg_role_name(m->role), m->sender_id, ps_peer_name(old, name, sizeof name),
                      (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
-            s->rejected[MSG_HELLO]++;
+            ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
             uint64_t skipped = 0;
             char host[96];
             if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
@@ -302,7 +299,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
             if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
                 if (err[0] || s->phase == PS_PHASE_RUNNING) {
                     if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
-                    s->rejected[MSG_HELLO]++;
+                    ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
                     uint64_t skipped = 0;
                     char host[96];
                     if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))

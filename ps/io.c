@@ -29,7 +29,7 @@ int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
         uint64_t skipped = 0;
         if (rc == -EHOSTUNREACH) log_debug("%s not delivered: the client is gone", msg_type_name(m->type));
         else if (rc == -EAGAIN) { /* its pipe is full ([ps] PS_SNDHWM): it does not read; not a closed one */
-            s->n_send_full++;
+            ps_counters_bump(&s->ctr, PS_CTR_SEND_FULL);
             log_debug("%s not delivered: the client's pipe is full", msg_type_name(m->type));
         }
         else if (ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
@@ -51,8 +51,7 @@ static void s_vreject(ps_server_t *s, ratelimit_t *rl, const zloop_peer_t *route
     char text[600];
     vsnprintf(text, sizeof text, fmt, ap);
     if ((unsigned)type >= MSG_TYPE_COUNT) type = MSG_NONE;
-    s->rejected[type]++;
-    if ((unsigned)code < MSG_ERR_COUNT) s->rejected_code[code]++;
+    ps_counters_reject(&s->ctr, type, code);
     if (p) p->n_rejected++;
     uint64_t skipped = 0;
     if (!rl) rl = &s->rl_reject_by[type][(unsigned)code < MSG_ERR_COUNT ? code : MSG_ERR_NONE];

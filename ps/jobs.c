@@ -55,7 +55,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     ps_peer_name(p, name, sizeof name);
     if (sb->cur.id != 0) {
         uint64_t skipped = 0;
-        s->n_reassigned++;
+        ps_counters_bump(&s->ctr, PS_CTR_REASSIGNED);
         if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("job %" PRIu64 " (layer %d factor %d, n=%d) is overdue after %.1fs on invertd#%u: "
                      "handing it to %s",
@@ -80,7 +80,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     p->wait = PS_WAIT_NONE;
     if (rc < 0) return rc;
     ps_sched_assign(sb, m.job.job_id, fv, p->id, now_ms);
-    s->n_jobs_sent++;
+    ps_counters_bump(&s->ctr, PS_CTR_JOBS_SENT);
     log_debug("job %" PRIu64 " -> %s: layer %d factor %d n=%d version %ld damping %g", m.job.job_id, name, kb->layer,
               kb->factor, kb->n, fv, (double)damping);
     return 0;
@@ -114,18 +114,17 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     char name[160];
     uint64_t skipped = 0;
     ps_peer_name(p, name, sizeof name);
-    s->n_inv_bad++;
+    ps_counters_bump(&s->ctr, PS_CTR_INV_BAD);
     p->n_bad_inverses++;
     p->n_rejected++;
-    s->rejected[MSG_JOB_RESULT]++;
-    s->rejected_code[MSG_ERR_INVALID]++;
+    ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_INVALID);
     if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) refused (%d of %d): %s", name, r->job_id,
                  r->layer, r->factor, p->n_bad_inverses, PS_BAD_INVERSES_MAX, why);
     if (p->n_bad_inverses < PS_BAD_INVERSES_MAX || p->distrusted) return;
     p->distrusted = 1;
     p->wait = PS_WAIT_NONE;
-    s->n_invertd_distrusted++;
+    ps_counters_bump(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
     ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
     log_warn("%s: %d of its results failed verification: it gets no more jobs, and the ones it holds go to other "
              "inverse daemons", name, p->n_bad_inverses);
@@ -182,8 +181,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (cur < 0) {
         /* Answered with the next Job all the same (docs/protocol.md), counted. */
         uint64_t skipped = 0;
-        s->rejected[MSG_JOB_RESULT]++;
-        s->rejected_code[MSG_ERR_STALE]++;
+        ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_STALE);
         p->n_rejected++;
         if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
@@ -207,7 +205,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (r->error && r->error[0]) {
         uint64_t skipped = 0;
         ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
-        s->n_inv_failed++;
+        ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
         ps_sched_failed(sb, version);
         if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
@@ -259,9 +257,9 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
         if (rc == 0) {
             ps_sched_installed(sb, version);
-            s->n_installed++;
+            ps_counters_bump(&s->ctr, PS_CTR_INSTALLED);
         } else {
-            s->n_ignored_old++;
+            ps_counters_bump(&s->ctr, PS_CTR_IGNORED_OLD);
         }
         log_debug("%s: job %" PRIu64 " (layer %u factor %u, version %ld, %.1f ms)%s%s", name, r->job_id, r->layer,
                   r->factor, version, r->compute_ms, cur ? "" : " (late)",

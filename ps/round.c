@@ -62,7 +62,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     /* One Params per client in ZeroMQ's hands: a client that does not read
      * them (a flood of GetParams) pins one buffer, not one per request. */
     if (zloop_track_pending(p->params_track) > 0) {
-        s->n_params_held++;
+        ps_counters_bump(&s->ctr, PS_CTR_PARAMS_HELD);
         return s_hold_params(s, p);
     }
     int ws = s_want_stats(s, p);
@@ -106,7 +106,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     int rc = zloop_send_buf_tracked(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws], p->params_track);
     p->wait = PS_WAIT_NONE;
     if (rc == -EAGAIN) { /* a full pipe is not a closed one: sent when it has room */
-        s->n_send_full++;
+        ps_counters_bump(&s->ctr, PS_CTR_SEND_FULL);
         return s_hold_params(s, p);
     }
     if (rc < 0) {
@@ -163,7 +163,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
     ps_peer_name(p, name, sizeof name);
     if (p->role == MSG_ROLE_WORKER) {
         if (leave.blocking) {
-            if (!p->present) s->n_dropped++;
+            if (!p->present) ps_counters_bump(&s->ctr, PS_CTR_DROPPED);
             log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->round.t);
         } else if (!p->present) {
             log_info("%s %s", name, why);
@@ -249,7 +249,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_send_params(s, p);
         return;
     }
-    s->n_folds++;
+    ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
     p->n_accepted++;
     s_sync_factor_versions(s);
     if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->kfac, s->sched);
@@ -271,7 +271,7 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         long version = sb->cur.version;
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
         ps_sched_failed(sb, version);
-        s->n_inv_failed++;
+        ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
     }
     char text[300];
     if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
@@ -395,7 +395,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         memset(&info, 0, sizeof info);
         int rc = kfac_opt_step(s->kfac, s->net->params, s->round.grad_acc, s->round.t, &info);
         if (rc < 0) {
-            s->n_step_failures++;
+            ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
             s->round.consecutive_failures++;
             log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->round.t, strerror(-rc));
             if (s->round.consecutive_failures >= PS_MAX_STEP_FAILURES) {
@@ -425,7 +425,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
          * K-FAC path checks its update. */
         size_t bad = s_first_nonfinite(s->round.grad_acc, s->net->n_params);
         if (bad < s->net->n_params) {
-            s->n_step_failures++;
+            ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
             s->round.consecutive_failures++;
             log_error("step %ld: the mean gradient is not finite (parameter %zu is %g); parameters left unchanged",
                       s->round.t, bad, (double)s->round.grad_acc[bad]);
@@ -467,8 +467,8 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->wall_s = ps_io_wall_s(s);
     row->train_loss = s->round.acc_loss / s->round.acc_n;
     row->train_acc = (double)s->round.acc_correct / s->round.acc_n;
-    row->inverses_installed = s->n_installed;
-    row->stats_folded = s->n_folds;
+    row->inverses_installed = ps_counter(&s->ctr, PS_CTR_INSTALLED);
+    row->stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
     row->workers = s->round.n_grads;
     row->grad_age_mean = s->round.n_grads ? s->round.grad_age_sum / s->round.n_grads : 0.0;
     row->grad_age_max = s->round.grad_age_max;
@@ -505,7 +505,7 @@ static void s_step_publish(ps_server_t *s) {
     if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
     /* Only when it is so: a kfac-statsd that is connected but slow to deliver
      * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
-    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_run == 20 &&
+    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 && s->steps_run == 20 &&
         ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
         log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
                  "then every layer steps with the identity ([kfac] identity)");
@@ -529,16 +529,16 @@ static void s_aggregate(ps_server_t *s) {
     int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
     int k = ps_round_state_robust(&s->round, s->net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
     if (k > 0) {
-        s->n_robust_steps++;
+        ps_counters_bump(&s->ctr, PS_CTR_ROBUST_STEPS);
         return;
     }
-    s->n_robust_fallbacks++;
+    ps_counters_bump(&s->ctr, PS_CTR_ROBUST_FALLBACKS);
     uint64_t skipped = 0;
     if (ratelimit_ok(&s->rl_robust, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
         log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
                  " such steps so far)",
                  s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
-                 median ? 3 : 2 * s->cfg->aggregate_trim + 1, s->n_robust_fallbacks);
+                 median ? 3 : 2 * s->cfg->aggregate_trim + 1, ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));
 }
 
 /* The step of a complete round: average, update, record, publish. */
@@ -581,7 +581,7 @@ static void s_apply_step(ps_server_t *s) {
  * wrecked), momentum zeroed, the inverses installed since forgotten, the
  * norm histories reset; then a new version without a step. */
 static void s_recover(ps_server_t *s) {
-    s->n_recoveries++;
+    ps_counters_bump(&s->ctr, PS_CTR_RECOVERIES);
     if (++s->recoveries_in_a_row > PS_RECOVER_MAX_IN_A_ROW) {
         snprintf(s->reason, sizeof s->reason,
                  "every worker's gradient was refused in %d rounds in a row, even after going back to the last good "
@@ -615,7 +615,7 @@ static void s_recover(ps_server_t *s) {
     if (s->layer_norms) memset(s->layer_norms, 0, (size_t)s->net->n_layers * sizeof *s->layer_norms);
     log_warn("step %ld: every worker's gradient was refused (%d as norm outliers): publishing %s as version %ld, "
              "without a step, with the norm histories reset (recovery %" PRIu64 ")",
-             s->round.t, s->round_norm_rejects, what, s->round.t + 1, s->n_recoveries);
+             s->round.t, s->round_norm_rejects, what, s->round.t + 1, ps_counter(&s->ctr, PS_CTR_RECOVERIES));
     s_step_publish(s);
 }
 
@@ -649,7 +649,7 @@ void ps_round_try_step(ps_server_t *s) {
                 int rc = kfac_opt_fold(s->kfac, s->round.stats, s->round.t);
                 s->round_curv_ms += clock_now_ms() - t_fold;
                 if (rc == 0) {
-                    s->n_folds++;
+                    ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
                     s_sync_factor_versions(s);
                     if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
                 } else {
@@ -690,8 +690,8 @@ static void s_drop_stalled(ps_server_t *s) {
         ps_peer_t *p = out[i];
         ps_member_drop_stalled(p);
         p->n_stalls++;
-        s->n_stalled++;
-        s->n_dropped++;
+        ps_counters_bump(&s->ctr, PS_CTR_STALLED);
+        ps_counters_bump(&s->ctr, PS_CTR_DROPPED);
         char name[160];
         ps_peer_name(p, name, sizeof name);
         if (s->cfg->stall_max_drops && (uint64_t)p->n_stalls >= s->cfg->stall_max_drops && !p->demoted) {
@@ -706,7 +706,7 @@ static void s_drop_stalled(ps_server_t *s) {
                      "pushes (%" PRIu64 " so far%s)",
                      name, s->round.t,
                      (double)(now - (p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns)) * 1e-9,
-                     (double)stall_ns * 1e-9, s->n_stalled, held ? ", some not logged" : "");
+                     (double)stall_ns * 1e-9, ps_counter(&s->ctr, PS_CTR_STALLED), held ? ", some not logged" : "");
         }
     }
     if (n > 0) ps_round_try_step(s);

@@ -39,7 +39,7 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
             float scale = (float)(bound / norm);
             for (size_t i = 0; i < l->n_w; i++) w[i] *= scale;
             for (size_t i = 0; i < l->n_b; i++) b[i] *= scale;
-            s->n_clipped++;
+            ps_counters_bump(&s->ctr, PS_CTR_CLIPPED);
             p->n_clipped++;
             uint64_t skipped = 0;
             char name[160];
@@ -48,7 +48,7 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
                          "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
                          " from this worker)",
                          s->round.t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
-                         s->layer_norms[li].n, bound, s->n_clipped, p->n_clipped);
+                         s->layer_norms[li].n, bound, ps_counter(&s->ctr, PS_CTR_CLIPPED), p->n_clipped);
             norm = bound;
         }
         ps_norm_hist_add(&s->layer_norms[li], norm);
@@ -80,7 +80,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         /* Taken at parameters older than [ps] gradient_staleness allows (the
          * worker was dropped, joined late, or is that slow): discarded; the
          * worker gets the current ones. */
-        s->n_stale_grads++;
+        ps_counters_bump(&s->ctr, PS_CTR_STALE_GRADS);
         log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
                   msg_role_name(p->role), p->id, s->round.t);
         ps_round_send_params(s, p);
@@ -99,18 +99,18 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
     switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
     case PS_GRAD_TOO_MANY_EXAMPLES:
-        s->n_rej_examples++;
+        ps_counters_bump(&s->ctr, PS_CTR_REJ_EXAMPLES);
         ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_NORM_OUTLIER:
-        s->n_rej_norm++;
+        ps_counters_bump(&s->ctr, PS_CTR_REJ_NORM);
         s->round_norm_rejects++;
         ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
                      "last %d accepted (%" PRIu64 " rejected so far)",
-                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
+                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, ps_counter(&s->ctr, PS_CTR_REJ_NORM));
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_OK:
@@ -172,7 +172,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         s->round.grad_age_sum += (double)age;
         if (age > s->round.grad_age_max) s->round.grad_age_max = age;
     }
-    s->n_grads_total++;
+    ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
     p->pushed = 1;
     p->n_accepted++;
     p->wait = PS_WAIT_PARAMS;

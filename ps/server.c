@@ -68,8 +68,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
              * refused with the reason (docs/protocol.md, section 4). */
             char why[300];
             msg_version_refusal(why, sizeof why, m.protocol_version, m.role);
-            s->rejected[MSG_NONE]++;
-            s->rejected_code[MSG_ERR_VERSION]++;
+            ps_counters_reject(&s->ctr, MSG_NONE, MSG_ERR_VERSION);
             char more[64];
             if (ps_refusal_log_ok(&s->rl_reject_by[MSG_NONE][MSG_ERR_VERSION], more, sizeof more))
                 log_warn("refused a %s: %s%s", msg_role_program(m.role), why, more);
@@ -113,11 +112,11 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             p->engaged = 1;
         if ((m.type == MSG_GET_PARAMS || m.type == MSG_JOB_REQUEST) &&
             !ps_peers_take_token(p, uv_hrtime(), PS_REQ_PER_S, PS_REQ_BURST)) {
-            s->n_rate_limited++;
+            ps_counters_bump(&s->ctr, PS_CTR_RATE_LIMITED);
             ps_io_reject_rl(s, &s->rl_rate, route, p, m.type, MSG_ERR_INTERNAL,
                             "more than %.0f GetParams and JobRequest a second (at most %.0f at once): this one is "
                             "dropped; send the next after the answer to the last (%" PRIu64 " dropped so far)",
-                            PS_REQ_PER_S, PS_REQ_BURST, s->n_rate_limited);
+                            PS_REQ_PER_S, PS_REQ_BURST, ps_counter(&s->ctr, PS_CTR_RATE_LIMITED));
             msg_clear(&m);
             return;
         }
@@ -203,11 +202,11 @@ static void s_on_tick(uv_timer_t *t) {
     for (int i = 0; i < n_idle && s->phase == PS_PHASE_RUNNING; i++) {
         char name[160];
         uint64_t skipped = 0;
-        s->n_expired++;
+        ps_counters_bump(&s->ctr, PS_CTR_EXPIRED);
         if (ratelimit_ok(&s->rl_expired, now, PS_LOG_EVERY_MS, &skipped))
             log_warn("%s said Hello %.1fs ago and has not asked for work since ([ps] handshake_timeout_ms): "
                      "forgotten (%" PRIu64 " so far)",
-                     ps_peer_name(idle[i], name, sizeof name), (double)(now - idle[i]->hello_ns) * 1e-9, s->n_expired);
+                     ps_peer_name(idle[i], name, sizeof name), (double)(now - idle[i]->hello_ns) * 1e-9, ps_counter(&s->ctr, PS_CTR_EXPIRED));
         ps_round_peer_gone(s, idle[i], "forgotten");
         ps_peers_remove(&s->peers, idle[i]);
     }
@@ -326,9 +325,9 @@ static void s_on_auth_reload(void *user) {
                  "this daemon's CURVE key (%.8s...) was removed from the allowlist of the %s role: kfac-ps no longer "
                  "admits it",
                  p->key, msg_role_name(p->role));
-        s->n_revoked++;
+        ps_counters_bump(&s->ctr, PS_CTR_REVOKED);
         log_warn("%s let go: its CURVE key (%.8s...) is no longer listed (%" PRIu64 " clients let go so far)",
-                 ps_peer_name(p, name, sizeof name), p->key, s->n_revoked);
+                 ps_peer_name(p, name, sizeof name), p->key, ps_counter(&s->ctr, PS_CTR_REVOKED));
         ps_io_send_text(s, &p->route, MSG_REFUSE, why);
         ps_owners_forget_key(&s->owners, p->key);
         p->present = 0;

@@ -26,6 +26,7 @@
 #include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
+#include "ps/counters.h"
 #include "ps/eval.h"
 #include "ps/member.h"
 #include "ps/http.h"
@@ -162,38 +163,23 @@ struct ps_server {
     int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
     int warned_curv_inv, warned_curv_stats;
 
-    /* counters */
-    uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */
-    uint64_t rejected_code[MSG_ERR_COUNT];
-    uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
-    uint64_t n_inv_bad;            /* results that failed verification (ps/verify.h) or came from the wrong daemon */
-    uint64_t n_invertd_distrusted; /* inverse daemons given no more jobs after PS_BAD_INVERSES_MAX bad results */
-    uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
+    /* counters: every event count of the run (ps/counters.h; written there only) */
+    ps_counters_t ctr;
     ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
 
     /* members that may not poison or hold the run */
     ps_norm_hist_t norms;          /* norms of recently accepted gradients */
     ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
     uint64_t round_open_ns;        /* when the round of version t opened */
-    uint64_t n_rej_examples, n_rej_norm, n_stalled;
     ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup, rl_robust, rl_clip;
-    uint64_t n_robust_steps, n_robust_fallbacks; /* [ps] aggregate: steps combined robustly, and by the mean */
     ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
-    uint64_t n_clipped;            /* layer gradients clipped ([ps] grad_clip_ratio) */
     struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
     int round_norm_rejects;        /* gradients of this round refused as norm outliers */
-    uint64_t n_recoveries;         /* rounds in which every member's gradient was refused */
     int recoveries_in_a_row;
-    uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
-    uint64_t n_params_held;        /* Params not sent: the client's previous one was not written out yet */
-    uint64_t n_send_full;          /* sends that found a client's pipe full (EAGAIN) */
-    uint64_t n_rate_limited;       /* GetParams and JobRequest over PS_REQ_PER_S */
     ratelimit_t rl_rate;
     ratelimit_t rl_join[MSG_ROLE_COUNT]; /* join and leave lines, per role (ps_join_log_ok) */
     ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
-    uint64_t n_refused_key;        /* Hellos refused: an id of another key, or a key at members_per_key */
-    uint64_t n_revoked;            /* clients let go: their key left the allowlists (a reload) */
     ratelimit_t rl_key;
 
     /* checkpoints (ps/persist.c) */
@@ -202,7 +188,6 @@ struct ps_server {
                                       member, the start-up gate) hold for the first round after a resume too */
     long resumed_from;             /* the step resumed from (-1: a fresh start) */
     uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
-    uint64_t n_ckpt_saved, n_ckpt_failed;
     int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
