@@ -126,7 +126,7 @@ static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_le
                  msg_role_program(role), v->present ? "it never asked for work" : "silent");
         ps_round_peer_gone(s, v, "forgotten to make room");
         ps_peers_remove(&s->peers, v);
-        if (s->phase != PS_PHASE_RUNNING) return -ENOSPC;
+        if (s->life.phase != PS_PHASE_RUNNING) return -ENOSPC;
     }
     return 0;
 }
@@ -188,7 +188,7 @@ static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *
                  ps_peer_name(h, name, sizeof name), key, msg_role_name(m->role), m->sender_id, per_key);
         ps_round_peer_gone(s, h, "its key said hello again");
         ps_peers_remove(&s->peers, h);
-        return s->phase == PS_PHASE_RUNNING ? 0 : -1;
+        return s->life.phase == PS_PHASE_RUNNING ? 0 : -1;
     case PS_OWNER_KEY_FULL:
     default:
         snprintf(err, sizeof err,
@@ -237,7 +237,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
-    if (s->phase != PS_PHASE_RUNNING) {
+    if (s->life.phase != PS_PHASE_RUNNING) {
         ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
         return;
     }
@@ -289,7 +289,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      msg_role_name(m->role), m->sender_id, m->hello.pid, log_escape(m->hello.host, host, sizeof host),
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
-            if (ps_member_takeover(p)) s->round.n_grads--; /* it pushes the same batch again */
+            if (ps_member_takeover(p)) ps_round_state_grad_out(&s->round); /* it pushes the same batch again */
             p->route = *route;
             p->pid = m->hello.pid;
             p->echo_ns = 0;
@@ -297,7 +297,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
             again = 1;
         } else {
             if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
-                if (err[0] || s->phase == PS_PHASE_RUNNING) {
+                if (err[0] || s->life.phase == PS_PHASE_RUNNING) {
                     if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
                     ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
                     uint64_t skipped = 0;

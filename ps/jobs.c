@@ -23,6 +23,18 @@
 
 /* ---- inversion jobs --------------------------------------------------------------- */
 
+void ps_jobs_init(ps_server_t *s) {
+    s->next_job_id = 1;
+}
+
+uint64_t ps_jobs_next_id(const ps_server_t *s) {
+    return s->next_job_id;
+}
+
+void ps_jobs_restore_next_id(ps_server_t *s, uint64_t next_id) {
+    if (next_id > s->next_job_id) s->next_job_id = next_id;
+}
+
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
     p->wait = PS_WAIT_JOB;
     p->wait_seq = ++s->wait_seq;
@@ -32,7 +44,7 @@ void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
  * while the run goes on): its jobs go back to the queue, it waits for work
  * again, and the free jobs are dispatched. */
 void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p) {
-    if (s->phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
+    if (s->life.phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
     if (s->kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
     ps_round_wait_job(s, p);
     ps_round_dispatch_jobs(s);
@@ -87,7 +99,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
 }
 
 void ps_round_dispatch_jobs(ps_server_t *s) {
-    if (!s->kfac || s->phase != PS_PHASE_RUNNING || !s->sock) return;
+    if (!s->kfac || s->life.phase != PS_PHASE_RUNNING || !s->sock) return;
     const double timeout = (double)s->cfg->job_timeout_ms;
     for (;;) {
         double now = clock_now_ms();
@@ -234,7 +246,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
         int rc = inv && vrc == 0 ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
         kfac_inverse_free(&inv);
-        s->round_curv_ms += clock_now_ms() - t_inst;
+        ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_inst);
         if (vrc != 0) {
             /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets
              * it (the job was cleared above). */

@@ -22,7 +22,7 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->steps_done = s->round.steps_done;
     st->wall_s = ps_io_wall_s(s);
     st->round_folded = s->round.folded;
-    st->next_job_id = s->next_job_id;
+    st->next_job_id = ps_jobs_next_id(s);
     ps_counters_save(&s->ctr, st->counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
     st->net = s->net;
     st->kfac = s->kfac;
@@ -34,6 +34,10 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->n_refresh = st->refresh ? s->refresh->plan->n_trackers : 0;
     st->n_blocks = s->kfac ? s->n_blocks : 0;
     st->norms = &s->norms;
+}
+
+void ps_persist_init(ps_server_t *s) {
+    s->resumed_from = -1;
 }
 
 int ps_persist_save(ps_server_t *s, const char *why) {
@@ -76,10 +80,8 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
         if (rc == 0) log_info("[checkpoint] resume: no checkpoint in %s; starting at step 0", s->ckpt_dir);
         return rc;
     }
-    s->round.t = st.t;
-    s->round.steps_done = st.steps_done;
-    s->round.folded = s->round.marked = st.round_folded;
-    s->next_job_id = st.next_job_id > s->next_job_id ? st.next_job_id : s->next_job_id;
+    ps_round_state_restore(&s->round, st.t, st.steps_done, st.round_folded);
+    ps_jobs_restore_next_id(s, st.next_job_id);
     ps_counters_restore(&s->ctr, st.counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
     s->resumed_from = s->round.t;
     /* the wall clock of steps.csv goes on from where it was */

@@ -10,6 +10,25 @@
 #include "ps/member.h"
 #include "common/base/ratelimit.h"
 
+void ps_report_init(ps_server_t *s) {
+    s->last_inv_age_max = -1;
+}
+
+void ps_report_start(ps_server_t *s, uint64_t now_ns) {
+    s->prog_ns = now_ns;
+    s->prog_step = s->round.steps_done;
+}
+
+void ps_report_step(ps_server_t *s, const ps_step_row_t *row) {
+    s->last_inv_age_mean = row->inv_age_mean;
+    s->last_inv_age_max = row->inv_age_max;
+    s->last_train_loss = row->train_loss;
+    s->last_train_acc = row->train_acc;
+    s->prog_loss += row->train_loss;
+    s->prog_acc += row->train_acc;
+    s->prog_n++;
+}
+
 void ps_report_progress(ps_server_t *s) {
     uint64_t now = uv_hrtime();
     double dt = (double)(now - s->prog_ns) * 1e-9;

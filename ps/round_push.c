@@ -66,7 +66,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     p->stalled = 0; /* it pushes: a member again from the next round */
-    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version,
+    switch (ps_member_check_push(p, s->life.phase == PS_PHASE_RUNNING, s->round.t, g->version,
                                  s->cfg->gradient_staleness)) {
     case PS_PUSH_RUN_OVER:
         p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
@@ -106,7 +106,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     case PS_GRAD_NORM_OUTLIER:
         ps_counters_bump(&s->ctr, PS_CTR_REJ_NORM);
-        s->round_norm_rejects++;
+        ps_round_state_norm_reject(&s->round);
         ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
                      "last %d accepted (%" PRIu64 " rejected so far)",
@@ -154,7 +154,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     ps_norm_hist_add(&s->norms, norm);
     {
-        const uint64_t now = uv_hrtime(), since = p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns;
+        const uint64_t now = uv_hrtime(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
         if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
     }
     memcpy(p->grad, g->grad, np * sizeof(float));
@@ -165,13 +165,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     p->n_examples = g->n_examples;
     p->n_correct = g->n_correct;
     p->committed = 0;
-    s->round.n_grads++;
-    {
-        /* how many versions the gradient lags the round's ([ps] gradient_staleness) */
-        long age = s->round.t - (long)g->version;
-        s->round.grad_age_sum += (double)age;
-        if (age > s->round.grad_age_max) s->round.grad_age_max = age;
-    }
+    ps_round_state_grad_in(&s->round, g->version);
     ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
     p->pushed = 1;
     p->n_accepted++;

@@ -2,8 +2,10 @@
  * apart from the server: the version and step count, the gradients,
  * batch-norm states and statistics of the round summed for the step, the
  * step's bookkeeping, and the encoded Params of the current version. The
- * server holds one ps_round_t (ps_server.round); ps/round.c changes it, the
- * server and ps/report.c read it.
+ * server holds one ps_round_t (ps_server.round); every change goes through
+ * the functions below (called from ps/round.c, ps/round_push.c, and for a
+ * start, a resume or a takeover from ps/server.c, ps/persist.c and
+ * ps/hello.c); the other units read it.
  *
  * The sums are taken in rank order (ps_member_order), whatever order the
  * gradients arrived in, so that a run with a synchronous schedule repeats
@@ -44,6 +46,11 @@ typedef struct ps_round {
     int consecutive_failures;
     double step_ms_sum, step_ms_max; /* time the update held the loop thread */
     int warned_slow_step;
+    int norm_rejects;              /* gradients of this round refused as norm outliers */
+    uint64_t open_ns;              /* when the round of version t opened (uv_hrtime; stall rule, push times) */
+    double open_ms;                /* steps.csv timing: when the round of t opened (clock_now_ms; 0: the first) */
+    double curv_ms;                /* ... loop time on folds and installs since */
+    int eval_busy;                 /* ... an evaluation was pending when it opened */
 
     /* Params of version pver[i] with want_stats = i, encoded once per
      * version into pbuf[i] (owned; shared by every send of it, and
@@ -70,6 +77,54 @@ void ps_round_state_drop_params(ps_round_t *r);
 /* Empty the sums, the gradient count and the round's statistics for the
  * next version (the step bookkeeping stays). */
 void ps_round_state_clear(ps_round_t *r, const net_t *net);
+
+/* Open the round of the next version: ps_round_state_clear, no norm
+ * outliers yet, opened at now_ns. */
+void ps_round_state_open(ps_round_t *r, const net_t *net, uint64_t now_ns);
+
+/* The server starts (or resumes) at now_ns: the last step and the round's
+ * opening are then. */
+void ps_round_state_start(ps_round_t *r, uint64_t now_ns);
+
+/* A checkpoint's round: version t, steps_done steps, and whether round t's
+ * statistics were folded (and its blocks marked) already. */
+void ps_round_state_restore(ps_round_t *r, long t, uint64_t steps_done, int folded);
+
+/* The step of version t was applied at now_ns: version t + 1. */
+void ps_round_state_advance(ps_round_t *r, uint64_t now_ns);
+
+/* A gradient of `version` is held for the round (its age t - version is
+ * recorded); a held one is dropped again (its worker left, or a restarted
+ * worker pushes the same batch again). */
+void ps_round_state_grad_in(ps_round_t *r, uint64_t version);
+void ps_round_state_grad_out(ps_round_t *r);
+
+/* A gradient of this round was refused as a norm outlier. */
+void ps_round_state_norm_reject(ps_round_t *r);
+
+/* A worker was sent Params before the first step at now_ns: the start-up
+ * gate's wait counts from the first one. */
+void ps_round_state_worker_in(ps_round_t *r, uint64_t now_ns);
+
+/* The round's statistics were folded / its blocks marked for refresh. */
+void ps_round_state_set_folded(ps_round_t *r);
+void ps_round_state_set_marked(ps_round_t *r);
+
+/* An update failed (non-finite): returns the failures in a row so far.
+ * One that did not resets the count. */
+int ps_round_state_step_failed(ps_round_t *r);
+void ps_round_state_step_ok(ps_round_t *r);
+
+/* The update held the loop thread math_ms: recorded; returns 1 the first
+ * time it is above slow_ms (worth one warning), else 0. */
+int ps_round_state_step_time(ps_round_t *r, double math_ms, double slow_ms);
+
+/* steps.csv's timing of the round: opened at open_ms, with an evaluation
+ * pending (eval_busy) or not; no curvature time yet. */
+void ps_round_state_open_timing(ps_round_t *r, double open_ms, int eval_busy);
+
+/* Loop time spent folding statistics or installing an inverse. */
+void ps_round_state_add_curv_ms(ps_round_t *r, double ms);
 
 /* Add worker p's held gradient of this round (and its batch-norm state, if
  * it pushed one) to the sums, weighted by its n_examples, once: p->committed

@@ -28,6 +28,7 @@
 #include "proto/msg.h"
 #include "ps/counters.h"
 #include "ps/eval.h"
+#include "ps/life.h"
 #include "ps/member.h"
 #include "ps/http.h"
 #include "ps/metrics.h"
@@ -78,12 +79,6 @@
  * system (ps/trim.h). */
 #define PS_TRIM_IDLE_MS 500
 
-typedef enum {
-    PS_PHASE_RUNNING = 0, /* rounds go on */
-    PS_PHASE_FINISHING,   /* steps done or target reached: the final evaluation runs, requests are held */
-    PS_PHASE_CLOSED,      /* Shutdown sent, handles closing */
-} ps_phase_t;
-
 struct ps_server {
     const runcfg_t *cfg;           /* borrowed */
     uv_loop_t loop;
@@ -119,14 +114,11 @@ struct ps_server {
     ps_refresh_t *refresh;         /* adaptive policy only (ps/refresh.h) */
     float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
     float *job_packed;             /* (max n (n+1)/2) */
-    uint64_t next_job_id;
+    uint64_t next_job_id;          /* the next job's id (ps/jobs.c's: ps_jobs_next_id) */
 #define PS_BAD_INVERSES_MAX 3      /* bad results after which an inverse daemon gets no more jobs */
     ps_verify_t *verify;           /* a probe per job in flight: results checked before install (ps/verify.h) */
 
     ps_round_t round;              /* the round of version t (round.c's) */
-    double round_open_ms;          /* steps.csv timing: when the round of t opened (clock_now_ms) */
-    double round_curv_ms;          /* ... loop time on folds and installs since */
-    int round_eval_busy;           /* ... an evaluation was pending when it opened */
 
     ps_trim_t trim;                /* when freed memory goes back (ps/trim.h) */
 
@@ -140,7 +132,6 @@ struct ps_server {
     int have_eval;
     ps_eval_result_t last_eval;
     long eval_queued_step;         /* newest step submitted (-1: none) */
-    long final_step;               /* FINISHING: the step whose evaluation ends the run */
     int warned_eval_slow;
 
     /* metrics and progress */
@@ -170,11 +161,9 @@ struct ps_server {
     /* members that may not poison or hold the run */
     ps_norm_hist_t norms;          /* norms of recently accepted gradients */
     ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
-    uint64_t round_open_ns;        /* when the round of version t opened */
     ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup, rl_robust, rl_clip;
     ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
     struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
-    int round_norm_rejects;        /* gradients of this round refused as norm outliers */
     int recoveries_in_a_row;
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
     ratelimit_t rl_rate;
@@ -191,10 +180,8 @@ struct ps_server {
     int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
-    ps_phase_t phase;
+    ps_life_t life;                /* running, finishing, closed; the end asked for (ps/life.h) */
     int exit_code;
-    int shutdown_pending;          /* the round asked to end the run ... */
-    int shutdown_code;             /* ... with this exit code */
     int signum;                    /* the signal that stopped the run (0: none) */
     char reason[200];              /* why the run ended */
 };
@@ -217,6 +204,9 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p);
 
 /* ---- persist.c ------------------------------------------------------------ */
 
+/* Before anything else: not resumed (resumed_from = -1). */
+void ps_persist_init(ps_server_t *s);
+
 /* Write a checkpoint of the current state now ([checkpoint] every > 0),
  * then prune to [checkpoint] keep files; why is logged ("step 300",
  * "SIGTERM"). A failure is logged and counted, never fatal. Returns 0 or
@@ -234,6 +224,9 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 
 /* ---- round.c --------------------------------------------------------------- */
 
+/* Before anything else: no evaluation queued. */
+void ps_round_init(ps_server_t *s);
+
 /* Client requests (validated, role-checked, sender present). */
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
@@ -250,6 +243,13 @@ int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
  * now (PS_JOIN_LOG_BURST per PS_JOIN_LOG_WINDOW_MS per role); more as
  * ps_refusal_log_ok ("[N more like it not logged]" once some were held back). */
 int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len);
+
+/* ps/jobs.c: before anything else: the first job gets id 1. */
+void ps_jobs_init(ps_server_t *s);
+/* ps/jobs.c: the id the next job gets; ids go on from at least next_id
+ * (a resume: ids are never handed out twice in a run). */
+uint64_t ps_jobs_next_id(const ps_server_t *s);
+void ps_jobs_restore_next_id(ps_server_t *s, uint64_t next_id);
 
 /* ps/jobs.c: p waits for an inversion job (answered by ps_round_dispatch_jobs). */
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p);
