@@ -600,60 +600,84 @@ static void s_recover(ps_server_t *s) {
     s_step_publish(s);
 }
 
+/* The facts ps_round_state_decide needs besides the round's own state. */
+static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
+    memset(v, 0, sizeof *v);
+    v->running = s->life.phase == PS_PHASE_RUNNING;
+    v->first_step = s->steps_run == 0;
+    v->n_waiting = ps_member_waiting(&s->peers, &v->n_members);
+    v->all_refused = ps_member_all_refused(&s->peers);
+    v->workers = s->cfg->workers;
+    v->now_ns = uv_hrtime();
+    v->timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
+    v->quorum = s->cfg->quorum;
+    v->curvature = s->kfac != NULL;
+    v->bounded = s->kfac && s->cfg->max_inverse_staleness >= 0;
+    v->bound_ok = !v->bounded || ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, s->cfg->max_inverse_staleness, NULL);
+}
+
+/* The round's statistics folded into the running factors (once per round). */
+static void s_fold_round(ps_server_t *s) {
+    if (!ps_round_state_merge_stats(&s->round, &s->peers)) return;
+    double t_fold = clock_now_ms();
+    int rc = kfac_opt_fold(s->kfac, s->round.stats, s->round.t);
+    ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
+    if (rc == 0) {
+        ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
+        s_sync_factor_versions(s);
+        if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
+    } else {
+        log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
+    }
+}
+
+/* Jobs for the blocks the step needs ([kfac] max_inverse_staleness marks
+ * the ones that would hold it up), handed out. Returns 0, or -1 when the
+ * run stopped meanwhile. */
+static int s_dispatch_for_step(ps_server_t *s) {
+    int k = s->cfg->max_inverse_staleness;
+    if (k >= 0) ps_sched_mark_bound(s->sched, s->n_blocks, s->round.t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
+    ps_round_dispatch_jobs(s);
+    return s->life.phase == PS_PHASE_RUNNING ? 0 : -1;
+}
+
 void ps_round_try_step(ps_server_t *s) {
-    if (s->life.phase != PS_PHASE_RUNNING) return;
-    uint64_t waited = s->round.first_worker_ns ? uv_hrtime() - s->round.first_worker_ns : 0;
-    ps_gate_t gate;
-    ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->steps_run == 0, &s->round.gate_open,
-                                                s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
-    /* [ps] quorum: after the first step, a round may step once that many
-     * gradients are in; the members still computing push into a later round
-     * (within [ps] gradient_staleness) or are discarded as stale. */
-    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.gate_open && ps_member_quorum_met(s->round.n_grads, s->cfg->quorum))
-        st = PS_ROUND_COMPLETE;
-    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.n_grads == 0 && ps_member_all_refused(&s->peers)) {
-        s_recover(s);
-        return;
-    }
-    if (st != PS_ROUND_COMPLETE) return;
-    if (gate == PS_GATE_OPEN_TIMEOUT) {
-        int n_members = 0;
-        ps_member_waiting(&s->peers, &n_members);
-        log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
-                 n_members, s->cfg->workers, (double)waited * 1e-9);
-    }
-    if (s->kfac) {
-        if (!s->round.folded) {
-            ps_round_state_set_folded(&s->round);
-            if (ps_round_state_merge_stats(&s->round, &s->peers)) {
-                double t_fold = clock_now_ms();
-                int rc = kfac_opt_fold(s->kfac, s->round.stats, s->round.t);
-                ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
-                if (rc == 0) {
-                    ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
-                    s_sync_factor_versions(s);
-                    if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
-                } else {
-                    log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
-                }
-            }
+    for (;;) {
+        ps_round_view_t view;
+        s_round_view(s, &view);
+        ps_round_verdict_t v = ps_round_state_decide(&s->round, &view);
+        if (v.gate_opens) {
+            ps_round_state_open_gate(&s->round);
+            if (v.gate == PS_GATE_OPEN_TIMEOUT)
+                log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
+                         view.n_members, s->cfg->workers,
+                         s->round.first_worker_ns ? (double)(view.now_ns - s->round.first_worker_ns) * 1e-9 : 0.0);
         }
-        if (!s->round.marked) {
+        switch (v.action) {
+        case PS_ROUND_WAIT:
+            return;
+        case PS_ROUND_RECOVER:
+            s_recover(s);
+            return;
+        case PS_ROUND_FOLD:
+            ps_round_state_set_folded(&s->round);
+            s_fold_round(s);
+            continue;
+        case PS_ROUND_MARK:
             ps_round_state_set_marked(&s->round);
             if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->round.t, s->inv_interval);
             /* adaptive: blocks are marked when their statistics are recorded (ps_refresh_folded) */
+            continue;
+        case PS_ROUND_WAIT_INVERSES:
+            s_dispatch_for_step(s);
+            return;
+        case PS_ROUND_STEP:
+            if (s->kfac && s_dispatch_for_step(s) < 0) return;
+            s_apply_step(s);
+            return;
         }
-        int k = s->cfg->max_inverse_staleness;
-        if (k >= 0) {
-            ps_sched_mark_bound(s->sched, s->n_blocks, s->round.t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
-            ps_round_dispatch_jobs(s);
-            if (s->life.phase != PS_PHASE_RUNNING) return;
-            if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, k, NULL)) return;
-        } else {
-            ps_round_dispatch_jobs(s);
-        }
+        return;
     }
-    s_apply_step(s);
 }
 
 /* ---- timer -------------------------------------------------------------------------- */

@@ -129,6 +129,37 @@ void ps_round_state_add_curv_ms(ps_round_t *r, double ms) {
     r->curv_ms += ms;
 }
 
+ps_round_verdict_t ps_round_state_decide(const ps_round_t *r, const ps_round_view_t *v) {
+    ps_round_verdict_t out = {PS_ROUND_WAIT, PS_GATE_OPEN, 0};
+    if (!v->running) return out;
+    int complete = r->n_grads > 0 && v->n_waiting == 0;
+    if (complete && v->first_step && !r->gate_open) {
+        uint64_t waited = r->first_worker_ns && v->now_ns > r->first_worker_ns ? v->now_ns - r->first_worker_ns : 0;
+        out.gate = ps_member_gate(v->n_members, v->workers, waited, v->timeout_ns);
+        if (out.gate == PS_GATE_CLOSED) return out; /* a complete round waits for the gate only */
+        out.gate_opens = 1;
+    }
+    /* [ps] quorum: after the gate, a round steps once that many gradients
+     * are in; the members still computing push into a later round. */
+    if (!complete && r->gate_open && ps_member_quorum_met(r->n_grads, v->quorum)) complete = 1;
+    if (!complete) {
+        if (r->n_grads == 0 && v->all_refused) out.action = PS_ROUND_RECOVER;
+        return out;
+    }
+    if (v->curvature) {
+        if (!r->folded) out.action = PS_ROUND_FOLD;
+        else if (!r->marked) out.action = PS_ROUND_MARK;
+        else out.action = v->bounded && !v->bound_ok ? PS_ROUND_WAIT_INVERSES : PS_ROUND_STEP;
+        return out;
+    }
+    out.action = PS_ROUND_STEP;
+    return out;
+}
+
+void ps_round_state_open_gate(ps_round_t *r) {
+    r->gate_open = 1;
+}
+
 /* A held push's loss, counts and state into the sums; with_grad: its
  * gradient too. */
 static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad) {

@@ -24,6 +24,7 @@
 #include "common/kfac/kfac_stats.h"
 #include "common/net/zloop.h"
 #include "common/nn/nn.h"
+#include "ps/member.h"
 #include "ps/peers.h"
 
 typedef struct ps_round {
@@ -125,6 +126,56 @@ void ps_round_state_open_timing(ps_round_t *r, double open_ms, int eval_busy);
 
 /* Loop time spent folding statistics or installing an inverse. */
 void ps_round_state_add_curv_ms(ps_round_t *r, double ms);
+
+/* ---- when to step ------------------------------------------------------------ */
+
+/* What the round needs now, decided by ps_round_state_decide from the
+ * round's own state and the facts of ps_round_view_t; the server acts on
+ * it and asks again after FOLD and MARK. */
+typedef enum {
+    PS_ROUND_WAIT = 0,         /* not complete: gradients, members still computing, the start-up gate */
+    PS_ROUND_RECOVER,          /* every member's gradient was refused: publish the next version without a step */
+    PS_ROUND_FOLD,             /* complete: fold the round's statistics (once), then decide again */
+    PS_ROUND_MARK,             /* ... mark the blocks the refresh policy wants (once), then decide again */
+    PS_ROUND_WAIT_INVERSES,    /* ... but an inverse is older than the bound: hand out jobs and wait */
+    PS_ROUND_STEP,             /* step now (with curvature: hand out jobs first) */
+} ps_round_action_t;
+
+/* The facts beyond the round's own state (plain values; the caller reads
+ * them from the peer table, the scheduler and the configuration). */
+typedef struct ps_round_view {
+    int running;          /* the run still takes steps */
+    int first_step;       /* no step applied by this process yet: round 0's start-up gate */
+    int n_members;        /* present members of the round */
+    int n_waiting;        /* ... whose gradient is still awaited (neither pushed nor refused) */
+    int all_refused;      /* there are members and every one was refused this round */
+    int workers;          /* [cluster] workers: the gate opens when that many are members */
+    uint64_t now_ns;      /* the gate's wait counts from the first worker (first_worker_ns) to now */
+    uint64_t timeout_ns;  /* [ps] worker_timeout_ms: the gate opens with fewer after that long */
+    int quorum;           /* [ps] quorum: after the first step, this many gradients make a round (0: all) */
+    int curvature;        /* K-FAC: statistics are folded and blocks marked before the step */
+    int bounded;          /* [kfac] max_inverse_staleness >= 0 */
+    int bound_ok;         /* ... and every block's inverse is within it now */
+} ps_round_view_t;
+
+typedef struct ps_round_verdict {
+    ps_round_action_t action;
+    ps_gate_t gate;       /* how the start-up gate opened when it opens now (gate_opens), else PS_GATE_OPEN */
+    int gate_opens;       /* the gate opens with this decision: record it (ps_round_state_open_gate) */
+} ps_round_verdict_t;
+
+/* When to step, as a function of r and v only (r is not changed).
+ * Complete means: a gradient is in and no present member is still awaited,
+ * or (after the gate opened) [ps] quorum gradients are in; before the first
+ * step the start-up gate must open too (ps_member_gate). A round with no
+ * gradient whose members were all refused recovers. With curvature a
+ * complete round folds once, marks once, and waits while the staleness
+ * bound does not hold. Gradients older than [ps] gradient_staleness never
+ * reach the round (ps_member_check_push). */
+ps_round_verdict_t ps_round_state_decide(const ps_round_t *r, const ps_round_view_t *v);
+
+/* The start-up gate opened (a verdict with gate_opens). */
+void ps_round_state_open_gate(ps_round_t *r);
 
 /* Add worker p's held gradient of this round (and its batch-norm state, if
  * it pushed one) to the sums, weighted by its n_examples, once: p->committed
