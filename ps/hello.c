@@ -5,6 +5,7 @@
  */
 #include "ps/server_int.h"
 #include "ps/io.h"
+#include "ps/admit.h"
 #include "ps/member.h"
 
 #include <errno.h>
@@ -15,22 +16,8 @@
 
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
-#include "common/base/version.h"
 
 /* ---- small helpers -------------------------------------------------------- */
-
-int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
-    /* Compare the first two words: "kfac" and the release. */
-    char a[2][64] = {{0}}, b[2][64] = {{0}};
-    int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
-    int nb = sscanf(KFAC_BUILD_ID, "%63s %63s", b[0], b[1]);
-    if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
-    char build[104];
-    log_escape(client_build && client_build[0] ? client_build : "(none)", build, sizeof build); /* it is logged */
-    snprintf(why, why_len, "build '%s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
-             build, KFAC_BUILD_ID);
-    return 0;
-}
 
 /* A Hello asks for an id whose holder was heard lately: a restarted daemon
  * whose predecessor was killed often says Hello before the next heartbeat
@@ -50,30 +37,16 @@ static int s_holder_gone(ps_server_t *s, ps_peer_t *old) {
     return 1;
 }
 
-/* Shard of a new worker or stats worker: its own --id when free, else the
- * lowest free one; when every shard is taken, shared round-robin. */
+/* Shard of a new worker or stats worker (ps_admit_rank), said in the log
+ * when it must share one. */
 static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
-    int n = 0;
-    if (p->role == MSG_ROLE_WORKER) n = s->cfg->workers;
-    else if (p->role == MSG_ROLE_STATSD) n = s->cfg->statsd > 0 ? s->cfg->statsd : 1;
-    p->n_ranks = n;
-    if (n <= 0) {
-        p->rank = 0;
-        return;
-    }
-    if (p->asked_id < (uint32_t)n && !ps_peers_rank_taken(&s->peers, p->role, (int)p->asked_id, p)) {
-        p->rank = (int)p->asked_id;
-        return;
-    }
-    for (int r = 0; r < n; r++)
-        if (!ps_peers_rank_taken(&s->peers, p->role, r, p)) {
-            p->rank = r;
-            return;
-        }
-    p->rank = (int)((p->id - 1) % (uint32_t)n);
+    ps_admit_rank_t r = ps_admit_rank(&s->peers, p, s->cfg->workers, s->cfg->statsd);
+    p->rank = r.rank;
+    p->n_ranks = r.n_ranks;
+    if (!r.shared) return;
     char name[160];
     log_warn("%s: more %ss than [cluster] %s = %d; it shares shard %d", ps_peer_name(p, name, sizeof name),
-             msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", n, p->rank);
+             msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", r.n_ranks, p->rank);
 }
 
 /* "Not now" to a Hello: Error INTERNAL (the code that means "may retry"),
@@ -87,25 +60,13 @@ static void s_busy(ps_server_t *s, const zloop_peer_t *route, const char *text) 
     ps_io_send(s, route, &e);
 }
 
-/* The most connections of a role held at once: a flood of one role
- * cannot take the slots of another. */
-static int s_role_cap(const ps_server_t *s, msg_role_t role) {
-    int w = s->cfg->workers, st = s->cfg->statsd;
-    switch (role) {
-    case MSG_ROLE_WORKER: return 2 * w > w + 16 ? 2 * w : w + 16;
-    case MSG_ROLE_STATSD: return 2 * st > st + 16 ? 2 * st : st + 16;
-    case MSG_ROLE_INVERTD: return PS_MAX_PEERS / 2;
-    default: return 16;
-    }
-}
-
 /* Room for one more client of role: under its role's cap and the table's,
  * by forgetting an absent or never engaged client of that role (then of
  * any role) if need be; never a member. Returns 0, or -ENOSPC with the
  * reason in err (err stays empty when the run ended meanwhile). */
 static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_len) {
     err[0] = 0;
-    int cap = s_role_cap(s, role);
+    int cap = ps_admit_role_cap(role, s->cfg->workers, s->cfg->statsd, PS_MAX_PEERS);
     for (int pass = 0; pass < 2; pass++) {
         int full = pass == 0 ? ps_peers_count(&s->peers, role, 0) >= cap : s->peers.n >= s->peers.cap;
         if (!full) continue;
@@ -215,31 +176,27 @@ int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len)
 
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
-    if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
-        msg_version_refusal(err, sizeof err, m->protocol_version, m->role);
+    ps_admit_t verdict = ps_admit_hello(m, &s->shape.limits, s->life.phase == PS_PHASE_RUNNING, err, sizeof err);
+    switch (verdict) {
+    case PS_ADMIT_REFUSE_VERSION:
+    case PS_ADMIT_REFUSE_BUILD: {
+        char rmore[64];
         ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
-        char more[64];
-        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
-            log_warn("refused a %s: %s%s", msg_role_program(m->role), err, more);
+        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], rmore, sizeof rmore)) {
+            if (verdict == PS_ADMIT_REFUSE_VERSION) log_warn("refused a %s: %s%s", msg_role_program(m->role), err, rmore);
+            else log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, rmore);
+        }
         ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
-    int rc = msg_validate(m, &s->shape.limits, err, sizeof err);
-    if (rc < 0) {
+    case PS_ADMIT_INVALID:
         ps_io_reject(s, route, p, MSG_HELLO, MSG_ERR_INVALID, "%s", err);
         return;
-    }
-    if (!ps_build_compatible(m->hello.build_id, err, sizeof err)) {
-        ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
-        char more[64];
-        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
-            log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, more);
-        ps_io_send_text(s, route, MSG_REFUSE, err);
-        return;
-    }
-    if (s->life.phase != PS_PHASE_RUNNING) {
+    case PS_ADMIT_RUN_OVER:
         ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
         return;
+    case PS_ADMIT_GO:
+        break;
     }
     char name[160];
     if (p && p->role != m->role) {
