@@ -101,21 +101,22 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
 void ps_round_dispatch_jobs(ps_server_t *s) {
     if (!s->kfac || s->life.phase != PS_PHASE_RUNNING || !s->sock) return;
     const double timeout = (double)s->cfg->job_timeout_ms;
+    ps_sched_waiter_t waiters[PS_MAX_PEERS];
+    ps_peer_t *who[PS_MAX_PEERS];
     for (;;) {
         double now = clock_now_ms();
-        ps_peer_t *best = NULL;
-        int best_b = -1;
-        for (int i = 0; i < s->peers.n; i++) {
+        int n = 0;
+        for (int i = 0; i < s->peers.n && n < PS_MAX_PEERS; i++) {
             ps_peer_t *p = s->peers.v[i];
             if (p->role != MSG_ROLE_INVERTD || p->wait != PS_WAIT_JOB || !p->present || p->distrusted) continue;
-            if (best && p->wait_seq >= best->wait_seq) continue;
-            int b = ps_sched_pick(s->sched, s->n_blocks, s->policy, p->max_n, now, timeout);
-            if (b < 0) continue;
-            best = p;
-            best_b = b;
+            waiters[n].wait_seq = p->wait_seq;
+            waiters[n].max_n = p->max_n;
+            who[n++] = p;
         }
-        if (!best) return;
-        s_send_job(s, best, best_b, now); /* the daemon stops waiting either way: no endless loop */
+        int b = -1;
+        int w = ps_sched_pick_waiter(waiters, n, s->sched, s->n_blocks, s->policy, now, timeout, &b);
+        if (w < 0) return;
+        s_send_job(s, who[w], b, now); /* the daemon stops waiting either way: no endless loop */
     }
 }
 
@@ -184,13 +185,19 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_sched_block_t *sb = &s->sched[b];
     long version = -1;
     int cur = ps_sched_result(sb, r->job_id, p->id, &version);
-    if (cur == -EPERM) {
-        snprintf(err, sizeof err, "job %" PRIu64 " was handed to another inverse daemon", r->job_id);
-        s_bad_result(s, p, r, err);
+    const float job_d = cur >= 0 ? ps_verify_damping(s->verify, b, r->job_id) : -1.0f;
+    float d_used = job_d;
+    char why[700] = "";
+    ps_sched_result_t verdict =
+        ps_sched_judge(cur, version, r->job_id, r->factor_version, r->error && r->error[0],
+                       r->method == MSG_METHOD_CHOLESKY, r->damping, job_d, KFAC_INVERSE_MAX_ESCALATIONS, &d_used,
+                       why, sizeof why);
+    if (verdict == PS_RESULT_FOREIGN) {
+        s_bad_result(s, p, r, why);
         if (!p->distrusted) ps_jobs_after_reject(s, p);
         return;
     }
-    if (cur < 0) {
+    if (verdict == PS_RESULT_UNKNOWN) {
         /* Answered with the next Job all the same (docs/protocol.md), counted. */
         uint64_t skipped = 0;
         ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_STALE);
@@ -202,19 +209,16 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_jobs_after_reject(s, p);
         return;
     }
-    const float job_d = ps_verify_damping(s->verify, b, r->job_id);
-    if ((long)r->factor_version != version) {
+    if (verdict == PS_RESULT_WRONG_VERSION) {
         ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
-        snprintf(err, sizeof err, "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64,
-                 r->job_id, version, r->factor_version);
-        s_bad_result(s, p, r, err);
+        s_bad_result(s, p, r, why);
         if (!p->distrusted) {
-            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", err);
+            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", why);
             ps_jobs_after_reject(s, p);
         }
         return;
     }
-    if (r->error && r->error[0]) {
+    if (verdict == PS_RESULT_FAILED) {
         uint64_t skipped = 0;
         ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
         ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
@@ -223,20 +227,8 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
     } else {
+        /* PS_RESULT_CHECK, or NO_PROBE / BAD_DAMPING with the reason in why: refused below */
         double t_inst = clock_now_ms();
-        /* The damping is the job's: an eigen result is applied with it; a Cholesky result may say it added
-         * more (the daemon's escalations, at most 10^KFAC_INVERSE_MAX_ESCALATIONS times), never less. */
-        float d_used = job_d;
-        const double d_max = (double)job_d * pow(10.0, KFAC_INVERSE_MAX_ESCALATIONS) * (1.0 + 1e-5);
-        char why[700] = "";
-        if (job_d < 0.0f)
-            snprintf(why, sizeof why, "no probe is kept for job %" PRIu64, r->job_id);
-        else if (r->method == MSG_METHOD_CHOLESKY) {
-            d_used = (float)r->damping;
-            if (!(isfinite(r->damping) && r->damping >= (double)job_d * (1.0 - 1e-5) && r->damping <= d_max))
-                snprintf(why, sizeof why, "damping %g: the job asked for %g (at most %g after escalations)",
-                         r->damping, (double)job_d, d_max);
-        }
         kfac_inverse_t *inv = why[0] ? NULL : ps_wire_result_inverse(r, s->kfac->blocks[b].n, d_used, s->job_F, err,
                                                                      sizeof err);
         double resid = NAN;
