@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 
@@ -29,7 +30,7 @@ static int s_holder_gone(ps_server_t *s, ps_peer_t *old) {
     if (!old || !old->present) return 0;
     msg_t hb;
     msg_init(&hb, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
-    hb.heartbeat.mono_ns = uv_hrtime();
+    hb.heartbeat.mono_ns = clock_now_ns();
     hb.heartbeat.echo_ns = old->echo_ns;
     if (ps_io_send(s, &old->route, &hb) != -EHOSTUNREACH) return 0;
     old->present = 0;
@@ -98,7 +99,7 @@ static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_le
 int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
     uint64_t skipped = 0;
     more[0] = '\0';
-    if (!ratelimit_ok(rl, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) return 0;
+    if (!ratelimit_ok(rl, clock_now_ns(), PS_LOG_EVERY_MS, &skipped)) return 0;
     if (skipped) snprintf(more, more_len, " [%" PRIu64 " more like it not logged]", skipped);
     return 1;
 }
@@ -129,7 +130,7 @@ static void s_refuse_key(ps_server_t *s, const zloop_peer_t *route, const msg_t 
  * at [security] members_per_key)? Returns 0 to go on (after forgetting a
  * silent record of the same key when that makes room), -1 when refused. */
 static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *key) {
-    uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+    uint64_t now = clock_now_ns(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
     int per_key = s->cfg->members_per_key;
     ps_peer_t *h = NULL;
     char err[600], name[160];
@@ -167,7 +168,7 @@ int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len)
     uint64_t skipped = 0;
     more[0] = '\0';
     if ((unsigned)role >= MSG_ROLE_COUNT) role = MSG_ROLE_NONE;
-    if (!ratelimit_burst_ok(&s->rl_join[role], uv_hrtime(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
+    if (!ratelimit_burst_ok(&s->rl_join[role], clock_now_ns(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
         return 0;
     if (skipped)
         snprintf(more, more_len, " [%" PRIu64 " more %s joins and leaves not logged]", skipped, msg_role_name(role));
@@ -218,7 +219,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         /* A member id in use: a restarted daemon takes its old place and
          * shard back; a second live one is refused. */
         ps_peer_t *old = NULL;
-        uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+        uint64_t now = clock_now_ns(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
         ps_rejoin_t rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
         if (rj == PS_REJOIN_DUPLICATE && s_holder_gone(s, old))
             rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
@@ -259,7 +260,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                     ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
                     uint64_t skipped = 0;
                     char host[96];
-                    if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                    if (ratelimit_ok(&s->rl_full, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
                         log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
                                  log_escape(m->hello.host, host, sizeof host), err,
                                  skipped ? " [more like it not logged]" : "");
@@ -279,7 +280,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         }
     }
     p->present = 1;
-    p->last_ns = p->hello_ns = uv_hrtime();
+    p->last_ns = p->hello_ns = clock_now_ns();
     p->engaged = 0; /* until it asks for work */
     char build[96];
     log_escape(m->hello.build_id, build, sizeof build);

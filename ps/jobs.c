@@ -68,7 +68,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     if (sb->cur.id != 0) {
         uint64_t skipped = 0;
         ps_counters_bump(&s->ctr, PS_CTR_REASSIGNED);
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("job %" PRIu64 " (layer %d factor %d, n=%d) is overdue after %.1fs on invertd#%u: "
                      "handing it to %s",
                      sb->cur.id, kb->layer, kb->factor, kb->n, (now_ms - sb->cur.start_ms) / 1e3, sb->cur.owner, name);
@@ -131,7 +131,7 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     p->n_bad_inverses++;
     p->n_rejected++;
     ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_INVALID);
-    if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) refused (%d of %d): %s", name, r->job_id,
                  r->layer, r->factor, p->n_bad_inverses, PS_BAD_INVERSES_MAX, why);
     if (p->n_bad_inverses < PS_BAD_INVERSES_MAX || p->distrusted) return;
@@ -156,7 +156,7 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
         char name[160];
         uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_info("%s asks for work while holding a job: that job goes back to the queue",
                      ps_peer_name(p, name, sizeof name));
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
@@ -202,7 +202,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         uint64_t skipped = 0;
         ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_STALE);
         p->n_rejected++;
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
                      "answered already",
                      name, r->job_id, r->layer, r->factor);
@@ -223,7 +223,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
         ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
         ps_sched_failed(sb, version);
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
     } else {

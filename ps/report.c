@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "ps/io.h"
 #include "ps/member.h"
@@ -30,7 +31,7 @@ void ps_report_step(ps_server_t *s, const ps_step_row_t *row) {
 }
 
 void ps_report_progress(ps_server_t *s) {
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     double dt = (double)(now - s->prog_ns) * 1e-9;
     double rate = dt > 0 ? (double)(s->round.steps_done - s->prog_step) / dt : 0.0;
     char test[64] = "test -", age[48] = "", eta[32] = "?";
@@ -63,7 +64,7 @@ void ps_report_progress(ps_server_t *s) {
 }
 
 void ps_report_wait(ps_server_t *s) {
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     if (now - s->round.last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
     if (!ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
     char what[700] = "";
@@ -103,7 +104,7 @@ void ps_report_wait(ps_server_t *s) {
 
 void ps_report_curvature(ps_server_t *s) {
     if (!s->kfac || !s->first_step_ns) return;
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     if (!s->curv_inv_ns) s->curv_inv_ns = s->curv_stats_ns = s->first_step_ns;
     if (ps_counter(&s->ctr, PS_CTR_INSTALLED) != s->curv_installed_seen) {
         s->curv_installed_seen = ps_counter(&s->ctr, PS_CTR_INSTALLED);
@@ -154,7 +155,7 @@ void ps_report_publish(ps_server_t *s) {
     x.robust_steps = ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS);
     x.recoveries = ps_counter(&s->ctr, PS_CTR_RECOVERIES);
     if (s->kfac) {
-        uint64_t now = uv_hrtime();
+        uint64_t now = clock_now_ns();
         x.kfac = 1;
         x.inverses_installed = ps_counter(&s->ctr, PS_CTR_INSTALLED);
         x.inverses_refused = ps_counter(&s->ctr, PS_CTR_INV_BAD);

@@ -115,10 +115,10 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     }
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
-        p->params_ns = uv_hrtime();
+        p->params_ns = clock_now_ns();
         if (s->steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
-            ps_round_state_worker_in(&s->round, uv_hrtime());
+            ps_round_state_worker_in(&s->round, clock_now_ns());
         }
     }
     return 0;
@@ -274,7 +274,7 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
     }
     char text[300];
-    if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code),
                  log_escape(m->error.text, text, sizeof text), b >= 0 ? " (its job counts as failed)" : "");
 }
@@ -326,7 +326,7 @@ void ps_round_schedule(ps_server_t *s) {
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
     ps_member_open_round(&s->peers);
-    ps_round_state_open(&s->round, s->net, uv_hrtime());
+    ps_round_state_open(&s->round, s->net, clock_now_ns());
 }
 
 static void s_submit_eval(ps_server_t *s, int final) {
@@ -469,7 +469,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
 /* Publish: version t + 1, the new round, Params to every client waiting
  * for it, evaluation and progress when due, the end of the run. */
 static void s_step_publish(ps_server_t *s) {
-    ps_round_state_advance(&s->round, uv_hrtime());
+    ps_round_state_advance(&s->round, clock_now_ns());
     s->steps_run++;
     if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
     s_open_round(s);
@@ -517,7 +517,7 @@ static void s_aggregate(ps_server_t *s) {
     }
     ps_counters_bump(&s->ctr, PS_CTR_ROBUST_FALLBACKS);
     uint64_t skipped = 0;
-    if (ratelimit_ok(&s->rl_robust, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(&s->rl_robust, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
                  " such steps so far)",
                  s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
@@ -608,7 +608,7 @@ static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
     v->n_waiting = ps_member_waiting(&s->peers, &v->n_members);
     v->all_refused = ps_member_all_refused(&s->peers);
     v->workers = s->cfg->workers;
-    v->now_ns = uv_hrtime();
+    v->now_ns = clock_now_ns();
     v->timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
     v->quorum = s->cfg->quorum;
     v->curvature = s->kfac != NULL;
@@ -686,7 +686,7 @@ void ps_round_try_step(ps_server_t *s) {
  * stall_timeout_ms. */
 static void s_drop_stalled(ps_server_t *s) {
     ps_peer_t *out[PS_MAX_PEERS];
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     const uint64_t stall_ns = ps_member_stall_ns(s->cfg->stall_timeout_ms * 1000000ULL,
                                                  ps_norm_hist_median(&s->push_ns), s->cfg->stall_factor,
                                                  s->cfg->stall_min_ms * 1000000ULL);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 
@@ -43,7 +44,7 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
             p->n_clipped++;
             uint64_t skipped = 0;
             char name[160];
-            if (ratelimit_ok(&s->rl_clip, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            if (ratelimit_ok(&s->rl_clip, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
                 log_warn("step %ld: %s: layer %s's gradient norm %.3g is more than [ps] grad_clip_ratio = %g times "
                          "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
                          " from this worker)",
@@ -154,7 +155,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     ps_norm_hist_add(&s->norms, norm);
     {
-        const uint64_t now = uv_hrtime(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
+        const uint64_t now = clock_now_ns(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
         if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
     }
     memcpy(p->grad, g->grad, np * sizeof(float));

@@ -48,7 +48,7 @@ typedef struct ps_round {
     double step_ms_sum, step_ms_max; /* time the update held the loop thread */
     int warned_slow_step;
     int norm_rejects;              /* gradients of this round refused as norm outliers */
-    uint64_t open_ns;              /* when the round of version t opened (uv_hrtime; stall rule, push times) */
+    uint64_t open_ns;              /* when the round of version t opened (clock_now_ns; stall rule, push times) */
     double open_ms;                /* steps.csv timing: when the round of t opened (clock_now_ms; 0: the first) */
     double curv_ms;                /* ... loop time on folds and installs since */
     int eval_busy;                 /* ... an evaluation was pending when it opened */

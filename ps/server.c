@@ -21,6 +21,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "common/base/clock.h"
 #include "common/base/affinity.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
@@ -33,7 +34,7 @@
 
 /* An accepted message from p: it is alive. */
 static void s_touch(ps_server_t *s, ps_peer_t *p) {
-    p->last_ns = uv_hrtime();
+    p->last_ns = clock_now_ns();
     if (p->present) return;
     p->present = 1;
     char name[160];
@@ -110,7 +111,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
             p->engaged = 1;
         if ((m.type == MSG_GET_PARAMS || m.type == MSG_JOB_REQUEST) &&
-            !ps_peers_take_token(p, uv_hrtime(), PS_REQ_PER_S, PS_REQ_BURST)) {
+            !ps_peers_take_token(p, clock_now_ns(), PS_REQ_PER_S, PS_REQ_BURST)) {
             ps_counters_bump(&s->ctr, PS_CTR_RATE_LIMITED);
             ps_io_reject_rl(s, &s->rl_rate, route, p, m.type, MSG_ERR_INTERNAL,
                             "more than %.0f GetParams and JobRequest a second (at most %.0f at once): this one is "
@@ -185,7 +186,7 @@ static void s_trim(ps_server_t *s) {
 static void s_on_tick(uv_timer_t *t) {
     ps_server_t *s = t->data;
     if (s->life.phase == PS_PHASE_CLOSED) return;
-    uint64_t now = uv_hrtime(), timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
+    uint64_t now = clock_now_ns(), timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present || now - p->last_ns <= timeout_ns) continue;
@@ -229,7 +230,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
     if (s->life.phase == PS_PHASE_CLOSED) return;
     msg_t m;
     msg_init(&m, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
-    m.heartbeat.mono_ns = uv_hrtime();
+    m.heartbeat.mono_ns = clock_now_ns();
     for (int i = 0; i < s->peers.n && s->life.phase != PS_PHASE_CLOSED; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present) continue;
@@ -446,7 +447,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         int *bn = malloc((size_t)(s->n_blocks ? s->n_blocks : 1) * sizeof *bn);
         if (!bn) goto oom;
         for (int b = 0; b < s->n_blocks; b++) bn[b] = s->kfac->blocks[b].n;
-        s->verify = ps_verify_new(bn, s->n_blocks, (uint64_t)c->seed ^ uv_hrtime());
+        s->verify = ps_verify_new(bn, s->n_blocks, (uint64_t)c->seed ^ clock_now_ns());
         free(bn);
         if (!s->verify) goto oom;
         if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->kfac, c->refresh_alpha, 0))) {
@@ -573,7 +574,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     ps_report_init(s);
     ps_jobs_init(s);
     ps_trim_init(&s->trim);
-    s->t0_ns = uv_hrtime();
+    s->t0_ns = clock_now_ns();
     if (uv_loop_init(&s->loop) < 0) {
         snprintf(err, err_len, "uv_loop_init failed");
         free(s);
@@ -639,7 +640,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     snprintf(line, sizeof line, "%s\n", s->endpoint);
     if (rundir_write_text(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
-    uint64_t now_ns = uv_hrtime();
+    uint64_t now_ns = clock_now_ns();
     s->t0_ns = now_ns > s->wall_offset_ns ? now_ns - s->wall_offset_ns : 0;
     ps_round_state_start(&s->round, now_ns);
     ps_report_start(s, now_ns);

@@ -91,7 +91,7 @@ struct ps_server {
     int tick_ok, hb_ok;
     uint64_t tick_ms;
     char endpoint[256];            /* bound */
-    uint64_t t0_ns;                /* start (uv_hrtime) */
+    uint64_t t0_ns;                /* start (clock_now_ns) */
 
     /* model and optimizer */
     net_t *net;                    /* params (n_params) and state (n_state) live here */
