@@ -1,10 +1,16 @@
 /* ps/server_int.h — the parameter server's private state, shared by
- * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/io.c
- * (sending) and ps/round.c (gradient rounds, statistics, inversion jobs, the
- * step, evaluation and progress). Calls go one way: server.c -> round.c ->
- * member.c / sched.c / wire.c / round_state.c, and both server.c and
- * round.c -> io.c; the round never calls the server (it asks for the end
- * of the run with ps_round_request_shutdown). Not for other modules.
+ * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/hello.c
+ * (a Hello), ps/round.c and ps/round_push.c (gradient rounds, statistics,
+ * the step, evaluation and progress), ps/jobs.c (inversion jobs),
+ * ps/persist.c (checkpoints), ps/report.c (the operator's lines) and
+ * ps/io.c (sending). Calls go one way, down from the server
+ * (docs/architecture.md, section 10; tools/check-calls.sh); the round never
+ * calls the server (it asks for the end of the run with
+ * ps_round_request_shutdown). Each field has one writer
+ * (tools/check-fields.sh): the counters are ps/counters.h's table, the life
+ * cycle ps/life.h's, the round ps/round_state.h's; the decisions are in
+ * units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
+ * ps/owner.h, ps/sched.h). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
