@@ -5,7 +5,8 @@
  * server holds one ps_round_t (ps_server.round); every change goes through
  * the functions below (called from ps/round.c, ps/round_push.c, and for a
  * start, a resume or a takeover from ps/server.c, ps/persist.c and
- * ps/hello.c); the other units read it.
+ * ps/hello.c), except the encoded Params, which ps_round_send_params
+ * (ps/round.c) fills; the other units read it.
  *
  * The sums are taken in rank order (ps_member_order), whatever order the
  * gradients arrived in, so that a run with a synchronous schedule repeats

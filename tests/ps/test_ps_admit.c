@@ -3,13 +3,21 @@
  * invalid Hello, then another release's build, then a Hello after the run
  * ended gets Shutdown; the caps per role; the shard a new worker gets (its
  * own --id when free, else the lowest free, shared round-robin when every
- * shard is taken), and none for an inverse daemon. */
+ * shard is taken), and none for an inverse daemon. Then a sequence of
+ * Hellos through every admission decision in the order ps/hello.c asks
+ * them (ps_admit_hello, ps_owners_check, ps_member_rejoin, the role cap,
+ * ps_admit_rank): welcome, a second live holder of an id told to try again
+ * later, a restarted member taking over its silent record, an id of
+ * another key refused, a key at members_per_key refused and then allowed
+ * to replace its silent record. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/base/version.h"
 #include "ps/admit.h"
+#include "ps/member.h"
+#include "ps/owner.h"
 #include "ps/peers.h"
 
 static msg_limits_t s_limits(void) {
@@ -123,12 +131,99 @@ START_TEST(test_ps_admit_ranks) {
 }
 END_TEST
 
+#define K1 "k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define K2 "k2-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define SEC 1000000000ULL
+
+/* What kfac-ps answers a Hello of a worker with id from key at now, as
+ * ps/hello.c decides it for a new connection (no I/O; *out: the record a
+ * welcome creates or takes over). */
+typedef enum { S_WELCOME, S_TAKEOVER, S_BUSY, S_REFUSE, S_EVICT_THEN_WELCOME } s_answer_t;
+static s_answer_t s_hello_answer(ps_peers_t *t, ps_owners_t *o, uint32_t id, const char *key, int per_key,
+                                 uint64_t now, ps_peer_t **out) {
+    msg_limits_t lim = s_limits();
+    char err[600];
+    msg_t m;
+    s_hello(&m, KFAC_BUILD_ID);
+    m.sender_id = id;
+    *out = NULL;
+    ck_assert_int_eq(ps_admit_hello(&m, &lim, 1, err, sizeof err), PS_ADMIT_GO);
+    const uint64_t live = 3 * SEC;
+    ps_peer_t *h = NULL;
+    s_answer_t a = S_WELCOME;
+    switch (ps_owners_check(o, t, MSG_ROLE_WORKER, id, key, per_key, now, live, &h)) {
+    case PS_OWNER_ADMIT: break;
+    case PS_OWNER_KEY_REUSE:
+        ps_peers_remove(t, h);
+        a = S_EVICT_THEN_WELCOME;
+        break;
+    default: return S_REFUSE;
+    }
+    ps_peer_t *old = NULL;
+    switch (ps_member_rejoin(t, MSG_ROLE_WORKER, id, now, live, &old)) {
+    case PS_REJOIN_DUPLICATE: return S_BUSY;
+    case PS_REJOIN_TAKEOVER:
+        ps_member_takeover(old);
+        old->last_ns = now;
+        old->present = 1;
+        *out = old;
+        return S_TAKEOVER;
+    case PS_REJOIN_NEW: break;
+    }
+    ck_assert_int_lt(ps_peers_count(t, MSG_ROLE_WORKER, 0), ps_admit_role_cap(MSG_ROLE_WORKER, 2, 0, 1024));
+    static uint32_t next_id = 0;
+    ps_peer_t *p = s_add(t, MSG_ROLE_WORKER, id, ++next_id);
+    p->last_ns = now;
+    snprintf(p->key, sizeof p->key, "%s", key);
+    ps_admit_rank_t r = ps_admit_rank(t, p, 2, 0);
+    p->rank = r.rank;
+    p->n_ranks = r.n_ranks;
+    ck_assert_int_eq(ps_owners_bind(o, t, MSG_ROLE_WORKER, id, key), 0);
+    *out = p;
+    return a;
+}
+
+START_TEST(test_ps_admit_hello_sequence) {
+    ps_peers_t t;
+    ps_owners_t o = {0};
+    ck_assert_int_eq(ps_peers_init(&t, 16), 0);
+    uint64_t now = 100 * SEC;
+    ps_peer_t *a = NULL, *b = NULL;
+    /* worker 1 from K1: welcome, its own shard */
+    ck_assert_int_eq(s_hello_answer(&t, &o, 1, K1, 1, now, &a), S_WELCOME);
+    ck_assert_int_eq(a->rank, 1);
+    /* a second process with id 1 while the first is heard: try again later */
+    ck_assert_int_eq(s_hello_answer(&t, &o, 1, K1, 2, now + SEC, &b), S_BUSY);
+    ck_assert_ptr_null(b);
+    /* the first fell silent: the restarted one takes over its record and shard */
+    ck_assert_int_eq(s_hello_answer(&t, &o, 1, K1, 2, now + 10 * SEC, &b), S_TAKEOVER);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(b->rank, 1);
+    now += 10 * SEC;
+    /* id 1 from another key: refused, live or silent */
+    ck_assert_int_eq(s_hello_answer(&t, &o, 1, K2, 2, now, &b), S_REFUSE);
+    ck_assert_int_eq(s_hello_answer(&t, &o, 1, K2, 2, now + 60 * SEC, &b), S_REFUSE);
+    /* K1 at members_per_key = 1 with a live record: a second id refused ... */
+    ck_assert_int_eq(s_hello_answer(&t, &o, 0, K1, 1, now + SEC, &b), S_REFUSE);
+    /* ... and once that record is silent, it makes room for the new one */
+    ck_assert_int_eq(s_hello_answer(&t, &o, 0, K1, 1, now + 10 * SEC, &b), S_EVICT_THEN_WELCOME);
+    ck_assert_int_eq(ps_peers_count(&t, MSG_ROLE_WORKER, 0), 1);
+    ck_assert_int_eq(b->rank, 0);
+    /* K2 with its own id: welcome */
+    ck_assert_int_eq(s_hello_answer(&t, &o, 2, K2, 1, now + 10 * SEC, &b), S_WELCOME);
+    ck_assert_int_eq(ps_peers_count(&t, MSG_ROLE_WORKER, 0), 2);
+    ps_owners_release(&o);
+    ps_peers_release(&t);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_admit");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_ps_admit_hello_order);
     tcase_add_test(tc, test_ps_admit_role_caps);
     tcase_add_test(tc, test_ps_admit_ranks);
+    tcase_add_test(tc, test_ps_admit_hello_sequence);
     suite_add_tcase(s, tc);
     return s;
 }
