@@ -223,7 +223,7 @@ static int s_welcome(client_daemon_t *d, const msg_welcome_t *w, const runcfg_t 
     s_drop_held(s);
     s->t_welcome_ns = uv_hrtime();
     s->first_logged = 0;
-    log_info("ready for jobs: kfac method %s, max_n %d, delay %" PRIu64 " ms", cfg->method == 1 ? "eigen" : "cholesky",
+    log_info("ready for jobs: kfac method %s, max_n %d, delay %" PRIu64 " ms", cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
              s->cfg->invertd_max_n, s->cfg->invertd_delay_ms);
     return CLIENT_DAEMON_WELCOME_READY;
 }

@@ -5,6 +5,7 @@
  */
 #include "ps/server_int.h"
 #include "ps/io.h"
+#include "ps/admit.h"
 #include "ps/member.h"
 
 #include <errno.h>
@@ -13,24 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
-#include "common/base/version.h"
 
 /* ---- small helpers -------------------------------------------------------- */
-
-int ps_build_compatible(const char *client_build, char *why, size_t why_len) {
-    /* Compare the first two words: "kfac" and the release. */
-    char a[2][64] = {{0}}, b[2][64] = {{0}};
-    int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
-    int nb = sscanf(KFAC_BUILD_ID, "%63s %63s", b[0], b[1]);
-    if (na == 2 && nb == 2 && strcmp(a[0], b[0]) == 0 && strcmp(a[1], b[1]) == 0) return 1;
-    char build[104];
-    log_escape(client_build && client_build[0] ? client_build : "(none)", build, sizeof build); /* it is logged */
-    snprintf(why, why_len, "build '%s' does not match this kfac-ps's '%s'; run the same kfac release everywhere",
-             build, KFAC_BUILD_ID);
-    return 0;
-}
 
 /* A Hello asks for an id whose holder was heard lately: a restarted daemon
  * whose predecessor was killed often says Hello before the next heartbeat
@@ -42,7 +30,7 @@ static int s_holder_gone(ps_server_t *s, ps_peer_t *old) {
     if (!old || !old->present) return 0;
     msg_t hb;
     msg_init(&hb, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
-    hb.heartbeat.mono_ns = uv_hrtime();
+    hb.heartbeat.mono_ns = clock_now_ns();
     hb.heartbeat.echo_ns = old->echo_ns;
     if (ps_io_send(s, &old->route, &hb) != -EHOSTUNREACH) return 0;
     old->present = 0;
@@ -50,30 +38,16 @@ static int s_holder_gone(ps_server_t *s, ps_peer_t *old) {
     return 1;
 }
 
-/* Shard of a new worker or stats worker: its own --id when free, else the
- * lowest free one; when every shard is taken, shared round-robin. */
+/* Shard of a new worker or stats worker (ps_admit_rank), said in the log
+ * when it must share one. */
 static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
-    int n = 0;
-    if (p->role == MSG_ROLE_WORKER) n = s->cfg->workers;
-    else if (p->role == MSG_ROLE_STATSD) n = s->cfg->statsd > 0 ? s->cfg->statsd : 1;
-    p->n_ranks = n;
-    if (n <= 0) {
-        p->rank = 0;
-        return;
-    }
-    if (p->asked_id < (uint32_t)n && !ps_peers_rank_taken(&s->peers, p->role, (int)p->asked_id, p)) {
-        p->rank = (int)p->asked_id;
-        return;
-    }
-    for (int r = 0; r < n; r++)
-        if (!ps_peers_rank_taken(&s->peers, p->role, r, p)) {
-            p->rank = r;
-            return;
-        }
-    p->rank = (int)((p->id - 1) % (uint32_t)n);
+    ps_admit_rank_t r = ps_admit_rank(&s->peers, p, s->cfg->workers, s->cfg->statsd);
+    p->rank = r.rank;
+    p->n_ranks = r.n_ranks;
+    if (!r.shared) return;
     char name[160];
     log_warn("%s: more %ss than [cluster] %s = %d; it shares shard %d", ps_peer_name(p, name, sizeof name),
-             msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", n, p->rank);
+             msg_role_name(p->role), p->role == MSG_ROLE_WORKER ? "workers" : "statsd", r.n_ranks, p->rank);
 }
 
 /* "Not now" to a Hello: Error INTERNAL (the code that means "may retry"),
@@ -87,25 +61,13 @@ static void s_busy(ps_server_t *s, const zloop_peer_t *route, const char *text) 
     ps_io_send(s, route, &e);
 }
 
-/* The most connections of a role held at once: a flood of one role
- * cannot take the slots of another. */
-static int s_role_cap(const ps_server_t *s, msg_role_t role) {
-    int w = s->cfg->workers, st = s->cfg->statsd;
-    switch (role) {
-    case MSG_ROLE_WORKER: return 2 * w > w + 16 ? 2 * w : w + 16;
-    case MSG_ROLE_STATSD: return 2 * st > st + 16 ? 2 * st : st + 16;
-    case MSG_ROLE_INVERTD: return PS_MAX_PEERS / 2;
-    default: return 16;
-    }
-}
-
 /* Room for one more client of role: under its role's cap and the table's,
  * by forgetting an absent or never engaged client of that role (then of
  * any role) if need be; never a member. Returns 0, or -ENOSPC with the
  * reason in err (err stays empty when the run ended meanwhile). */
 static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_len) {
     err[0] = 0;
-    int cap = s_role_cap(s, role);
+    int cap = ps_admit_role_cap(role, s->cfg->workers, s->cfg->statsd, PS_MAX_PEERS);
     for (int pass = 0; pass < 2; pass++) {
         int full = pass == 0 ? ps_peers_count(&s->peers, role, 0) >= cap : s->peers.n >= s->peers.cap;
         if (!full) continue;
@@ -126,7 +88,7 @@ static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_le
                  msg_role_program(role), v->present ? "it never asked for work" : "silent");
         ps_round_peer_gone(s, v, "forgotten to make room");
         ps_peers_remove(&s->peers, v);
-        if (s->phase != PS_PHASE_RUNNING) return -ENOSPC;
+        if (s->life.phase != PS_PHASE_RUNNING) return -ENOSPC;
     }
     return 0;
 }
@@ -137,7 +99,7 @@ static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_le
 int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
     uint64_t skipped = 0;
     more[0] = '\0';
-    if (!ratelimit_ok(rl, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) return 0;
+    if (!ratelimit_ok(rl, clock_now_ns(), PS_LOG_EVERY_MS, &skipped)) return 0;
     if (skipped) snprintf(more, more_len, " [%" PRIu64 " more like it not logged]", skipped);
     return 1;
 }
@@ -154,14 +116,13 @@ static void s_sender_key(const ps_server_t *s, char *key, size_t key_len) {
 /* Refuse a Hello for its key (ps/owner.h): counted with the Hello
  * refusals and in n_refused_key, logged at most once a second. */
 static void s_refuse_key(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *err) {
-    s->rejected[MSG_HELLO]++;
-    s->rejected_code[MSG_ERR_UNEXPECTED]++;
-    s->n_refused_key++;
+    ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_UNEXPECTED);
+    ps_counters_bump(&s->ctr, PS_CTR_REFUSED_KEY);
     char more[64], host[96];
     if (ps_refusal_log_ok(&s->rl_key, more, sizeof more))
         log_warn("refused a %s (pid %u on %s): %s (%" PRIu64 " refused for their key so far)%s",
                  msg_role_program(m->role), m->hello.pid, log_escape(m->hello.host, host, sizeof host), err,
-                 s->n_refused_key, more);
+                 ps_counter(&s->ctr, PS_CTR_REFUSED_KEY), more);
     ps_io_send_text(s, route, MSG_REFUSE, err);
 }
 
@@ -169,7 +130,7 @@ static void s_refuse_key(ps_server_t *s, const zloop_peer_t *route, const msg_t 
  * at [security] members_per_key)? Returns 0 to go on (after forgetting a
  * silent record of the same key when that makes room), -1 when refused. */
 static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *m, const char *key) {
-    uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+    uint64_t now = clock_now_ns(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
     int per_key = s->cfg->members_per_key;
     ps_peer_t *h = NULL;
     char err[600], name[160];
@@ -189,7 +150,7 @@ static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *
                  ps_peer_name(h, name, sizeof name), key, msg_role_name(m->role), m->sender_id, per_key);
         ps_round_peer_gone(s, h, "its key said hello again");
         ps_peers_remove(&s->peers, h);
-        return s->phase == PS_PHASE_RUNNING ? 0 : -1;
+        return s->life.phase == PS_PHASE_RUNNING ? 0 : -1;
     case PS_OWNER_KEY_FULL:
     default:
         snprintf(err, sizeof err,
@@ -207,7 +168,7 @@ int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len)
     uint64_t skipped = 0;
     more[0] = '\0';
     if ((unsigned)role >= MSG_ROLE_COUNT) role = MSG_ROLE_NONE;
-    if (!ratelimit_burst_ok(&s->rl_join[role], uv_hrtime(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
+    if (!ratelimit_burst_ok(&s->rl_join[role], clock_now_ns(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
         return 0;
     if (skipped)
         snprintf(more, more_len, " [%" PRIu64 " more %s joins and leaves not logged]", skipped, msg_role_name(role));
@@ -216,33 +177,27 @@ int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len)
 
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
-    if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
-        msg_version_refusal(err, sizeof err, m->protocol_version, m->role);
-        s->rejected[MSG_HELLO]++;
-        s->rejected_code[MSG_ERR_VERSION]++;
-        char more[64];
-        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
-            log_warn("refused a %s: %s%s", msg_role_program(m->role), err, more);
+    ps_admit_t verdict = ps_admit_hello(m, &s->shape.limits, s->life.phase == PS_PHASE_RUNNING, err, sizeof err);
+    switch (verdict) {
+    case PS_ADMIT_REFUSE_VERSION:
+    case PS_ADMIT_REFUSE_BUILD: {
+        char rmore[64];
+        ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
+        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], rmore, sizeof rmore)) {
+            if (verdict == PS_ADMIT_REFUSE_VERSION) log_warn("refused a %s: %s%s", msg_role_program(m->role), err, rmore);
+            else log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, rmore);
+        }
         ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
-    int rc = msg_validate(m, &s->shape.limits, err, sizeof err);
-    if (rc < 0) {
+    case PS_ADMIT_INVALID:
         ps_io_reject(s, route, p, MSG_HELLO, MSG_ERR_INVALID, "%s", err);
         return;
-    }
-    if (!ps_build_compatible(m->hello.build_id, err, sizeof err)) {
-        s->rejected[MSG_HELLO]++;
-        s->rejected_code[MSG_ERR_VERSION]++;
-        char more[64];
-        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], more, sizeof more))
-            log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, more);
-        ps_io_send_text(s, route, MSG_REFUSE, err);
-        return;
-    }
-    if (s->phase != PS_PHASE_RUNNING) {
+    case PS_ADMIT_RUN_OVER:
         ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
         return;
+    case PS_ADMIT_GO:
+        break;
     }
     char name[160];
     if (p && p->role != m->role) {
@@ -264,7 +219,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         /* A member id in use: a restarted daemon takes its old place and
          * shard back; a second live one is refused. */
         ps_peer_t *old = NULL;
-        uint64_t now = uv_hrtime(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
+        uint64_t now = clock_now_ns(), live_ns = 3 * s->cfg->heartbeat_ms * 1000000ULL;
         ps_rejoin_t rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
         if (rj == PS_REJOIN_DUPLICATE && s_holder_gone(s, old))
             rj = ps_member_rejoin(&s->peers, m->role, m->sender_id, now, live_ns, &old);
@@ -274,7 +229,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      "its shard back once the old one has been silent for %.1fs)",
                      msg_role_name(m->role), m->sender_id, ps_peer_name(old, name, sizeof name),
                      (double)(now - old->last_ns) * 1e-9, msg_role_program(m->role), (double)live_ns * 1e-9);
-            s->rejected[MSG_HELLO]++;
+            ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
             uint64_t skipped = 0;
             char host[96];
             if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
@@ -292,7 +247,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      msg_role_name(m->role), m->sender_id, m->hello.pid, log_escape(m->hello.host, host, sizeof host),
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
-            if (ps_member_takeover(p)) s->round.n_grads--; /* it pushes the same batch again */
+            if (ps_member_takeover(p)) ps_round_state_grad_out(&s->round); /* it pushes the same batch again */
             p->route = *route;
             p->pid = m->hello.pid;
             p->echo_ns = 0;
@@ -300,12 +255,12 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
             again = 1;
         } else {
             if (s_make_room(s, m->role, err, sizeof err) < 0 || !(p = ps_peers_add(&s->peers, route))) {
-                if (err[0] || s->phase == PS_PHASE_RUNNING) {
+                if (err[0] || s->life.phase == PS_PHASE_RUNNING) {
                     if (!err[0]) snprintf(err, sizeof err, "kfac-ps is out of memory for another client");
-                    s->rejected[MSG_HELLO]++;
+                    ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
                     uint64_t skipped = 0;
                     char host[96];
-                    if (ratelimit_ok(&s->rl_full, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+                    if (ratelimit_ok(&s->rl_full, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
                         log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
                                  log_escape(m->hello.host, host, sizeof host), err,
                                  skipped ? " [more like it not logged]" : "");
@@ -325,7 +280,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         }
     }
     p->present = 1;
-    p->last_ns = p->hello_ns = uv_hrtime();
+    p->last_ns = p->hello_ns = clock_now_ns();
     p->engaged = 0; /* until it asks for work */
     char build[96];
     log_escape(m->hello.build_id, build, sizeof build);

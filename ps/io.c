@@ -11,9 +11,8 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 
-double ps_io_wall_s(const ps_server_t *s) { return (double)(uv_hrtime() - s->t0_ns) * 1e-9; }
+double ps_io_wall_s(const ps_server_t *s) { return (double)(clock_now_ns() - s->t0_ns) * 1e-9; }
 
-double ps_io_now_ms(void) { return clock_now_ms(); }
 
 int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
     if (!s->sock) return -EPIPE;
@@ -29,10 +28,10 @@ int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m) {
         uint64_t skipped = 0;
         if (rc == -EHOSTUNREACH) log_debug("%s not delivered: the client is gone", msg_type_name(m->type));
         else if (rc == -EAGAIN) { /* its pipe is full ([ps] PS_SNDHWM): it does not read; not a closed one */
-            s->n_send_full++;
+            ps_counters_bump(&s->ctr, PS_CTR_SEND_FULL);
             log_debug("%s not delivered: the client's pipe is full", msg_type_name(m->type));
         }
-        else if (ratelimit_ok(&s->rl_send, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        else if (ratelimit_ok(&s->rl_send, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("sending %s failed: %s [%" PRIu64 " more]", msg_type_name(m->type), strerror(-rc), skipped);
     }
     return rc;
@@ -51,12 +50,11 @@ static void s_vreject(ps_server_t *s, ratelimit_t *rl, const zloop_peer_t *route
     char text[600];
     vsnprintf(text, sizeof text, fmt, ap);
     if ((unsigned)type >= MSG_TYPE_COUNT) type = MSG_NONE;
-    s->rejected[type]++;
-    if ((unsigned)code < MSG_ERR_COUNT) s->rejected_code[code]++;
+    ps_counters_reject(&s->ctr, type, code);
     if (p) p->n_rejected++;
     uint64_t skipped = 0;
     if (!rl) rl = &s->rl_reject_by[type][(unsigned)code < MSG_ERR_COUNT ? code : MSG_ERR_NONE];
-    if (ratelimit_ok(rl, uv_hrtime(), PS_LOG_EVERY_MS, &skipped)) {
+    if (ratelimit_ok(rl, clock_now_ns(), PS_LOG_EVERY_MS, &skipped)) {
         char name[160];
         if (p) ps_peer_name(p, name, sizeof name);
         else snprintf(name, sizeof name, "an unknown client");

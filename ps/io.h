@@ -12,9 +12,6 @@
 /* Seconds since the server started. */
 double ps_io_wall_s(const ps_server_t *s);
 
-/* Milliseconds on the monotonic clock (the scheduler's time base). */
-double ps_io_now_ms(void);
-
 /* Encode m and send it to route. Returns 0 or a negative errno (a peer that
  * went away is logged at debug level only). */
 int ps_io_send(ps_server_t *s, const zloop_peer_t *route, const msg_t *m);

@@ -23,6 +23,18 @@
 
 /* ---- inversion jobs --------------------------------------------------------------- */
 
+void ps_jobs_init(ps_server_t *s) {
+    s->next_job_id = 1;
+}
+
+uint64_t ps_jobs_next_id(const ps_server_t *s) {
+    return s->next_job_id;
+}
+
+void ps_jobs_restore_next_id(ps_server_t *s, uint64_t next_id) {
+    if (next_id > s->next_job_id) s->next_job_id = next_id;
+}
+
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
     p->wait = PS_WAIT_JOB;
     p->wait_seq = ++s->wait_seq;
@@ -32,7 +44,7 @@ void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
  * while the run goes on): its jobs go back to the queue, it waits for work
  * again, and the free jobs are dispatched. */
 void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p) {
-    if (s->phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
+    if (s->life.phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
     if (s->kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
     ps_round_wait_job(s, p);
     ps_round_dispatch_jobs(s);
@@ -55,8 +67,8 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     ps_peer_name(p, name, sizeof name);
     if (sb->cur.id != 0) {
         uint64_t skipped = 0;
-        s->n_reassigned++;
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        ps_counters_bump(&s->ctr, PS_CTR_REASSIGNED);
+        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("job %" PRIu64 " (layer %d factor %d, n=%d) is overdue after %.1fs on invertd#%u: "
                      "handing it to %s",
                      sb->cur.id, kb->layer, kb->factor, kb->n, (now_ms - sb->cur.start_ms) / 1e3, sb->cur.owner, name);
@@ -80,30 +92,31 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     p->wait = PS_WAIT_NONE;
     if (rc < 0) return rc;
     ps_sched_assign(sb, m.job.job_id, fv, p->id, now_ms);
-    s->n_jobs_sent++;
+    ps_counters_bump(&s->ctr, PS_CTR_JOBS_SENT);
     log_debug("job %" PRIu64 " -> %s: layer %d factor %d n=%d version %ld damping %g", m.job.job_id, name, kb->layer,
               kb->factor, kb->n, fv, (double)damping);
     return 0;
 }
 
 void ps_round_dispatch_jobs(ps_server_t *s) {
-    if (!s->kfac || s->phase != PS_PHASE_RUNNING || !s->sock) return;
+    if (!s->kfac || s->life.phase != PS_PHASE_RUNNING || !s->sock) return;
     const double timeout = (double)s->cfg->job_timeout_ms;
+    ps_sched_waiter_t waiters[PS_MAX_PEERS];
+    ps_peer_t *who[PS_MAX_PEERS];
     for (;;) {
         double now = clock_now_ms();
-        ps_peer_t *best = NULL;
-        int best_b = -1;
-        for (int i = 0; i < s->peers.n; i++) {
+        int n = 0;
+        for (int i = 0; i < s->peers.n && n < PS_MAX_PEERS; i++) {
             ps_peer_t *p = s->peers.v[i];
             if (p->role != MSG_ROLE_INVERTD || p->wait != PS_WAIT_JOB || !p->present || p->distrusted) continue;
-            if (best && p->wait_seq >= best->wait_seq) continue;
-            int b = ps_sched_pick(s->sched, s->n_blocks, s->policy, p->max_n, now, timeout);
-            if (b < 0) continue;
-            best = p;
-            best_b = b;
+            waiters[n].wait_seq = p->wait_seq;
+            waiters[n].max_n = p->max_n;
+            who[n++] = p;
         }
-        if (!best) return;
-        s_send_job(s, best, best_b, now); /* the daemon stops waiting either way: no endless loop */
+        int b = -1;
+        int w = ps_sched_pick_waiter(waiters, n, s->sched, s->n_blocks, s->policy, now, timeout, &b);
+        if (w < 0) return;
+        s_send_job(s, who[w], b, now); /* the daemon stops waiting either way: no endless loop */
     }
 }
 
@@ -114,18 +127,17 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     char name[160];
     uint64_t skipped = 0;
     ps_peer_name(p, name, sizeof name);
-    s->n_inv_bad++;
+    ps_counters_bump(&s->ctr, PS_CTR_INV_BAD);
     p->n_bad_inverses++;
     p->n_rejected++;
-    s->rejected[MSG_JOB_RESULT]++;
-    s->rejected_code[MSG_ERR_INVALID]++;
-    if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+    ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_INVALID);
+    if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) refused (%d of %d): %s", name, r->job_id,
                  r->layer, r->factor, p->n_bad_inverses, PS_BAD_INVERSES_MAX, why);
     if (p->n_bad_inverses < PS_BAD_INVERSES_MAX || p->distrusted) return;
     p->distrusted = 1;
     p->wait = PS_WAIT_NONE;
-    s->n_invertd_distrusted++;
+    ps_counters_bump(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
     ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
     log_warn("%s: %d of its results failed verification: it gets no more jobs, and the ones it holds go to other "
              "inverse daemons", name, p->n_bad_inverses);
@@ -144,7 +156,7 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
         char name[160];
         uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_info("%s asks for work while holding a job: that job goes back to the queue",
                      ps_peer_name(p, name, sizeof name));
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
@@ -173,60 +185,50 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_sched_block_t *sb = &s->sched[b];
     long version = -1;
     int cur = ps_sched_result(sb, r->job_id, p->id, &version);
-    if (cur == -EPERM) {
-        snprintf(err, sizeof err, "job %" PRIu64 " was handed to another inverse daemon", r->job_id);
-        s_bad_result(s, p, r, err);
+    const float job_d = cur >= 0 ? ps_verify_damping(s->verify, b, r->job_id) : -1.0f;
+    float d_used = job_d;
+    char why[700] = "";
+    ps_sched_result_t verdict =
+        ps_sched_judge(cur, version, r->job_id, r->factor_version, r->error && r->error[0],
+                       r->method == MSG_METHOD_CHOLESKY, r->damping, job_d, KFAC_INVERSE_MAX_ESCALATIONS, &d_used,
+                       why, sizeof why);
+    if (verdict == PS_RESULT_FOREIGN) {
+        s_bad_result(s, p, r, why);
         if (!p->distrusted) ps_jobs_after_reject(s, p);
         return;
     }
-    if (cur < 0) {
+    if (verdict == PS_RESULT_UNKNOWN) {
         /* Answered with the next Job all the same (docs/protocol.md), counted. */
         uint64_t skipped = 0;
-        s->rejected[MSG_JOB_RESULT]++;
-        s->rejected_code[MSG_ERR_STALE]++;
+        ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_STALE);
         p->n_rejected++;
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
                      "answered already",
                      name, r->job_id, r->layer, r->factor);
         ps_jobs_after_reject(s, p);
         return;
     }
-    const float job_d = ps_verify_damping(s->verify, b, r->job_id);
-    if ((long)r->factor_version != version) {
+    if (verdict == PS_RESULT_WRONG_VERSION) {
         ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
-        snprintf(err, sizeof err, "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64,
-                 r->job_id, version, r->factor_version);
-        s_bad_result(s, p, r, err);
+        s_bad_result(s, p, r, why);
         if (!p->distrusted) {
-            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", err);
+            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", why);
             ps_jobs_after_reject(s, p);
         }
         return;
     }
-    if (r->error && r->error[0]) {
+    if (verdict == PS_RESULT_FAILED) {
         uint64_t skipped = 0;
         ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
-        s->n_inv_failed++;
+        ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
         ps_sched_failed(sb, version);
-        if (ratelimit_ok(&s->rl_job, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
     } else {
+        /* PS_RESULT_CHECK, or NO_PROBE / BAD_DAMPING with the reason in why: refused below */
         double t_inst = clock_now_ms();
-        /* The damping is the job's: an eigen result is applied with it; a Cholesky result may say it added
-         * more (the daemon's escalations, at most 10^KFAC_INVERSE_MAX_ESCALATIONS times), never less. */
-        float d_used = job_d;
-        const double d_max = (double)job_d * pow(10.0, KFAC_INVERSE_MAX_ESCALATIONS) * (1.0 + 1e-5);
-        char why[700] = "";
-        if (job_d < 0.0f)
-            snprintf(why, sizeof why, "no probe is kept for job %" PRIu64, r->job_id);
-        else if (r->method == MSG_METHOD_CHOLESKY) {
-            d_used = (float)r->damping;
-            if (!(isfinite(r->damping) && r->damping >= (double)job_d * (1.0 - 1e-5) && r->damping <= d_max))
-                snprintf(why, sizeof why, "damping %g: the job asked for %g (at most %g after escalations)",
-                         r->damping, (double)job_d, d_max);
-        }
         kfac_inverse_t *inv = why[0] ? NULL : ps_wire_result_inverse(r, s->kfac->blocks[b].n, d_used, s->job_F, err,
                                                                      sizeof err);
         double resid = NAN;
@@ -236,7 +238,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
         int rc = inv && vrc == 0 ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
         kfac_inverse_free(&inv);
-        s->round_curv_ms += clock_now_ms() - t_inst;
+        ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_inst);
         if (vrc != 0) {
             /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets
              * it (the job was cleared above). */
@@ -259,9 +261,9 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
         if (rc == 0) {
             ps_sched_installed(sb, version);
-            s->n_installed++;
+            ps_counters_bump(&s->ctr, PS_CTR_INSTALLED);
         } else {
-            s->n_ignored_old++;
+            ps_counters_bump(&s->ctr, PS_CTR_IGNORED_OLD);
         }
         log_debug("%s: job %" PRIu64 " (layer %u factor %u, version %ld, %.1f ms)%s%s", name, r->job_id, r->layer,
                   r->factor, version, r->compute_ms, cur ? "" : " (late)",

@@ -40,30 +40,28 @@ int main(int argc, char **argv) {
     blas_restart_if_generic(argv);
     runcfg_t cfg;
     char err[1024] = "";
+    int status = 0;
     int rc = runcfg_load(&cfg, RUNCFG_ROLE_PS, argc, argv, err, sizeof err);
-    if (rc == CONFIG_HELP || rc == CONFIG_DUMP) {
-        runcfg_release(&cfg);
-        return 0;
-    }
+    if (rc == CONFIG_HELP || rc == CONFIG_DUMP) goto done;
     if (rc == 0) rc = ps_config_check(&cfg, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "kfac-ps: %s\n%s", err, strstr(err, "--help") ? "" : "(see kfac-ps --help)\n");
-        runcfg_release(&cfg);
-        return 2;
+        status = 2;
+        goto done;
     }
     log_level_t level = LOG_LEVEL_INFO;
     if (log_level_parse(cfg.log_level, &level) < 0) {
         fprintf(stderr, "kfac-ps: [run] log_level: expected error, warn, info or debug, got '%s'\n", cfg.log_level);
-        runcfg_release(&cfg);
-        return 2;
+        status = 2;
+        goto done;
     }
     /* With --resume the folder may hold this very run: the server appends to
      * it when a checkpoint is there, and refuses it (EEXIST, exit 78) when
      * none is and the folder is not free. */
     if (cfg.out_dir[0] && !cfg.force && !cfg.ckpt_resume && rundir_check_free(cfg.out_dir, err, sizeof err) < 0) {
         fprintf(stderr, "kfac-ps: %s\n", err);
-        runcfg_release(&cfg);
-        return CONFIG_EXIT_CONFIG;
+        status = CONFIG_EXIT_CONFIG;
+        goto done;
     }
     log_init(level, "kfac-ps");
     if (log_level_now >= LOG_LEVEL_DEBUG) {
@@ -74,25 +72,25 @@ int main(int argc, char **argv) {
     const char *what = NULL, *cpus = runcfg_cpus(&cfg, RUNCFG_ROLE_PS, &what);
     if (affinity_apply(cpus, what, err, sizeof err) < 0) {
         log_error("%s", err);
-        runcfg_release(&cfg);
-        return 2;
+        status = 2;
+        goto done;
     }
     if (auth_server_check(&cfg, err, sizeof err) < 0) { /* keys, or a loopback bind (docs/security.md) */
         log_error("%s", err);
-        runcfg_release(&cfg);
-        return AUTH_EXIT_CONFIG;
+        status = AUTH_EXIT_CONFIG;
+        goto done;
     }
     blas_set_threads(cfg.ps_threads);
     int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */
     ps_server_t *s = new_rc < 0 ? NULL : ps_server_new(&cfg, &new_rc, err, sizeof err);
     if (!s) {
-        int status = config_exit_status(new_rc);
+        status = config_exit_status(new_rc);
         log_error("%s%s", err, status == CONFIG_EXIT_CONFIG ? " (configuration error: exit 78)" : "");
-        runcfg_release(&cfg);
-        return status;
+        goto done;
     }
-    rc = ps_server_run(s);
+    status = ps_server_run(s);
     ps_server_free(&s);
+done:
     runcfg_release(&cfg);
-    return rc;
+    return status;
 }

@@ -55,21 +55,6 @@ ps_gate_t ps_member_gate(int n_members, int workers, uint64_t waited_ns, uint64_
     return PS_GATE_CLOSED;
 }
 
-ps_round_state_t ps_member_round_state(const ps_peers_t *peers, int n_grads, int first_step, int *gate_open,
-                                       int workers, uint64_t waited_ns, uint64_t timeout_ns, ps_gate_t *gate) {
-    if (gate) *gate = PS_GATE_OPEN;
-    if (n_grads == 0) return PS_ROUND_WAIT_GRADIENTS;
-    int n_members = 0;
-    if (ps_member_waiting(peers, &n_members) > 0) return PS_ROUND_WAIT_GRADIENTS;
-    if (first_step && !*gate_open) {
-        ps_gate_t g = ps_member_gate(n_members, workers, waited_ns, timeout_ns);
-        if (gate) *gate = g;
-        if (g == PS_GATE_CLOSED) return PS_ROUND_WAIT_GATE;
-        *gate_open = 1;
-    }
-    return PS_ROUND_COMPLETE;
-}
-
 static int s_rank_cmp(const void *a, const void *b) {
     const ps_peer_t *x = *(ps_peer_t *const *)a, *y = *(ps_peer_t *const *)b;
     if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;

@@ -62,19 +62,6 @@ int ps_member_all_refused(const ps_peers_t *peers);
  * since the first worker joined (0: none yet); timeout_ns the longest wait. */
 ps_gate_t ps_member_gate(int n_members, int workers, uint64_t waited_ns, uint64_t timeout_ns);
 
-/* Is the round complete? */
-typedef enum {
-    PS_ROUND_WAIT_GRADIENTS = 0, /* no gradient yet, or members still to push */
-    PS_ROUND_WAIT_GATE,          /* first step: the start-up gate is closed */
-    PS_ROUND_COMPLETE,           /* step now (after folds and the staleness bound) */
-} ps_round_state_t;
-
-/* n_grads: gradients in this round; gate_open: the gate opened already (it
- * is set to 1 here when it opens now; *gate, may be NULL, says how);
- * first_step: no step has been taken yet. */
-ps_round_state_t ps_member_round_state(const ps_peers_t *peers, int n_grads, int first_step, int *gate_open,
-                                       int workers, uint64_t waited_ns, uint64_t timeout_ns, ps_gate_t *gate);
-
 /* The workers whose gradient of this round is held and not yet summed, in
  * rank order (then id): the order of the round's sum, so that the step does
  * not depend on the order gradients arrived in. Returns their number (at

@@ -38,7 +38,7 @@ typedef struct ps_peer {
     char key[AUTH_KEY_Z85_LEN + 1]; /* CURVE public key (Z85) of its connection; "" without CURVE */
     int rank, n_ranks;       /* shard given in Welcome */
     int present;             /* heard from within worker_timeout_ms */
-    uint64_t last_ns;        /* when its last accepted message came (uv_hrtime) */
+    uint64_t last_ns;        /* when its last accepted message came (clock_now_ns) */
     uint64_t echo_ns;        /* mono_ns of its last heartbeat, echoed back */
     uint64_t hello_ns;       /* when its Hello was accepted */
     int engaged;             /* it has asked for work since (GetParams, a push, a job request or result) */
@@ -48,7 +48,7 @@ typedef struct ps_peer {
     uint64_t wait_seq;       /* PS_WAIT_JOB: arrival order, served first come first served */
     /* gradient workers */
     int has_params;          /* has been sent Params at least once */
-    uint64_t params_ns;      /* when it was last sent Params (uv_hrtime) */
+    uint64_t params_ns;      /* when it was last sent Params (clock_now_ns) */
     int stalled;             /* dropped for not pushing ([ps] stall_timeout_ms): no member until it pushes */
     int n_stalls;            /* times it was dropped for that */
     int demoted;             /* [ps] stall_max_drops reached: no member again, its pushes refused */

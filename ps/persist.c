@@ -15,24 +15,6 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 
-/* The server's counters in checkpoint order. */
-static uint64_t *s_counter(ps_server_t *s, int i) {
-    switch ((ps_ckpt_counter_t)i) {
-    case PS_CKPT_N_INSTALLED: return &s->n_installed;
-    case PS_CKPT_N_IGNORED_OLD: return &s->n_ignored_old;
-    case PS_CKPT_N_INV_FAILED: return &s->n_inv_failed;
-    case PS_CKPT_N_FOLDS: return &s->n_folds;
-    case PS_CKPT_N_STALE_GRADS: return &s->n_stale_grads;
-    case PS_CKPT_N_GRADS_TOTAL: return &s->n_grads_total;
-    case PS_CKPT_N_DROPPED: return &s->n_dropped;
-    case PS_CKPT_N_STEP_FAILURES: return &s->n_step_failures;
-    case PS_CKPT_N_JOBS_SENT: return &s->n_jobs_sent;
-    case PS_CKPT_N_REJECTED_GRADS: return &s->rejected[MSG_GRAD_PUSH];
-    case PS_CKPT_COUNTERS: break;
-    }
-    return NULL;
-}
-
 static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     memset(st, 0, sizeof *st);
     st->model_text = s->net->source;
@@ -40,8 +22,8 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->steps_done = s->round.steps_done;
     st->wall_s = ps_io_wall_s(s);
     st->round_folded = s->round.folded;
-    st->next_job_id = s->next_job_id;
-    for (int i = 0; i < PS_CKPT_COUNTERS; i++) st->counters[i] = *s_counter(s, i);
+    st->next_job_id = ps_jobs_next_id(s);
+    ps_counters_save(&s->ctr, st->counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
     st->net = s->net;
     st->kfac = s->kfac;
     st->sgd = s->sgd;
@@ -52,6 +34,10 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->n_refresh = st->refresh ? s->refresh->plan->n_trackers : 0;
     st->n_blocks = s->kfac ? s->n_blocks : 0;
     st->norms = &s->norms;
+}
+
+void ps_persist_init(ps_server_t *s) {
+    s->resumed_from = -1;
 }
 
 int ps_persist_save(ps_server_t *s, const char *why) {
@@ -66,11 +52,11 @@ int ps_persist_save(ps_server_t *s, const char *why) {
     if (rc == 0) rc = ps_ckpt_write_file(s->ckpt_dir, (uint64_t)s->round.t, buf, len, path, sizeof path, err, sizeof err);
     free(buf);
     if (rc < 0) {
-        s->n_ckpt_failed++;
+        ps_counters_bump(&s->ctr, PS_CTR_CKPT_FAILED);
         log_error("checkpoint at step %ld (%s) not written: %s", s->round.t, why, err);
         return rc;
     }
-    s->n_ckpt_saved++;
+    ps_counters_bump(&s->ctr, PS_CTR_CKPT_SAVED);
     int pruned = ps_ckpt_prune(s->ckpt_dir, s->cfg->ckpt_keep);
     log_info("checkpoint at step %ld (%s): %s, %.1f MB in %.0f ms%s", s->round.t, why, path, (double)len / 1e6,
              clock_now_ms() - t0, pruned > 0 ? "; older ones pruned" : "");
@@ -94,11 +80,9 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
         if (rc == 0) log_info("[checkpoint] resume: no checkpoint in %s; starting at step 0", s->ckpt_dir);
         return rc;
     }
-    s->round.t = st.t;
-    s->round.steps_done = st.steps_done;
-    s->round.folded = s->round.marked = st.round_folded;
-    s->next_job_id = st.next_job_id > s->next_job_id ? st.next_job_id : s->next_job_id;
-    for (int i = 0; i < PS_CKPT_COUNTERS; i++) *s_counter(s, i) = st.counters[i];
+    ps_round_state_restore(&s->round, st.t, st.steps_done, st.round_folded);
+    ps_jobs_restore_next_id(s, st.next_job_id);
+    ps_counters_restore(&s->ctr, st.counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
     s->resumed_from = s->round.t;
     /* the wall clock of steps.csv goes on from where it was */
     s->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);

@@ -5,13 +5,33 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "common/base/ratelimit.h"
 
+void ps_report_init(ps_server_t *s) {
+    s->last_inv_age_max = -1;
+}
+
+void ps_report_start(ps_server_t *s, uint64_t now_ns) {
+    s->prog_ns = now_ns;
+    s->prog_step = s->round.steps_done;
+}
+
+void ps_report_step(ps_server_t *s, const ps_step_row_t *row) {
+    s->last_inv_age_mean = row->inv_age_mean;
+    s->last_inv_age_max = row->inv_age_max;
+    s->last_train_loss = row->train_loss;
+    s->last_train_acc = row->train_acc;
+    s->prog_loss += row->train_loss;
+    s->prog_acc += row->train_acc;
+    s->prog_n++;
+}
+
 void ps_report_progress(ps_server_t *s) {
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     double dt = (double)(now - s->prog_ns) * 1e-9;
     double rate = dt > 0 ? (double)(s->round.steps_done - s->prog_step) / dt : 0.0;
     char test[64] = "test -", age[48] = "", eta[32] = "?";
@@ -44,7 +64,7 @@ void ps_report_progress(ps_server_t *s) {
 }
 
 void ps_report_wait(ps_server_t *s) {
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     if (now - s->round.last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
     if (!ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
     char what[700] = "";
@@ -84,14 +104,14 @@ void ps_report_wait(ps_server_t *s) {
 
 void ps_report_curvature(ps_server_t *s) {
     if (!s->kfac || !s->first_step_ns) return;
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     if (!s->curv_inv_ns) s->curv_inv_ns = s->curv_stats_ns = s->first_step_ns;
-    if (s->n_installed != s->curv_installed_seen) {
-        s->curv_installed_seen = s->n_installed;
+    if (ps_counter(&s->ctr, PS_CTR_INSTALLED) != s->curv_installed_seen) {
+        s->curv_installed_seen = ps_counter(&s->ctr, PS_CTR_INSTALLED);
         s->curv_inv_ns = now;
     }
-    if (s->n_folds != s->curv_folds_seen) {
-        s->curv_folds_seen = s->n_folds;
+    if (ps_counter(&s->ctr, PS_CTR_FOLDS) != s->curv_folds_seen) {
+        s->curv_folds_seen = ps_counter(&s->ctr, PS_CTR_FOLDS);
         s->curv_stats_ns = now;
     }
     uint64_t limit = (uint64_t)(s->cfg->curvature_warn_s * 1e9);
@@ -100,10 +120,10 @@ void ps_report_curvature(ps_server_t *s) {
     if (s->curv_stale_inv && !s->warned_curv_inv++)
         log_warn("kind = kfac, but %s for %.0fs (%d kfac-invertd connected, %d jobs in flight): the steps use "
                  "inverses that old%s; start inverse daemons, or raise [ps] curvature_warn_s to silence this",
-                 s->n_installed ? "no inverse was installed" : "no inverse has been installed since the first step",
+                 ps_counter(&s->ctr, PS_CTR_INSTALLED) ? "no inverse was installed" : "no inverse has been installed since the first step",
                  (double)(now - s->curv_inv_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1),
                  ps_sched_in_flight(s->sched, s->n_blocks),
-                 s->n_installed ? "" : " (none: every layer steps as [kfac] identity says)");
+                 ps_counter(&s->ctr, PS_CTR_INSTALLED) ? "" : " (none: every layer steps as [kfac] identity says)");
     if (s->curv_stale_stats && !s->warned_curv_stats++)
         log_warn("kind = kfac, but no statistics were folded for %.0fs (%d kfac-statsd connected; [kfac] stats = %s): "
                  "the factors are that old; check kfac-statsd, or raise [ps] curvature_warn_s to silence this",
@@ -130,17 +150,17 @@ void ps_report_publish(ps_server_t *s) {
     x.workers = ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1);
     x.statsd = ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1);
     x.invertd = ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1);
-    memcpy(x.rejected, s->rejected, sizeof x.rejected);
-    x.grad_clipped = s->n_clipped;
-    x.robust_steps = s->n_robust_steps;
-    x.recoveries = s->n_recoveries;
+    memcpy(x.rejected, s->ctr.rejected, sizeof x.rejected);
+    x.grad_clipped = ps_counter(&s->ctr, PS_CTR_CLIPPED);
+    x.robust_steps = ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS);
+    x.recoveries = ps_counter(&s->ctr, PS_CTR_RECOVERIES);
     if (s->kfac) {
-        uint64_t now = uv_hrtime();
+        uint64_t now = clock_now_ns();
         x.kfac = 1;
-        x.inverses_installed = s->n_installed;
-        x.inverses_refused = s->n_inv_bad;
-        x.invertd_distrusted = s->n_invertd_distrusted;
-        x.stats_folded = s->n_folds;
+        x.inverses_installed = ps_counter(&s->ctr, PS_CTR_INSTALLED);
+        x.inverses_refused = ps_counter(&s->ctr, PS_CTR_INV_BAD);
+        x.invertd_distrusted = ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
+        x.stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
         x.idle_inverses_s = s->curv_inv_ns ? (double)(now - s->curv_inv_ns) * 1e-9 : 0.0;
         x.idle_stats_s = s->curv_stats_ns ? (double)(now - s->curv_stats_ns) * 1e-9 : 0.0;
         x.stale_inverses = s->curv_stale_inv;
@@ -176,34 +196,34 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     }
     S_ADD(", %.1f steps/s", wall > 0 ? (double)s->round.steps_done / wall : 0.0);
     if (s->kfac)
-        S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, s->n_installed,
-              s->last_inv_age_mean, s->last_inv_age_max, s->n_folds);
-    if (s->kfac && (s->n_inv_bad || s->n_invertd_distrusted))
-        S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", s->n_inv_bad,
-              s->n_invertd_distrusted);
+        S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, ps_counter(&s->ctr, PS_CTR_INSTALLED),
+              s->last_inv_age_mean, s->last_inv_age_max, ps_counter(&s->ctr, PS_CTR_FOLDS));
+    if (s->kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
+        S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_INV_BAD),
+              ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));
     if (s->round.steps_done)
         S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
-    S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);
-    if (s->n_clipped) S_ADD(", layer gradients clipped %" PRIu64, s->n_clipped);
-    if (s->n_recoveries) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", s->n_recoveries);
+    S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));
+    if (ps_counter(&s->ctr, PS_CTR_CLIPPED)) S_ADD(", layer gradients clipped %" PRIu64, ps_counter(&s->ctr, PS_CTR_CLIPPED));
+    if (ps_counter(&s->ctr, PS_CTR_RECOVERIES)) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", ps_counter(&s->ctr, PS_CTR_RECOVERIES));
     if (s->cfg->aggregate != RUNCFG_AGGREGATE_MEAN)
-        S_ADD(", robust steps %" PRIu64 " (by the mean: %" PRIu64 ")", s->n_robust_steps, s->n_robust_fallbacks);
+        S_ADD(", robust steps %" PRIu64 " (by the mean: %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS), ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));
     uint64_t total = 0;
-    for (int t = 0; t < MSG_TYPE_COUNT; t++) total += s->rejected[t];
+    for (int t = 0; t < MSG_TYPE_COUNT; t++) total += ps_counters_rejected(&s->ctr, t);
     S_ADD(", rejected %" PRIu64, total);
     if (total) {
         const char *sep = " (";
         for (int t = 0; t < MSG_TYPE_COUNT; t++) {
-            if (!s->rejected[t]) continue;
-            S_ADD("%s%s %" PRIu64, sep, t == MSG_NONE ? "undecodable" : msg_type_name((msg_type_t)t), s->rejected[t]);
+            if (!ps_counters_rejected(&s->ctr, t)) continue;
+            S_ADD("%s%s %" PRIu64, sep, t == MSG_NONE ? "undecodable" : msg_type_name((msg_type_t)t), ps_counters_rejected(&s->ctr, t));
             sep = ", ";
         }
         S_ADD(")");
     }
-    if (s->n_refused_key) S_ADD(", hellos refused for their CURVE key %" PRIu64, s->n_refused_key);
-    if (s->n_revoked) S_ADD(", clients let go for a removed key %" PRIu64, s->n_revoked);
-    if (s->n_rate_limited || s->n_params_held || s->n_send_full)
+    if (ps_counter(&s->ctr, PS_CTR_REFUSED_KEY)) S_ADD(", hellos refused for their CURVE key %" PRIu64, ps_counter(&s->ctr, PS_CTR_REFUSED_KEY));
+    if (ps_counter(&s->ctr, PS_CTR_REVOKED)) S_ADD(", clients let go for a removed key %" PRIu64, ps_counter(&s->ctr, PS_CTR_REVOKED));
+    if (ps_counter(&s->ctr, PS_CTR_RATE_LIMITED) || ps_counter(&s->ctr, PS_CTR_PARAMS_HELD) || ps_counter(&s->ctr, PS_CTR_SEND_FULL))
         S_ADD(", requests over the rate limit %" PRIu64 ", Params held back %" PRIu64 ", sends to a full pipe %" PRIu64,
-              s->n_rate_limited, s->n_params_held, s->n_send_full);
+              ps_counter(&s->ctr, PS_CTR_RATE_LIMITED), ps_counter(&s->ctr, PS_CTR_PARAMS_HELD), ps_counter(&s->ctr, PS_CTR_SEND_FULL));
 #undef S_ADD
 }

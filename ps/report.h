@@ -2,13 +2,25 @@
  * the progress line every [ps] progress_every steps, the "step t has waited
  * Ns for ..." line while a step is held up (every PS_WAIT_LOG_MS), and the
  * summary line of a finished run. Reads the server's state, writes only the
- * log (and the progress sums it resets). Loop thread only. */
+ * log and its own fields: the progress sums and the last step's figures.
+ * Loop thread only. */
 #ifndef KFAC_PS_REPORT_H
 #define KFAC_PS_REPORT_H
 
 #include <stddef.h>
 
 #include "ps/server_int.h"
+
+/* Before anything else: no inverse age known yet. */
+void ps_report_init(ps_server_t *s);
+
+/* The server starts (or resumes) at now_ns: the first progress period
+ * counts from there. */
+void ps_report_start(ps_server_t *s, uint64_t now_ns);
+
+/* A step's row (common/run/rundir.h): its loss, accuracy and inverse ages
+ * into the progress sums and the last step's figures. */
+void ps_report_step(ps_server_t *s, const ps_step_row_t *row);
 
 /* Log the progress line and start the next period's sums. */
 void ps_report_progress(ps_server_t *s);

@@ -62,7 +62,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     /* One Params per client in ZeroMQ's hands: a client that does not read
      * them (a flood of GetParams) pins one buffer, not one per request. */
     if (zloop_track_pending(p->params_track) > 0) {
-        s->n_params_held++;
+        ps_counters_bump(&s->ctr, PS_CTR_PARAMS_HELD);
         return s_hold_params(s, p);
     }
     int ws = s_want_stats(s, p);
@@ -106,7 +106,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     int rc = zloop_send_buf_tracked(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws], p->params_track);
     p->wait = PS_WAIT_NONE;
     if (rc == -EAGAIN) { /* a full pipe is not a closed one: sent when it has room */
-        s->n_send_full++;
+        ps_counters_bump(&s->ctr, PS_CTR_SEND_FULL);
         return s_hold_params(s, p);
     }
     if (rc < 0) {
@@ -115,10 +115,10 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     }
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
-        p->params_ns = uv_hrtime();
-        if (s->steps_run == 0 && s->phase == PS_PHASE_RUNNING) {
+        p->params_ns = clock_now_ns();
+        if (s->steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
-            if (!s->round.first_worker_ns) s->round.first_worker_ns = uv_hrtime();
+            ps_round_state_worker_in(&s->round, clock_now_ns());
         }
     }
     return 0;
@@ -126,7 +126,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
 
 /* Answer now if the version is there, else hold the request. */
 static void s_wait_params(ps_server_t *s, ps_peer_t *p, uint64_t min_version) {
-    if (s->phase == PS_PHASE_RUNNING && min_version <= (uint64_t)s->round.t) {
+    if (s->life.phase == PS_PHASE_RUNNING && min_version <= (uint64_t)s->round.t) {
         ps_round_send_params(s, p);
         return;
     }
@@ -149,7 +149,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
          * forgotten before it, and summing it now would let a worker that
          * pushes and leaves bypass the rule: it is dropped. */
         p->pushed = 0;
-        s->round.n_grads--;
+        ps_round_state_grad_out(&s->round);
         log_info("step %ld: the gradient of a worker that left before the step is not used ([ps] aggregate = %s)",
                  s->round.t, s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN ? "median" : "trimmed_mean");
     } else if (leave.sum_now) {
@@ -163,7 +163,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
     ps_peer_name(p, name, sizeof name);
     if (p->role == MSG_ROLE_WORKER) {
         if (leave.blocking) {
-            if (!p->present) s->n_dropped++;
+            if (!p->present) ps_counters_bump(&s->ctr, PS_CTR_DROPPED);
             log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->round.t);
         } else if (!p->present) {
             log_info("%s %s", name, why);
@@ -204,7 +204,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                       "[optimizer] kind is sgd: this run takes no statistics");
         return;
     }
-    if (s->phase != PS_PHASE_RUNNING) {
+    if (s->life.phase != PS_PHASE_RUNNING) {
         p->wait = PS_WAIT_PARAMS;
         p->min_version = (uint64_t)s->round.t + 1;
         return;
@@ -242,14 +242,14 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     double t_fold = clock_now_ms();
     int rc = kfac_opt_fold(s->kfac, s->scratch, (long)sp->params_version);
-    s->round_curv_ms += clock_now_ms() - t_fold;
+    ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
     if (rc < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
                       rc == -EDOM ? "not finite" : "layout mismatch");
         ps_round_send_params(s, p);
         return;
     }
-    s->n_folds++;
+    ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
     p->n_accepted++;
     s_sync_factor_versions(s);
     if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->kfac, s->sched);
@@ -271,16 +271,16 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         long version = sb->cur.version;
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
         ps_sched_failed(sb, version);
-        s->n_inv_failed++;
+        ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
     }
     char text[300];
-    if (ratelimit_ok(&s->rl_peer, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code),
                  log_escape(m->error.text, text, sizeof text), b >= 0 ? " (its job counts as failed)" : "");
 }
 
 void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
-    if (s->phase != PS_PHASE_RUNNING) return;
+    if (s->life.phase != PS_PHASE_RUNNING) return;
     switch (m->type) {
     case MSG_GRAD_PUSH:
         if (p->role != MSG_ROLE_WORKER) return;
@@ -325,10 +325,8 @@ void ps_round_schedule(ps_server_t *s) {
 
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
-    s->round_open_ns = uv_hrtime();
-    s->round_norm_rejects = 0;
     ps_member_open_round(&s->peers);
-    ps_round_state_clear(&s->round, s->net);
+    ps_round_state_open(&s->round, s->net, clock_now_ns());
 }
 
 static void s_submit_eval(ps_server_t *s, int final) {
@@ -353,16 +351,11 @@ static void s_submit_eval(ps_server_t *s, int final) {
 
 /* The run is over (steps or target): final evaluation, then shutdown. */
 void ps_round_request_shutdown(ps_server_t *s, int exit_code) {
-    if (s->phase == PS_PHASE_CLOSED) return;
-    if (s->phase == PS_PHASE_RUNNING) s->phase = PS_PHASE_FINISHING; /* no more steps meanwhile */
-    s->shutdown_pending = 1;
-    if (exit_code > s->shutdown_code) s->shutdown_code = exit_code;
+    ps_life_request_shutdown(&s->life, exit_code);
 }
 
 static void s_finish(ps_server_t *s, const char *reason) {
-    if (s->phase != PS_PHASE_RUNNING) return;
-    s->phase = PS_PHASE_FINISHING;
-    s->final_step = s->round.t;
+    if (!ps_life_finish(&s->life, s->round.t)) return;
     snprintf(s->reason, sizeof s->reason, "%s", reason);
     if (s->have_eval && (long)s->last_eval.step == s->round.t) {
         /* The evaluation of this very step is in (the target was reached
@@ -395,10 +388,10 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         memset(&info, 0, sizeof info);
         int rc = kfac_opt_step(s->kfac, s->net->params, s->round.grad_acc, s->round.t, &info);
         if (rc < 0) {
-            s->n_step_failures++;
-            s->round.consecutive_failures++;
+            ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
+            int in_a_row = ps_round_state_step_failed(&s->round);
             log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->round.t, strerror(-rc));
-            if (s->round.consecutive_failures >= PS_MAX_STEP_FAILURES) {
+            if (in_a_row >= PS_MAX_STEP_FAILURES) {
                 snprintf(s->reason, sizeof s->reason,
                          "the update was not finite for %d steps in a row (diverged: lower eta_max/kl_c0 or lr, raise "
                          "damping)",
@@ -407,7 +400,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
                 return -1;
             }
         } else {
-            s->round.consecutive_failures = 0;
+            ps_round_state_step_ok(&s->round);
             step_size = info.step;
         }
         ps_sched_ages(s->sched, s->n_blocks, s->round.t, &row->inv_age_mean, &row->inv_age_max, &row->stats_age_mean);
@@ -425,11 +418,11 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
          * K-FAC path checks its update. */
         size_t bad = s_first_nonfinite(s->round.grad_acc, s->net->n_params);
         if (bad < s->net->n_params) {
-            s->n_step_failures++;
-            s->round.consecutive_failures++;
+            ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
+            int in_a_row = ps_round_state_step_failed(&s->round);
             log_error("step %ld: the mean gradient is not finite (parameter %zu is %g); parameters left unchanged",
                       s->round.t, bad, (double)s->round.grad_acc[bad]);
-            if (s->round.consecutive_failures >= PS_MAX_STEP_FAILURES) {
+            if (in_a_row >= PS_MAX_STEP_FAILURES) {
                 snprintf(s->reason, sizeof s->reason,
                          "the mean gradient was not finite for %d steps in a row (diverged: lower lr)",
                          PS_MAX_STEP_FAILURES);
@@ -439,7 +432,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
             row->step_size = 0.0;
             return 0;
         }
-        s->round.consecutive_failures = 0;
+        ps_round_state_step_ok(&s->round);
         sgd_step(s->sgd, s->net->params, s->round.grad_acc, step_size);
         /* The decay was validated with the configuration: this cannot fail. */
         kfac_step_polyak(s->sgd_polyak, s->net->params, s->net->n_params, s->sgd_polyak_decay, &s->sgd_polyak_count);
@@ -450,9 +443,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     }
     /* The update runs on the loop thread: watch how long it holds it. */
     double math_ms = clock_now_ms() - t_math;
-    s->round.step_ms_sum += math_ms;
-    if (math_ms > s->round.step_ms_max) s->round.step_ms_max = math_ms;
-    if (math_ms > PS_SLOW_STEP_MS && !s->round.warned_slow_step++)
+    if (ps_round_state_step_time(&s->round, math_ms, PS_SLOW_STEP_MS))
         log_warn("step %ld: the update took %.0f ms on the loop thread and %d preconditioning thread(s) (messages "
                  "wait meanwhile; [ps] update_threads sets the threads)",
                  s->round.t, math_ms, nn_par_threads(s->update_par));
@@ -467,27 +458,19 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->wall_s = ps_io_wall_s(s);
     row->train_loss = s->round.acc_loss / s->round.acc_n;
     row->train_acc = (double)s->round.acc_correct / s->round.acc_n;
-    row->inverses_installed = s->n_installed;
-    row->stats_folded = s->n_folds;
+    row->inverses_installed = ps_counter(&s->ctr, PS_CTR_INSTALLED);
+    row->stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
     row->workers = s->round.n_grads;
     row->grad_age_mean = s->round.n_grads ? s->round.grad_age_sum / s->round.n_grads : 0.0;
     row->grad_age_max = s->round.grad_age_max;
-    s->last_inv_age_mean = row->inv_age_mean;
-    s->last_inv_age_max = row->inv_age_max;
-    s->last_train_loss = row->train_loss;
-    s->last_train_acc = row->train_acc;
-    s->prog_loss += row->train_loss;
-    s->prog_acc += row->train_acc;
-    s->prog_n++;
+    ps_report_step(s, row);
 }
 
 /* Publish: version t + 1, the new round, Params to every client waiting
  * for it, evaluation and progress when due, the end of the run. */
 static void s_step_publish(ps_server_t *s) {
-    s->round.t++;
-    s->round.steps_done++;
+    ps_round_state_advance(&s->round, clock_now_ns());
     s->steps_run++;
-    s->round.last_step_ns = uv_hrtime();
     if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
@@ -505,7 +488,7 @@ static void s_step_publish(ps_server_t *s) {
     if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
     /* Only when it is so: a kfac-statsd that is connected but slow to deliver
      * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
-    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && s->n_folds == 0 && s->steps_run == 20 &&
+    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 && s->steps_run == 20 &&
         ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
         log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
                  "then every layer steps with the identity ([kfac] identity)");
@@ -529,16 +512,16 @@ static void s_aggregate(ps_server_t *s) {
     int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
     int k = ps_round_state_robust(&s->round, s->net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
     if (k > 0) {
-        s->n_robust_steps++;
+        ps_counters_bump(&s->ctr, PS_CTR_ROBUST_STEPS);
         return;
     }
-    s->n_robust_fallbacks++;
+    ps_counters_bump(&s->ctr, PS_CTR_ROBUST_FALLBACKS);
     uint64_t skipped = 0;
-    if (ratelimit_ok(&s->rl_robust, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(&s->rl_robust, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
                  " such steps so far)",
                  s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
-                 median ? 3 : 2 * s->cfg->aggregate_trim + 1, s->n_robust_fallbacks);
+                 median ? 3 : 2 * s->cfg->aggregate_trim + 1, ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));
 }
 
 /* The step of a complete round: average, update, record, publish. */
@@ -548,13 +531,13 @@ static void s_apply_step(ps_server_t *s) {
     row.inv_age_max = -1;
     /* The step's period, split for steps.csv (common/run/rundir.h). */
     double t_update = clock_now_ms();
-    row.wait_ms = s->round_open_ms > 0.0 ? t_update - s->round_open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
-    row.curv_ms = s->round_curv_ms;
-    row.eval_busy = s->round_eval_busy || ps_eval_pending(s->eval) > 0;
+    row.wait_ms = s->round.open_ms > 0.0 ? t_update - s->round.open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
+    row.curv_ms = s->round.curv_ms;
+    row.eval_busy = s->round.eval_busy || ps_eval_pending(s->eval) > 0;
     /* The parameters this round's gradients were taken at, and none was an
      * outlier: good ones to come back to (ps/recover.h). */
     s->recoveries_in_a_row = 0;
-    if (s->round_norm_rejects == 0 && s->round.steps_done % PS_RECOVER_EVERY == 0)
+    if (s->round.norm_rejects == 0 && s->round.steps_done % PS_RECOVER_EVERY == 0)
         ps_recover_save(s->recover, s->net->params, s->net->state, s->round.t, clock_now_ms() * 1e-3);
     s_aggregate(s);
     if (s_step_update(s, &row) < 0) {
@@ -565,10 +548,8 @@ static void s_apply_step(ps_server_t *s) {
     row.update_ms = t_publish - t_update;
     s_step_record(s, &row);
     s_step_publish(s);
-    s->round_open_ms = clock_now_ms();
-    s->round_curv_ms = 0.0;
-    s->round_eval_busy = ps_eval_pending(s->eval) > 0;
-    row.publish_ms = s->round_open_ms - t_publish;
+    ps_round_state_open_timing(&s->round, clock_now_ms(), ps_eval_pending(s->eval) > 0);
+    row.publish_ms = s->round.open_ms - t_publish;
     /* The row after the publish (it holds publish_ms); the ages are those
      * of the version the step was computed at. */
     rundir_step(s->metrics, &row);
@@ -581,7 +562,7 @@ static void s_apply_step(ps_server_t *s) {
  * wrecked), momentum zeroed, the inverses installed since forgotten, the
  * norm histories reset; then a new version without a step. */
 static void s_recover(ps_server_t *s) {
-    s->n_recoveries++;
+    ps_counters_bump(&s->ctr, PS_CTR_RECOVERIES);
     if (++s->recoveries_in_a_row > PS_RECOVER_MAX_IN_A_ROW) {
         snprintf(s->reason, sizeof s->reason,
                  "every worker's gradient was refused in %d rounds in a row, even after going back to the last good "
@@ -593,7 +574,7 @@ static void s_recover(ps_server_t *s) {
     }
     char what[256] = "the same parameters again";
     double snap_s = 0.0;
-    long back = s->round_norm_rejects > 0 ? ps_recover_restore(s->recover, s->net->params, s->net->state, &snap_s)
+    long back = s->round.norm_rejects > 0 ? ps_recover_restore(s->recover, s->net->params, s->net->state, &snap_s)
                                           : -1;
     if (back >= 0) {
         int forgot = 0;
@@ -615,64 +596,88 @@ static void s_recover(ps_server_t *s) {
     if (s->layer_norms) memset(s->layer_norms, 0, (size_t)s->net->n_layers * sizeof *s->layer_norms);
     log_warn("step %ld: every worker's gradient was refused (%d as norm outliers): publishing %s as version %ld, "
              "without a step, with the norm histories reset (recovery %" PRIu64 ")",
-             s->round.t, s->round_norm_rejects, what, s->round.t + 1, s->n_recoveries);
+             s->round.t, s->round.norm_rejects, what, s->round.t + 1, ps_counter(&s->ctr, PS_CTR_RECOVERIES));
     s_step_publish(s);
 }
 
+/* The facts ps_round_state_decide needs besides the round's own state. */
+static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
+    memset(v, 0, sizeof *v);
+    v->running = s->life.phase == PS_PHASE_RUNNING;
+    v->first_step = s->steps_run == 0;
+    v->n_waiting = ps_member_waiting(&s->peers, &v->n_members);
+    v->all_refused = ps_member_all_refused(&s->peers);
+    v->workers = s->cfg->workers;
+    v->now_ns = clock_now_ns();
+    v->timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
+    v->quorum = s->cfg->quorum;
+    v->curvature = s->kfac != NULL;
+    v->bounded = s->kfac && s->cfg->max_inverse_staleness >= 0;
+    v->bound_ok = !v->bounded || ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, s->cfg->max_inverse_staleness, NULL);
+}
+
+/* The round's statistics folded into the running factors (once per round). */
+static void s_fold_round(ps_server_t *s) {
+    if (!ps_round_state_merge_stats(&s->round, &s->peers)) return;
+    double t_fold = clock_now_ms();
+    int rc = kfac_opt_fold(s->kfac, s->round.stats, s->round.t);
+    ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
+    if (rc == 0) {
+        ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
+        s_sync_factor_versions(s);
+        if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
+    } else {
+        log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
+    }
+}
+
+/* Jobs for the blocks the step needs ([kfac] max_inverse_staleness marks
+ * the ones that would hold it up), handed out. Returns 0, or -1 when the
+ * run stopped meanwhile. */
+static int s_dispatch_for_step(ps_server_t *s) {
+    int k = s->cfg->max_inverse_staleness;
+    if (k >= 0) ps_sched_mark_bound(s->sched, s->n_blocks, s->round.t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
+    ps_round_dispatch_jobs(s);
+    return s->life.phase == PS_PHASE_RUNNING ? 0 : -1;
+}
+
 void ps_round_try_step(ps_server_t *s) {
-    if (s->phase != PS_PHASE_RUNNING) return;
-    uint64_t waited = s->round.first_worker_ns ? uv_hrtime() - s->round.first_worker_ns : 0;
-    ps_gate_t gate;
-    ps_round_state_t st = ps_member_round_state(&s->peers, s->round.n_grads, s->steps_run == 0, &s->round.gate_open,
-                                                s->cfg->workers, waited, s->cfg->worker_timeout_ms * 1000000ULL, &gate);
-    /* [ps] quorum: after the first step, a round may step once that many
-     * gradients are in; the members still computing push into a later round
-     * (within [ps] gradient_staleness) or are discarded as stale. */
-    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.gate_open && ps_member_quorum_met(s->round.n_grads, s->cfg->quorum))
-        st = PS_ROUND_COMPLETE;
-    if (st == PS_ROUND_WAIT_GRADIENTS && s->round.n_grads == 0 && ps_member_all_refused(&s->peers)) {
-        s_recover(s);
-        return;
-    }
-    if (st != PS_ROUND_COMPLETE) return;
-    if (gate == PS_GATE_OPEN_TIMEOUT) {
-        int n_members = 0;
-        ps_member_waiting(&s->peers, &n_members);
-        log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
-                 n_members, s->cfg->workers, (double)waited * 1e-9);
-    }
-    if (s->kfac) {
-        if (!s->round.folded) {
-            s->round.folded = 1;
-            if (ps_round_state_merge_stats(&s->round, &s->peers)) {
-                double t_fold = clock_now_ms();
-                int rc = kfac_opt_fold(s->kfac, s->round.stats, s->round.t);
-                s->round_curv_ms += clock_now_ms() - t_fold;
-                if (rc == 0) {
-                    s->n_folds++;
-                    s_sync_factor_versions(s);
-                    if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
-                } else {
-                    log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
-                }
-            }
+    for (;;) {
+        ps_round_view_t view;
+        s_round_view(s, &view);
+        ps_round_verdict_t v = ps_round_state_decide(&s->round, &view);
+        if (v.gate_opens) {
+            ps_round_state_open_gate(&s->round);
+            if (v.gate == PS_GATE_OPEN_TIMEOUT)
+                log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
+                         view.n_members, s->cfg->workers,
+                         s->round.first_worker_ns ? (double)(view.now_ns - s->round.first_worker_ns) * 1e-9 : 0.0);
         }
-        if (!s->round.marked) {
-            s->round.marked = 1;
+        switch (v.action) {
+        case PS_ROUND_WAIT:
+            return;
+        case PS_ROUND_RECOVER:
+            s_recover(s);
+            return;
+        case PS_ROUND_FOLD:
+            ps_round_state_set_folded(&s->round);
+            s_fold_round(s);
+            continue;
+        case PS_ROUND_MARK:
+            ps_round_state_set_marked(&s->round);
             if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->round.t, s->inv_interval);
             /* adaptive: blocks are marked when their statistics are recorded (ps_refresh_folded) */
+            continue;
+        case PS_ROUND_WAIT_INVERSES:
+            s_dispatch_for_step(s);
+            return;
+        case PS_ROUND_STEP:
+            if (s->kfac && s_dispatch_for_step(s) < 0) return;
+            s_apply_step(s);
+            return;
         }
-        int k = s->cfg->max_inverse_staleness;
-        if (k >= 0) {
-            ps_sched_mark_bound(s->sched, s->n_blocks, s->round.t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
-            ps_round_dispatch_jobs(s);
-            if (s->phase != PS_PHASE_RUNNING) return;
-            if (!ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, k, NULL)) return;
-        } else {
-            ps_round_dispatch_jobs(s);
-        }
+        return;
     }
-    s_apply_step(s);
 }
 
 /* ---- timer -------------------------------------------------------------------------- */
@@ -681,17 +686,17 @@ void ps_round_try_step(ps_server_t *s) {
  * stall_timeout_ms. */
 static void s_drop_stalled(ps_server_t *s) {
     ps_peer_t *out[PS_MAX_PEERS];
-    uint64_t now = uv_hrtime();
+    uint64_t now = clock_now_ns();
     const uint64_t stall_ns = ps_member_stall_ns(s->cfg->stall_timeout_ms * 1000000ULL,
                                                  ps_norm_hist_median(&s->push_ns), s->cfg->stall_factor,
                                                  s->cfg->stall_min_ms * 1000000ULL);
-    int n = ps_member_stalled(&s->peers, now, s->round_open_ns, stall_ns, out, PS_MAX_PEERS);
+    int n = ps_member_stalled(&s->peers, now, s->round.open_ns, stall_ns, out, PS_MAX_PEERS);
     for (int i = 0; i < n; i++) {
         ps_peer_t *p = out[i];
         ps_member_drop_stalled(p);
         p->n_stalls++;
-        s->n_stalled++;
-        s->n_dropped++;
+        ps_counters_bump(&s->ctr, PS_CTR_STALLED);
+        ps_counters_bump(&s->ctr, PS_CTR_DROPPED);
         char name[160];
         ps_peer_name(p, name, sizeof name);
         if (s->cfg->stall_max_drops && (uint64_t)p->n_stalls >= s->cfg->stall_max_drops && !p->demoted) {
@@ -705,15 +710,15 @@ static void s_drop_stalled(ps_server_t *s) {
                      "[ps] stall_factor x the median push time, or stall_timeout_ms): dropped from the rounds until it "
                      "pushes (%" PRIu64 " so far%s)",
                      name, s->round.t,
-                     (double)(now - (p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns)) * 1e-9,
-                     (double)stall_ns * 1e-9, s->n_stalled, held ? ", some not logged" : "");
+                     (double)(now - (p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns)) * 1e-9,
+                     (double)stall_ns * 1e-9, ps_counter(&s->ctr, PS_CTR_STALLED), held ? ", some not logged" : "");
         }
     }
     if (n > 0) ps_round_try_step(s);
 }
 
 void ps_round_resend_held(ps_server_t *s) {
-    for (int i = 0; i < s->peers.n && s->phase == PS_PHASE_RUNNING; i++) {
+    for (int i = 0; i < s->peers.n && s->life.phase == PS_PHASE_RUNNING; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (p->wait == PS_WAIT_PARAMS && p->min_version <= (uint64_t)s->round.t &&
             zloop_track_pending(p->params_track) == 0)
@@ -722,16 +727,20 @@ void ps_round_resend_held(ps_server_t *s) {
 }
 
 void ps_round_tick(ps_server_t *s) {
-    if (s->phase != PS_PHASE_RUNNING) return;
+    if (s->life.phase != PS_PHASE_RUNNING) return;
     ps_round_resend_held(s);
     s_drop_stalled(s);
-    if (s->phase != PS_PHASE_RUNNING) return;
+    if (s->life.phase != PS_PHASE_RUNNING) return;
     ps_round_dispatch_jobs(s); /* overdue jobs become available */
     ps_round_try_step(s);      /* the start-up gate may have opened */
-    if (s->phase != PS_PHASE_RUNNING) return;
+    if (s->life.phase != PS_PHASE_RUNNING) return;
     ps_report_wait(s);
     ps_report_curvature(s);
     ps_report_publish(s);
+}
+
+void ps_round_init(ps_server_t *s) {
+    s->eval_queued_step = -1;
 }
 
 /* ---- evaluation and summary --------------------------------------------------------- */
@@ -744,7 +753,7 @@ void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
     s->have_eval = 1;
     log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",
              r->step, r->loss, 100.0 * r->acc, r->polyak_loss, 100.0 * r->polyak_acc, r->n, r->eval_ms);
-    if (s->phase == PS_PHASE_RUNNING) {
+    if (s->life.phase == PS_PHASE_RUNNING) {
         double target = s->cfg->target_acc;
         if (target > 0 && (r->acc >= target || r->polyak_acc >= target)) {
             char why[160];
@@ -752,7 +761,7 @@ void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
                      100.0 * target, r->step, 100.0 * r->acc, 100.0 * r->polyak_acc);
             s_finish(s, why);
         }
-    } else if (s->phase == PS_PHASE_FINISHING && (long)r->step == s->final_step) {
+    } else if (s->life.phase == PS_PHASE_FINISHING && (long)r->step == s->life.final_step) {
         ps_round_request_shutdown(s, 0);
     }
 }

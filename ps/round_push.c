@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 
@@ -39,16 +40,16 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
             float scale = (float)(bound / norm);
             for (size_t i = 0; i < l->n_w; i++) w[i] *= scale;
             for (size_t i = 0; i < l->n_b; i++) b[i] *= scale;
-            s->n_clipped++;
+            ps_counters_bump(&s->ctr, PS_CTR_CLIPPED);
             p->n_clipped++;
             uint64_t skipped = 0;
             char name[160];
-            if (ratelimit_ok(&s->rl_clip, uv_hrtime(), PS_LOG_EVERY_MS, &skipped))
+            if (ratelimit_ok(&s->rl_clip, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
                 log_warn("step %ld: %s: layer %s's gradient norm %.3g is more than [ps] grad_clip_ratio = %g times "
                          "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
                          " from this worker)",
                          s->round.t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
-                         s->layer_norms[li].n, bound, s->n_clipped, p->n_clipped);
+                         s->layer_norms[li].n, bound, ps_counter(&s->ctr, PS_CTR_CLIPPED), p->n_clipped);
             norm = bound;
         }
         ps_norm_hist_add(&s->layer_norms[li], norm);
@@ -66,7 +67,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     p->stalled = 0; /* it pushes: a member again from the next round */
-    switch (ps_member_check_push(p, s->phase == PS_PHASE_RUNNING, s->round.t, g->version,
+    switch (ps_member_check_push(p, s->life.phase == PS_PHASE_RUNNING, s->round.t, g->version,
                                  s->cfg->gradient_staleness)) {
     case PS_PUSH_RUN_OVER:
         p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
@@ -80,7 +81,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         /* Taken at parameters older than [ps] gradient_staleness allows (the
          * worker was dropped, joined late, or is that slow): discarded; the
          * worker gets the current ones. */
-        s->n_stale_grads++;
+        ps_counters_bump(&s->ctr, PS_CTR_STALE_GRADS);
         log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
                   msg_role_name(p->role), p->id, s->round.t);
         ps_round_send_params(s, p);
@@ -99,18 +100,18 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
     switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
     case PS_GRAD_TOO_MANY_EXAMPLES:
-        s->n_rej_examples++;
+        ps_counters_bump(&s->ctr, PS_CTR_REJ_EXAMPLES);
         ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_NORM_OUTLIER:
-        s->n_rej_norm++;
-        s->round_norm_rejects++;
+        ps_counters_bump(&s->ctr, PS_CTR_REJ_NORM);
+        ps_round_state_norm_reject(&s->round);
         ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
                      "last %d accepted (%" PRIu64 " rejected so far)",
-                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, s->n_rej_norm);
+                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, ps_counter(&s->ctr, PS_CTR_REJ_NORM));
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_OK:
@@ -154,7 +155,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     ps_norm_hist_add(&s->norms, norm);
     {
-        const uint64_t now = uv_hrtime(), since = p->params_ns > s->round_open_ns ? p->params_ns : s->round_open_ns;
+        const uint64_t now = clock_now_ns(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
         if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
     }
     memcpy(p->grad, g->grad, np * sizeof(float));
@@ -165,14 +166,8 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     p->n_examples = g->n_examples;
     p->n_correct = g->n_correct;
     p->committed = 0;
-    s->round.n_grads++;
-    {
-        /* how many versions the gradient lags the round's ([ps] gradient_staleness) */
-        long age = s->round.t - (long)g->version;
-        s->round.grad_age_sum += (double)age;
-        if (age > s->round.grad_age_max) s->round.grad_age_max = age;
-    }
-    s->n_grads_total++;
+    ps_round_state_grad_in(&s->round, g->version);
+    ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
     p->pushed = 1;
     p->n_accepted++;
     p->wait = PS_WAIT_PARAMS;

@@ -55,6 +55,111 @@ void ps_round_state_clear(ps_round_t *r, const net_t *net) {
     r->stats_have = 0;
 }
 
+void ps_round_state_open(ps_round_t *r, const net_t *net, uint64_t now_ns) {
+    r->open_ns = now_ns;
+    r->norm_rejects = 0;
+    ps_round_state_clear(r, net);
+}
+
+void ps_round_state_start(ps_round_t *r, uint64_t now_ns) {
+    r->last_step_ns = now_ns;
+    r->open_ns = now_ns;
+}
+
+void ps_round_state_restore(ps_round_t *r, long t, uint64_t steps_done, int folded) {
+    r->t = t;
+    r->steps_done = steps_done;
+    r->folded = r->marked = folded;
+}
+
+void ps_round_state_advance(ps_round_t *r, uint64_t now_ns) {
+    r->t++;
+    r->steps_done++;
+    r->last_step_ns = now_ns;
+}
+
+void ps_round_state_grad_in(ps_round_t *r, uint64_t version) {
+    r->n_grads++;
+    long age = r->t - (long)version; /* how many versions it lags the round ([ps] gradient_staleness) */
+    r->grad_age_sum += (double)age;
+    if (age > r->grad_age_max) r->grad_age_max = age;
+}
+
+void ps_round_state_grad_out(ps_round_t *r) {
+    r->n_grads--;
+}
+
+void ps_round_state_norm_reject(ps_round_t *r) {
+    r->norm_rejects++;
+}
+
+void ps_round_state_worker_in(ps_round_t *r, uint64_t now_ns) {
+    if (!r->first_worker_ns) r->first_worker_ns = now_ns;
+}
+
+void ps_round_state_set_folded(ps_round_t *r) {
+    r->folded = 1;
+}
+
+void ps_round_state_set_marked(ps_round_t *r) {
+    r->marked = 1;
+}
+
+int ps_round_state_step_failed(ps_round_t *r) {
+    return ++r->consecutive_failures;
+}
+
+void ps_round_state_step_ok(ps_round_t *r) {
+    r->consecutive_failures = 0;
+}
+
+int ps_round_state_step_time(ps_round_t *r, double math_ms, double slow_ms) {
+    r->step_ms_sum += math_ms;
+    if (math_ms > r->step_ms_max) r->step_ms_max = math_ms;
+    return math_ms > slow_ms && !r->warned_slow_step++;
+}
+
+void ps_round_state_open_timing(ps_round_t *r, double open_ms, int eval_busy) {
+    r->open_ms = open_ms;
+    r->curv_ms = 0.0;
+    r->eval_busy = eval_busy;
+}
+
+void ps_round_state_add_curv_ms(ps_round_t *r, double ms) {
+    r->curv_ms += ms;
+}
+
+ps_round_verdict_t ps_round_state_decide(const ps_round_t *r, const ps_round_view_t *v) {
+    ps_round_verdict_t out = {PS_ROUND_WAIT, PS_GATE_OPEN, 0};
+    if (!v->running) return out;
+    int complete = r->n_grads > 0 && v->n_waiting == 0;
+    if (complete && v->first_step && !r->gate_open) {
+        uint64_t waited = r->first_worker_ns && v->now_ns > r->first_worker_ns ? v->now_ns - r->first_worker_ns : 0;
+        out.gate = ps_member_gate(v->n_members, v->workers, waited, v->timeout_ns);
+        if (out.gate == PS_GATE_CLOSED) return out; /* a complete round waits for the gate only */
+        out.gate_opens = 1;
+    }
+    /* [ps] quorum: after the gate, a round steps once that many gradients
+     * are in; the members still computing push into a later round. */
+    if (!complete && r->gate_open && ps_member_quorum_met(r->n_grads, v->quorum)) complete = 1;
+    if (!complete) {
+        if (r->n_grads == 0 && v->all_refused) out.action = PS_ROUND_RECOVER;
+        return out;
+    }
+    if (v->curvature) {
+        if (!r->folded) out.action = PS_ROUND_FOLD;
+        else if (!r->marked) out.action = PS_ROUND_MARK;
+        else out.action = v->bounded && !v->bound_ok ? PS_ROUND_WAIT_INVERSES : PS_ROUND_STEP;
+        return out;
+    }
+    out.action = PS_ROUND_STEP;
+    return out;
+}
+
+void ps_round_state_open_gate(ps_round_t *r) {
+    r->gate_open = 1;
+}
+
 /* A held push's loss, counts and state into the sums; with_grad: its
  * gradient too. */
 static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad) {

@@ -2,8 +2,11 @@
  * apart from the server: the version and step count, the gradients,
  * batch-norm states and statistics of the round summed for the step, the
  * step's bookkeeping, and the encoded Params of the current version. The
- * server holds one ps_round_t (ps_server.round); ps/round.c changes it, the
- * server and ps/report.c read it.
+ * server holds one ps_round_t (ps_server.round); every change goes through
+ * the functions below (called from ps/round.c, ps/round_push.c, and for a
+ * start, a resume or a takeover from ps/server.c, ps/persist.c and
+ * ps/hello.c), except the encoded Params, which ps_round_send_params
+ * (ps/round.c) fills; the other units read it.
  *
  * The sums are taken in rank order (ps_member_order), whatever order the
  * gradients arrived in, so that a run with a synchronous schedule repeats
@@ -22,6 +25,7 @@
 #include "common/kfac/kfac_stats.h"
 #include "common/net/zloop.h"
 #include "common/nn/nn.h"
+#include "ps/member.h"
 #include "ps/peers.h"
 
 typedef struct ps_round {
@@ -44,6 +48,11 @@ typedef struct ps_round {
     int consecutive_failures;
     double step_ms_sum, step_ms_max; /* time the update held the loop thread */
     int warned_slow_step;
+    int norm_rejects;              /* gradients of this round refused as norm outliers */
+    uint64_t open_ns;              /* when the round of version t opened (clock_now_ns; stall rule, push times) */
+    double open_ms;                /* steps.csv timing: when the round of t opened (clock_now_ms; 0: the first) */
+    double curv_ms;                /* ... loop time on folds and installs since */
+    int eval_busy;                 /* ... an evaluation was pending when it opened */
 
     /* Params of version pver[i] with want_stats = i, encoded once per
      * version into pbuf[i] (owned; shared by every send of it, and
@@ -70,6 +79,104 @@ void ps_round_state_drop_params(ps_round_t *r);
 /* Empty the sums, the gradient count and the round's statistics for the
  * next version (the step bookkeeping stays). */
 void ps_round_state_clear(ps_round_t *r, const net_t *net);
+
+/* Open the round of the next version: ps_round_state_clear, no norm
+ * outliers yet, opened at now_ns. */
+void ps_round_state_open(ps_round_t *r, const net_t *net, uint64_t now_ns);
+
+/* The server starts (or resumes) at now_ns: the last step and the round's
+ * opening are then. */
+void ps_round_state_start(ps_round_t *r, uint64_t now_ns);
+
+/* A checkpoint's round: version t, steps_done steps, and whether round t's
+ * statistics were folded (and its blocks marked) already. */
+void ps_round_state_restore(ps_round_t *r, long t, uint64_t steps_done, int folded);
+
+/* The step of version t was applied at now_ns: version t + 1. */
+void ps_round_state_advance(ps_round_t *r, uint64_t now_ns);
+
+/* A gradient of `version` is held for the round (its age t - version is
+ * recorded); a held one is dropped again (its worker left, or a restarted
+ * worker pushes the same batch again). */
+void ps_round_state_grad_in(ps_round_t *r, uint64_t version);
+void ps_round_state_grad_out(ps_round_t *r);
+
+/* A gradient of this round was refused as a norm outlier. */
+void ps_round_state_norm_reject(ps_round_t *r);
+
+/* A worker was sent Params before the first step at now_ns: the start-up
+ * gate's wait counts from the first one. */
+void ps_round_state_worker_in(ps_round_t *r, uint64_t now_ns);
+
+/* The round's statistics were folded / its blocks marked for refresh. */
+void ps_round_state_set_folded(ps_round_t *r);
+void ps_round_state_set_marked(ps_round_t *r);
+
+/* An update failed (non-finite): returns the failures in a row so far.
+ * One that did not resets the count. */
+int ps_round_state_step_failed(ps_round_t *r);
+void ps_round_state_step_ok(ps_round_t *r);
+
+/* The update held the loop thread math_ms: recorded; returns 1 the first
+ * time it is above slow_ms (worth one warning), else 0. */
+int ps_round_state_step_time(ps_round_t *r, double math_ms, double slow_ms);
+
+/* steps.csv's timing of the round: opened at open_ms, with an evaluation
+ * pending (eval_busy) or not; no curvature time yet. */
+void ps_round_state_open_timing(ps_round_t *r, double open_ms, int eval_busy);
+
+/* Loop time spent folding statistics or installing an inverse. */
+void ps_round_state_add_curv_ms(ps_round_t *r, double ms);
+
+/* ---- when to step ------------------------------------------------------------ */
+
+/* What the round needs now, decided by ps_round_state_decide from the
+ * round's own state and the facts of ps_round_view_t; the server acts on
+ * it and asks again after FOLD and MARK. */
+typedef enum {
+    PS_ROUND_WAIT = 0,         /* not complete: gradients, members still computing, the start-up gate */
+    PS_ROUND_RECOVER,          /* every member's gradient was refused: publish the next version without a step */
+    PS_ROUND_FOLD,             /* complete: fold the round's statistics (once), then decide again */
+    PS_ROUND_MARK,             /* ... mark the blocks the refresh policy wants (once), then decide again */
+    PS_ROUND_WAIT_INVERSES,    /* ... but an inverse is older than the bound: hand out jobs and wait */
+    PS_ROUND_STEP,             /* step now (with curvature: hand out jobs first) */
+} ps_round_action_t;
+
+/* The facts beyond the round's own state (plain values; the caller reads
+ * them from the peer table, the scheduler and the configuration). */
+typedef struct ps_round_view {
+    int running;          /* the run still takes steps */
+    int first_step;       /* no step applied by this process yet: round 0's start-up gate */
+    int n_members;        /* present members of the round */
+    int n_waiting;        /* ... whose gradient is still awaited (neither pushed nor refused) */
+    int all_refused;      /* there are members and every one was refused this round */
+    int workers;          /* [cluster] workers: the gate opens when that many are members */
+    uint64_t now_ns;      /* the gate's wait counts from the first worker (first_worker_ns) to now */
+    uint64_t timeout_ns;  /* [ps] worker_timeout_ms: the gate opens with fewer after that long */
+    int quorum;           /* [ps] quorum: after the first step, this many gradients make a round (0: all) */
+    int curvature;        /* K-FAC: statistics are folded and blocks marked before the step */
+    int bounded;          /* [kfac] max_inverse_staleness >= 0 */
+    int bound_ok;         /* ... and every block's inverse is within it now */
+} ps_round_view_t;
+
+typedef struct ps_round_verdict {
+    ps_round_action_t action;
+    ps_gate_t gate;       /* how the start-up gate opened when it opens now (gate_opens), else PS_GATE_OPEN */
+    int gate_opens;       /* the gate opens with this decision: record it (ps_round_state_open_gate) */
+} ps_round_verdict_t;
+
+/* When to step, as a function of r and v only (r is not changed).
+ * Complete means: a gradient is in and no present member is still awaited,
+ * or (after the gate opened) [ps] quorum gradients are in; before the first
+ * step the start-up gate must open too (ps_member_gate). A round with no
+ * gradient whose members were all refused recovers. With curvature a
+ * complete round folds once, marks once, and waits while the staleness
+ * bound does not hold. Gradients older than [ps] gradient_staleness never
+ * reach the round (ps_member_check_push). */
+ps_round_verdict_t ps_round_state_decide(const ps_round_t *r, const ps_round_view_t *v);
+
+/* The start-up gate opened (a verdict with gate_opens). */
+void ps_round_state_open_gate(ps_round_t *r);
 
 /* Add worker p's held gradient of this round (and its batch-norm state, if
  * it pushed one) to the sums, weighted by its n_examples, once: p->committed

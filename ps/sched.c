@@ -2,6 +2,9 @@
 #include "ps/sched.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <limits.h>
 #include <string.h>
 
@@ -175,4 +178,58 @@ const char *ps_sched_policy_name(ps_sched_policy_t p) {
     case PS_SCHED_ADAPTIVE: return "adaptive";
     }
     return "?";
+}
+
+int ps_sched_pick_waiter(const ps_sched_waiter_t *waiters, int n_waiters, const ps_sched_block_t *blocks,
+                         int n_blocks, ps_sched_policy_t policy, double now_ms, double timeout_ms, int *block) {
+    int best = -1, best_b = -1;
+    for (int i = 0; i < n_waiters; i++) {
+        if (best >= 0 && waiters[i].wait_seq >= waiters[best].wait_seq) continue;
+        int b = ps_sched_pick(blocks, n_blocks, policy, waiters[i].max_n, now_ms, timeout_ms);
+        if (b < 0) continue;
+        best = i;
+        best_b = b;
+    }
+    if (block) *block = best_b;
+    return best;
+}
+
+ps_sched_result_t ps_sched_judge(int match, long job_version, uint64_t job_id, uint64_t result_version, int failed,
+                                 int cholesky, double result_damping, float job_damping, int max_escalations,
+                                 float *damping, char *why, size_t why_len) {
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        why_len = sizeof dummy;
+    }
+    if (why_len) why[0] = '\0';
+    *damping = job_damping;
+    if (match == -EPERM) {
+        snprintf(why, why_len, "job %" PRIu64 " was handed to another inverse daemon", job_id);
+        return PS_RESULT_FOREIGN;
+    }
+    if (match < 0) return PS_RESULT_UNKNOWN;
+    if ((long)result_version != job_version) {
+        snprintf(why, why_len, "job %" PRIu64 " was cut from factor version %ld, the result says %" PRIu64, job_id,
+                 job_version, result_version);
+        return PS_RESULT_WRONG_VERSION;
+    }
+    if (failed) return PS_RESULT_FAILED;
+    if (job_damping < 0.0f) {
+        snprintf(why, why_len, "no probe is kept for job %" PRIu64, job_id);
+        return PS_RESULT_NO_PROBE;
+    }
+    if (cholesky) {
+        /* a Cholesky result may say it added damping (the daemon's escalations, at most
+         * 10^max_escalations times the job's), never less */
+        const double d_max = (double)job_damping * pow(10.0, max_escalations) * (1.0 + 1e-5);
+        *damping = (float)result_damping;
+        if (!(isfinite(result_damping) && result_damping >= (double)job_damping * (1.0 - 1e-5) &&
+              result_damping <= d_max)) {
+            snprintf(why, why_len, "damping %g: the job asked for %g (at most %g after escalations)", result_damping,
+                     (double)job_damping, d_max);
+            return PS_RESULT_BAD_DAMPING;
+        }
+    }
+    return PS_RESULT_CHECK;
 }

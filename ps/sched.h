@@ -156,6 +156,49 @@ int ps_sched_bound_ok(const ps_sched_block_t *blocks, int n_blocks, long t, int 
 void ps_sched_ages(const ps_sched_block_t *blocks, int n_blocks, long t, double *inv_mean, long *inv_max,
                    double *stats_mean);
 
+/* ---- the job flow: which daemon, and what a result means ------------------ */
+
+/* An inverse daemon waiting for a job: when it started waiting (a sequence
+ * number: first come, first served) and the largest block it takes. */
+typedef struct ps_sched_waiter {
+    uint64_t wait_seq;
+    uint32_t max_n;
+} ps_sched_waiter_t;
+
+/* The next job to hand out: among the n_waiters daemons waiting, the one
+ * waiting longest (lowest wait_seq) for which ps_sched_pick finds a block.
+ * Returns the waiter's index and the block in *block, or -1 when no waiter
+ * gets a block now. */
+int ps_sched_pick_waiter(const ps_sched_waiter_t *waiters, int n_waiters, const ps_sched_block_t *blocks,
+                         int n_blocks, ps_sched_policy_t policy, double now_ms, double timeout_ms, int *block);
+
+/* What a JobResult means, given match: ps_sched_result's return for it
+ * (job_version: the version it gave); result_version: the factor version
+ * the result names; failed: it carries an error (the daemon could not
+ * invert); cholesky: a Cholesky result (it may have added damping);
+ * result_damping: the damping it says it used; job_damping: the damping the
+ * job asked for (< 0: no probe was kept for the job, ps_verify_damping);
+ * max_escalations: how many times tenfold a daemon may raise it. The
+ * checks go in this order: the job (foreign, unknown), the version, the
+ * error, the probe, the damping. */
+typedef enum {
+    PS_RESULT_CHECK = 0,     /* an inverse to load, verify against its probe and install, with *damping */
+    PS_RESULT_FAILED,        /* the daemon could not invert: the block waits for newer statistics */
+    PS_RESULT_UNKNOWN,       /* not handed out by this block, or answered already: dropped and counted */
+    PS_RESULT_FOREIGN,       /* the job went to another daemon: a bad result */
+    PS_RESULT_WRONG_VERSION, /* it names another factor version than its job's: a bad result */
+    PS_RESULT_NO_PROBE,      /* no probe was kept for the job: a bad result */
+    PS_RESULT_BAD_DAMPING,   /* a Cholesky damping below the job's, or above its escalations: a bad result */
+} ps_sched_result_t;
+
+/* Decide on a result as above; *damping gets the damping to apply it with
+ * (the job's; a Cholesky result's own when it passes). why (may be NULL)
+ * gets the reason for FOREIGN, WRONG_VERSION, NO_PROBE and BAD_DAMPING;
+ * job_id only names the job in it. */
+ps_sched_result_t ps_sched_judge(int match, long job_version, uint64_t job_id, uint64_t result_version, int failed,
+                                 int cholesky, double result_damping, float job_damping, int max_escalations,
+                                 float *damping, char *why, size_t why_len);
+
 /* Policy name ("continuous", "every", "adaptive"). */
 const char *ps_sched_policy_name(ps_sched_policy_t p);
 

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "common/base/clock.h"
 #include "common/base/affinity.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
@@ -33,7 +34,7 @@
 
 /* An accepted message from p: it is alive. */
 static void s_touch(ps_server_t *s, ps_peer_t *p) {
-    p->last_ns = uv_hrtime();
+    p->last_ns = clock_now_ns();
     if (p->present) return;
     p->present = 1;
     char name[160];
@@ -45,9 +46,8 @@ static void s_touch(ps_server_t *s, ps_peer_t *p) {
 /* After every call into the round: carry out the end of the run it asked
  * for (ps_round_request_shutdown). */
 static void s_settle(ps_server_t *s) {
-    if (!s->shutdown_pending || s->phase == PS_PHASE_CLOSED) return;
-    s->shutdown_pending = 0;
-    ps_srv_shutdown(s, s->shutdown_code);
+    int code = 0;
+    if (ps_life_take_shutdown(&s->life, &code)) ps_srv_shutdown(s, code);
 }
 
 static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8_t *data, size_t len) {
@@ -55,7 +55,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
     char err[600] = "";
     int rc = msg_decode(data, len, &m, err, sizeof err);
     ps_peer_t *p = ps_peers_find(&s->peers, route);
-    if (s->phase == PS_PHASE_CLOSED) {
+    if (s->life.phase == PS_PHASE_CLOSED) {
         /* The grace period after Shutdown: anyone still talking is told again. */
         if (rc == 0 && m.type != MSG_BYE && m.type != MSG_HEARTBEAT)
             ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
@@ -68,8 +68,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
              * refused with the reason (docs/protocol.md, section 4). */
             char why[300];
             msg_version_refusal(why, sizeof why, m.protocol_version, m.role);
-            s->rejected[MSG_NONE]++;
-            s->rejected_code[MSG_ERR_VERSION]++;
+            ps_counters_reject(&s->ctr, MSG_NONE, MSG_ERR_VERSION);
             char more[64];
             if (ps_refusal_log_ok(&s->rl_reject_by[MSG_NONE][MSG_ERR_VERSION], more, sizeof more))
                 log_warn("refused a %s: %s%s", msg_role_program(m.role), why, more);
@@ -112,12 +111,12 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
             p->engaged = 1;
         if ((m.type == MSG_GET_PARAMS || m.type == MSG_JOB_REQUEST) &&
-            !ps_peers_take_token(p, uv_hrtime(), PS_REQ_PER_S, PS_REQ_BURST)) {
-            s->n_rate_limited++;
+            !ps_peers_take_token(p, clock_now_ns(), PS_REQ_PER_S, PS_REQ_BURST)) {
+            ps_counters_bump(&s->ctr, PS_CTR_RATE_LIMITED);
             ps_io_reject_rl(s, &s->rl_rate, route, p, m.type, MSG_ERR_INTERNAL,
                             "more than %.0f GetParams and JobRequest a second (at most %.0f at once): this one is "
                             "dropped; send the next after the answer to the last (%" PRIu64 " dropped so far)",
-                            PS_REQ_PER_S, PS_REQ_BURST, s->n_rate_limited);
+                            PS_REQ_PER_S, PS_REQ_BURST, ps_counter(&s->ctr, PS_CTR_RATE_LIMITED));
             msg_clear(&m);
             return;
         }
@@ -175,7 +174,7 @@ static void s_on_eval_done(const ps_eval_result_t *r, int status, void *user) {
  * not sooner). */
 static void s_trim(ps_server_t *s) {
     uint64_t now_ns = uv_now(&s->loop) * 1000000ULL;
-    int training = s->phase == PS_PHASE_RUNNING && ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1) > 0;
+    int training = s->life.phase == PS_PHASE_RUNNING && ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1) > 0;
     if (!ps_trim_due(&s->trim, now_ns, PS_TRIM_IDLE_MS * 1000000ULL, training)) return;
     uint64_t n_bytes = s->trim.bytes_since;
     malloc_trim(0);
@@ -186,8 +185,8 @@ static void s_trim(ps_server_t *s) {
 
 static void s_on_tick(uv_timer_t *t) {
     ps_server_t *s = t->data;
-    if (s->phase == PS_PHASE_CLOSED) return;
-    uint64_t now = uv_hrtime(), timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
+    if (s->life.phase == PS_PHASE_CLOSED) return;
+    uint64_t now = clock_now_ns(), timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present || now - p->last_ns <= timeout_ns) continue;
@@ -200,14 +199,14 @@ static void s_on_tick(uv_timer_t *t) {
     /* Hello and nothing after it: forgotten. */
     ps_peer_t *idle[PS_MAX_PEERS];
     int n_idle = ps_peers_unengaged(&s->peers, now, s->cfg->handshake_timeout_ms * 1000000ULL, idle, PS_MAX_PEERS);
-    for (int i = 0; i < n_idle && s->phase == PS_PHASE_RUNNING; i++) {
+    for (int i = 0; i < n_idle && s->life.phase == PS_PHASE_RUNNING; i++) {
         char name[160];
         uint64_t skipped = 0;
-        s->n_expired++;
+        ps_counters_bump(&s->ctr, PS_CTR_EXPIRED);
         if (ratelimit_ok(&s->rl_expired, now, PS_LOG_EVERY_MS, &skipped))
             log_warn("%s said Hello %.1fs ago and has not asked for work since ([ps] handshake_timeout_ms): "
                      "forgotten (%" PRIu64 " so far)",
-                     ps_peer_name(idle[i], name, sizeof name), (double)(now - idle[i]->hello_ns) * 1e-9, s->n_expired);
+                     ps_peer_name(idle[i], name, sizeof name), (double)(now - idle[i]->hello_ns) * 1e-9, ps_counter(&s->ctr, PS_CTR_EXPIRED));
         ps_round_peer_gone(s, idle[i], "forgotten");
         ps_peers_remove(&s->peers, idle[i]);
     }
@@ -228,11 +227,11 @@ static void s_on_tick(uv_timer_t *t) {
  * (EAGAIN) is not a closed one. */
 static void s_on_heartbeat(uv_timer_t *t) {
     ps_server_t *s = t->data;
-    if (s->phase == PS_PHASE_CLOSED) return;
+    if (s->life.phase == PS_PHASE_CLOSED) return;
     msg_t m;
     msg_init(&m, MSG_HEARTBEAT, MSG_ROLE_PS, 0);
-    m.heartbeat.mono_ns = uv_hrtime();
-    for (int i = 0; i < s->peers.n && s->phase != PS_PHASE_CLOSED; i++) {
+    m.heartbeat.mono_ns = clock_now_ns();
+    for (int i = 0; i < s->peers.n && s->life.phase != PS_PHASE_CLOSED; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present) continue;
         m.heartbeat.echo_ns = p->echo_ns;
@@ -269,8 +268,7 @@ static void s_on_grace_over(uv_timer_t *t) {
 }
 
 void ps_srv_shutdown(ps_server_t *s, int exit_code) {
-    if (s->phase == PS_PHASE_CLOSED) return;
-    s->phase = PS_PHASE_CLOSED;
+    if (!ps_life_close(&s->life)) return;
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_free(&s->eval);
@@ -316,7 +314,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
  * auth_server_check_role(). */
 static void s_on_auth_reload(void *user) {
     ps_server_t *s = user;
-    if (s->phase == PS_PHASE_CLOSED) return;
+    if (s->life.phase == PS_PHASE_CLOSED) return;
     for (int i = s->peers.n - 1; i >= 0; i--) {
         if (i >= s->peers.n) continue; /* the round may have forgotten others meanwhile */
         ps_peer_t *p = s->peers.v[i];
@@ -326,9 +324,9 @@ static void s_on_auth_reload(void *user) {
                  "this daemon's CURVE key (%.8s...) was removed from the allowlist of the %s role: kfac-ps no longer "
                  "admits it",
                  p->key, msg_role_name(p->role));
-        s->n_revoked++;
+        ps_counters_bump(&s->ctr, PS_CTR_REVOKED);
         log_warn("%s let go: its CURVE key (%.8s...) is no longer listed (%" PRIu64 " clients let go so far)",
-                 ps_peer_name(p, name, sizeof name), p->key, s->n_revoked);
+                 ps_peer_name(p, name, sizeof name), p->key, ps_counter(&s->ctr, PS_CTR_REVOKED));
         ps_io_send_text(s, &p->route, MSG_REFUSE, why);
         ps_owners_forget_key(&s->owners, p->key);
         p->present = 0;
@@ -345,12 +343,12 @@ static void s_on_signal(int signum, void *user) {
         else log_info("SIGHUP: nothing to reload (the configuration is read once)");
         return;
     }
-    if (s->phase == PS_PHASE_CLOSED) {
+    if (s->life.phase == PS_PHASE_CLOSED) {
         s_close_handles(s); /* a second signal cuts the grace period short */
         return;
     }
     s->signum = signum;
-    if (s->phase == PS_PHASE_RUNNING) ps_persist_save(s, signum == SIGINT ? "SIGINT" : "SIGTERM");
+    if (s->life.phase == PS_PHASE_RUNNING) ps_persist_save(s, signum == SIGINT ? "SIGINT" : "SIGTERM");
     snprintf(s->reason, sizeof s->reason, "kfac-ps stopped by %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
     log_info("%s: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
     ps_srv_shutdown(s, 0);
@@ -449,7 +447,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         int *bn = malloc((size_t)(s->n_blocks ? s->n_blocks : 1) * sizeof *bn);
         if (!bn) goto oom;
         for (int b = 0; b < s->n_blocks; b++) bn[b] = s->kfac->blocks[b].n;
-        s->verify = ps_verify_new(bn, s->n_blocks, (uint64_t)c->seed ^ uv_hrtime());
+        s->verify = ps_verify_new(bn, s->n_blocks, (uint64_t)c->seed ^ clock_now_ns());
         free(bn);
         if (!s->verify) goto oom;
         if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->kfac, c->refresh_alpha, 0))) {
@@ -571,12 +569,12 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         return NULL;
     }
     s->cfg = cfg;
-    s->eval_queued_step = -1;
-    s->final_step = -1;
-    s->last_inv_age_max = -1;
-    s->next_job_id = 1;
+    ps_life_init(&s->life);
+    ps_round_init(s);
+    ps_report_init(s);
+    ps_jobs_init(s);
     ps_trim_init(&s->trim);
-    s->t0_ns = uv_hrtime();
+    s->t0_ns = clock_now_ns();
     if (uv_loop_init(&s->loop) < 0) {
         snprintf(err, err_len, "uv_loop_init failed");
         free(s);
@@ -589,7 +587,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         goto fail;
     }
     if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
-    s->resumed_from = -1;
+    ps_persist_init(s);
     if (cfg->ckpt_resume) {
         /* the checkpoints first: with no out_dir, those of runs/latest */
         if ((rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
@@ -642,11 +640,10 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     snprintf(line, sizeof line, "%s\n", s->endpoint);
     if (rundir_write_text(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
-    uint64_t now_ns = uv_hrtime();
+    uint64_t now_ns = clock_now_ns();
     s->t0_ns = now_ns > s->wall_offset_ns ? now_ns - s->wall_offset_ns : 0;
-    s->round.last_step_ns = s->prog_ns = now_ns;
-    s->prog_step = s->round.steps_done;
-    s->round_open_ns = now_ns;
+    ps_round_state_start(&s->round, now_ns);
+    ps_report_start(s, now_ns);
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->kfac) {
         char bound[32];

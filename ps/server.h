@@ -56,8 +56,4 @@ int ps_server_run(ps_server_t *s);
  * no-op. */
 void ps_server_free(ps_server_t **s_p);
 
-/* Is the client's build id compatible with KFAC_BUILD_ID? 1 yes; 0 no, with
- * the reason in why. */
-int ps_build_compatible(const char *client_build, char *why, size_t why_len);
-
 #endif

@@ -1,10 +1,16 @@
 /* ps/server_int.h — the parameter server's private state, shared by
- * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/io.c
- * (sending) and ps/round.c (gradient rounds, statistics, inversion jobs, the
- * step, evaluation and progress). Calls go one way: server.c -> round.c ->
- * member.c / sched.c / wire.c / round_state.c, and both server.c and
- * round.c -> io.c; the round never calls the server (it asks for the end
- * of the run with ps_round_request_shutdown). Not for other modules.
+ * ps/server.c (life cycle, socket, clients, liveness, shutdown), ps/hello.c
+ * (a Hello), ps/round.c and ps/round_push.c (gradient rounds, statistics,
+ * the step, evaluation and progress), ps/jobs.c (inversion jobs),
+ * ps/persist.c (checkpoints), ps/report.c (the operator's lines) and
+ * ps/io.c (sending). Calls go one way, down from the server
+ * (docs/architecture.md, section 10; tools/check-calls.sh); the round never
+ * calls the server (it asks for the end of the run with
+ * ps_round_request_shutdown). Each field has one writer
+ * (tools/check-fields.sh): the counters are ps/counters.h's table, the life
+ * cycle ps/life.h's, the round ps/round_state.h's; the decisions are in
+ * units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
+ * ps/owner.h, ps/sched.h). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
@@ -26,7 +32,9 @@
 #include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
+#include "ps/counters.h"
 #include "ps/eval.h"
+#include "ps/life.h"
 #include "ps/member.h"
 #include "ps/http.h"
 #include "ps/metrics.h"
@@ -77,12 +85,6 @@
  * system (ps/trim.h). */
 #define PS_TRIM_IDLE_MS 500
 
-typedef enum {
-    PS_PHASE_RUNNING = 0, /* rounds go on */
-    PS_PHASE_FINISHING,   /* steps done or target reached: the final evaluation runs, requests are held */
-    PS_PHASE_CLOSED,      /* Shutdown sent, handles closing */
-} ps_phase_t;
-
 struct ps_server {
     const runcfg_t *cfg;           /* borrowed */
     uv_loop_t loop;
@@ -95,7 +97,7 @@ struct ps_server {
     int tick_ok, hb_ok;
     uint64_t tick_ms;
     char endpoint[256];            /* bound */
-    uint64_t t0_ns;                /* start (uv_hrtime) */
+    uint64_t t0_ns;                /* start (clock_now_ns) */
 
     /* model and optimizer */
     net_t *net;                    /* params (n_params) and state (n_state) live here */
@@ -118,14 +120,11 @@ struct ps_server {
     ps_refresh_t *refresh;         /* adaptive policy only (ps/refresh.h) */
     float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
     float *job_packed;             /* (max n (n+1)/2) */
-    uint64_t next_job_id;
+    uint64_t next_job_id;          /* the next job's id (ps/jobs.c's: ps_jobs_next_id) */
 #define PS_BAD_INVERSES_MAX 3      /* bad results after which an inverse daemon gets no more jobs */
     ps_verify_t *verify;           /* a probe per job in flight: results checked before install (ps/verify.h) */
 
     ps_round_t round;              /* the round of version t (round.c's) */
-    double round_open_ms;          /* steps.csv timing: when the round of t opened (clock_now_ms) */
-    double round_curv_ms;          /* ... loop time on folds and installs since */
-    int round_eval_busy;           /* ... an evaluation was pending when it opened */
 
     ps_trim_t trim;                /* when freed memory goes back (ps/trim.h) */
 
@@ -139,7 +138,6 @@ struct ps_server {
     int have_eval;
     ps_eval_result_t last_eval;
     long eval_queued_step;         /* newest step submitted (-1: none) */
-    long final_step;               /* FINISHING: the step whose evaluation ends the run */
     int warned_eval_slow;
 
     /* metrics and progress */
@@ -162,38 +160,21 @@ struct ps_server {
     int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
     int warned_curv_inv, warned_curv_stats;
 
-    /* counters */
-    uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE] = undecodable */
-    uint64_t rejected_code[MSG_ERR_COUNT];
-    uint64_t n_installed, n_ignored_old, n_inv_failed, n_folds, n_stale_grads, n_grads_total;
-    uint64_t n_inv_bad;            /* results that failed verification (ps/verify.h) or came from the wrong daemon */
-    uint64_t n_invertd_distrusted; /* inverse daemons given no more jobs after PS_BAD_INVERSES_MAX bad results */
-    uint64_t n_dropped, n_step_failures, n_jobs_sent, n_reassigned;
+    /* counters: every event count of the run (ps/counters.h; written there only) */
+    ps_counters_t ctr;
     ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
 
     /* members that may not poison or hold the run */
     ps_norm_hist_t norms;          /* norms of recently accepted gradients */
     ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
-    uint64_t round_open_ns;        /* when the round of version t opened */
-    uint64_t n_rej_examples, n_rej_norm, n_stalled;
     ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup, rl_robust, rl_clip;
-    uint64_t n_robust_steps, n_robust_fallbacks; /* [ps] aggregate: steps combined robustly, and by the mean */
     ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
-    uint64_t n_clipped;            /* layer gradients clipped ([ps] grad_clip_ratio) */
     struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
-    int round_norm_rejects;        /* gradients of this round refused as norm outliers */
-    uint64_t n_recoveries;         /* rounds in which every member's gradient was refused */
     int recoveries_in_a_row;
-    uint64_t n_expired;            /* clients forgotten for not asking for work after Hello */
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
-    uint64_t n_params_held;        /* Params not sent: the client's previous one was not written out yet */
-    uint64_t n_send_full;          /* sends that found a client's pipe full (EAGAIN) */
-    uint64_t n_rate_limited;       /* GetParams and JobRequest over PS_REQ_PER_S */
     ratelimit_t rl_rate;
     ratelimit_t rl_join[MSG_ROLE_COUNT]; /* join and leave lines, per role (ps_join_log_ok) */
     ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
-    uint64_t n_refused_key;        /* Hellos refused: an id of another key, or a key at members_per_key */
-    uint64_t n_revoked;            /* clients let go: their key left the allowlists (a reload) */
     ratelimit_t rl_key;
 
     /* checkpoints (ps/persist.c) */
@@ -202,14 +183,11 @@ struct ps_server {
                                       member, the start-up gate) hold for the first round after a resume too */
     long resumed_from;             /* the step resumed from (-1: a fresh start) */
     uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
-    uint64_t n_ckpt_saved, n_ckpt_failed;
     int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
-    ps_phase_t phase;
+    ps_life_t life;                /* running, finishing, closed; the end asked for (ps/life.h) */
     int exit_code;
-    int shutdown_pending;          /* the round asked to end the run ... */
-    int shutdown_code;             /* ... with this exit code */
     int signum;                    /* the signal that stopped the run (0: none) */
     char reason[200];              /* why the run ended */
 };
@@ -232,6 +210,9 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p);
 
 /* ---- persist.c ------------------------------------------------------------ */
 
+/* Before anything else: not resumed (resumed_from = -1). */
+void ps_persist_init(ps_server_t *s);
+
 /* Write a checkpoint of the current state now ([checkpoint] every > 0),
  * then prune to [checkpoint] keep files; why is logged ("step 300",
  * "SIGTERM"). A failure is logged and counted, never fatal. Returns 0 or
@@ -249,6 +230,9 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 
 /* ---- round.c --------------------------------------------------------------- */
 
+/* Before anything else: no evaluation queued. */
+void ps_round_init(ps_server_t *s);
+
 /* Client requests (validated, role-checked, sender present). */
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
@@ -265,6 +249,13 @@ int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
  * now (PS_JOIN_LOG_BURST per PS_JOIN_LOG_WINDOW_MS per role); more as
  * ps_refusal_log_ok ("[N more like it not logged]" once some were held back). */
 int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len);
+
+/* ps/jobs.c: before anything else: the first job gets id 1. */
+void ps_jobs_init(ps_server_t *s);
+/* ps/jobs.c: the id the next job gets; ids go on from at least next_id
+ * (a resume: ids are never handed out twice in a run). */
+uint64_t ps_jobs_next_id(const ps_server_t *s);
+void ps_jobs_restore_next_id(ps_server_t *s, uint64_t next_id);
 
 /* ps/jobs.c: p waits for an inversion job (answered by ps_round_dispatch_jobs). */
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p);

@@ -124,7 +124,7 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
     }
     /* The backend is made on the compute thread that will use it (a CUDA
      * context belongs to the thread that creates it). */
-    if (!(cc->be = backend_new_with_stats((backend_kind_t)s->device, cc->net, cc->stats, err, err_len))) goto fail;
+    if (!(cc->be = backend_new_with_stats(s->device, cc->net, cc->stats, err, err_len))) goto fail;
     log_info("device: %s", backend_describe(cc->be));
     rng_seed(&cc->label_rng, s->label_seed ^ 0xfeedULL ^ ((uint64_t)s->rank * 0x9E3779B97F4A7C15ULL));
     cc->fisher = s->fisher;

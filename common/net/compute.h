@@ -50,11 +50,11 @@ typedef struct compute_setup {
     int batch;                /* examples per batch */
     int augment;              /* crop + flip */
     int with_stats;           /* build a statistics container (optimizer kfac) */
-    int fisher;               /* kfac_fisher_t */
+    kfac_fisher_t fisher;     /* [kfac] fisher: sampled labels (true) or the data's (empirical) */
     uint64_t batch_seed;      /* batcher stream (mixed with rank inside the batcher) */
     uint64_t label_seed;      /* sampled labels and dropout */
     int rank, n_ranks;        /* the shard */
-    int device;               /* backend_kind_t: auto, cpu or cuda (the caller sets it) */
+    backend_kind_t device;    /* auto, cpu or cuda (the caller sets it) */
     uint64_t skip_batches;    /* batches of the shard's sequence passed over first (0; a gradient worker sets
                                  the Welcome's params_version: batch v of its shard is the one of version v) */
 } compute_setup_t;
@@ -81,7 +81,7 @@ typedef struct compute_ctx {
     kfac_stats_t *stats;      /* NULL unless setup.with_stats */
     wire_shape_t shape;       /* the model's limits, for msg_validate() of Params */
     rng_t label_rng;
-    int fisher;
+    kfac_fisher_t fisher;
     int batch;
     float *x;                 /* (batch, in_size) */
     int *y, *ys;              /* (batch) data labels, sampled labels */

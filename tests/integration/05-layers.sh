@@ -4,7 +4,9 @@
 # catches each kind of violation: a lower layer including a higher one, a
 # common layer other than net including proto/, protobuf-c outside proto/,
 # one daemon including another, and a file directly in common/. Then the
-# call rule of tools/check-calls.sh on the build's object files.
+# call rule of tools/check-calls.sh on the build's object files, and the
+# one-writer rule of kfac-ps's state (tools/check-fields.sh) on the tree
+# and on two planted files that write the same field.
 set -u
 t0=$(date +%s)
 out=$(sh tools/check-layers.sh 2>&1) || { echo "05-layers: FAIL: the tree breaks the layer rule:"; echo "$out"; exit 1; }
@@ -66,5 +68,20 @@ int base_fn(void) { return net_fn(); }
     calls="not checked (no C compiler for the planted files)"
   fi
 fi
+# The one-writer rule (tools/check-fields.sh): the tree passes; a field
+# written from two planted files is named, a write in one file and reads
+# (or a comparison, or a comment) in another are not.
+o=$(sh tools/check-fields.sh . 2>&1) || { echo "05-layers: FAIL: a field of ps_server_t is written from two files:"; echo "$o"; exit 1; }
+fd=$dir/fields
+mkdir -p "$fd/ps"
+printf 'void a(struct ps_server *s) { s->planted = 1; s->mine++; }\n' >"$fd/ps/a.c"
+printf 'int b(struct ps_server *s) { s->planted += 2; /* s->mine = 3; */ return s->mine == 1 ? s->mine : 0; }\n' >"$fd/ps/b.c"
+if o=$(sh tools/check-fields.sh "$fd" 2>&1); then
+  echo "05-layers: FAIL: a field written from two planted files passed tools/check-fields.sh"; exit 1
+fi
+printf '%s' "$o" | grep -q '^s->planted is written from 2 files: a.c b.c' ||
+  { echo "05-layers: FAIL: the field written twice was not named: $o"; exit 1; }
+if printf '%s' "$o" | grep -q 's->mine'; then echo "05-layers: FAIL: reads were counted as writes: $o"; exit 1; fi
+fields="one writer per field of kfac-ps's state; a planted second writer caught"
 [ "$fails" = 0 ] || exit 1
-echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 5 kinds of violation caught; calls: $calls ($(($(date +%s) - t0))s)"
+echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 5 kinds of violation caught; calls: $calls; $fields ($(($(date +%s) - t0))s)"

@@ -1,7 +1,8 @@
 /* tests/ps/test_ps_member.c — the parameter server's round decisions
  * (ps/member.c), driven without sockets the way tests/ps/test_ps_sched.c
  * drives the scheduler: which workers are members of a round, the start-up
- * gate before the first step, what happens to late, early, duplicate and
+ * gate before the first step (through ps_round_state_decide, as the server
+ * asks it), what happens to late, early, duplicate and
  * rejected pushes, a worker leaving mid-round, and the rank order in which
  * the round is summed. Peer tables are random (roles, presence, ranks,
  * arrival order) from a fresh seed printed on failure; each decision is
@@ -17,6 +18,7 @@
 #include "common/base/rng.h"
 #include "ps/member.h"
 #include "ps/peers.h"
+#include "ps/round_state.h"
 #include "tests/lib/seed.h"
 
 #define ROUNDS 200
@@ -107,6 +109,29 @@ START_TEST(test_ps_member_open_round_membership) {
 }
 END_TEST
 
+/* The round's verdict from peer table t, built as ps_round_try_step builds
+ * it (ps/round_state.h): n_grads gradients in, the first step or not,
+ * workers configured, waited ns since the first worker; an opening gate is
+ * recorded in r. Without curvature: PS_ROUND_WAIT or PS_ROUND_STEP. */
+static ps_round_action_t s_round(const ps_peers_t *t, ps_round_t *r, int n_grads, int first_step, int workers,
+                                 uint64_t waited, uint64_t timeout, ps_gate_t *gate) {
+    ps_round_view_t v;
+    memset(&v, 0, sizeof v);
+    v.running = 1;
+    v.first_step = first_step;
+    v.n_waiting = ps_member_waiting(t, &v.n_members);
+    v.all_refused = ps_member_all_refused(t);
+    v.workers = workers;
+    v.now_ns = 1000000000000ULL;
+    v.timeout_ns = timeout;
+    r->n_grads = n_grads;
+    r->first_worker_ns = v.now_ns - waited;
+    ps_round_verdict_t d = ps_round_state_decide(r, &v);
+    if (d.gate_opens) ps_round_state_open_gate(r);
+    if (gate) *gate = d.gate;
+    return d.action;
+}
+
 /* The first step waits for [cluster] workers members or the timeout; later
  * steps never look at the gate; a rejected push does not hold the round. */
 START_TEST(test_ps_member_startup_gate) {
@@ -115,47 +140,48 @@ START_TEST(test_ps_member_startup_gate) {
     ps_peer_t *w[3];
     for (int k = 0; k < 2; k++) w[k] = s_add(&t, k, MSG_ROLE_WORKER);
     ps_member_open_round(&t);
-    int gate_open = 0;
+    ps_round_t rs;
+    memset(&rs, 0, sizeof rs);
     ps_gate_t gate;
     const uint64_t timeout = 10000000000ULL;
     /* no gradient yet */
-    ck_assert_int_eq(ps_member_round_state(&t, 0, 1, &gate_open, 3, 0, timeout, &gate), PS_ROUND_WAIT_GRADIENTS);
+    ck_assert_int_eq(s_round(&t, &rs, 0, 1, 3, 0, timeout, &gate), PS_ROUND_WAIT);
     /* one of two members pushed */
     w[0]->pushed = 1;
-    ck_assert_int_eq(ps_member_round_state(&t, 1, 1, &gate_open, 3, 1000, timeout, &gate), PS_ROUND_WAIT_GRADIENTS);
+    ck_assert_int_eq(s_round(&t, &rs, 1, 1, 3, 1000, timeout, &gate), PS_ROUND_WAIT);
     /* both pushed, but 2 < 3 workers configured and no timeout: the gate holds */
     w[1]->pushed = 1;
-    ck_assert_int_eq(ps_member_round_state(&t, 2, 1, &gate_open, 3, timeout - 1, timeout, &gate), PS_ROUND_WAIT_GATE);
+    ck_assert_int_eq(s_round(&t, &rs, 2, 1, 3, timeout - 1, timeout, &gate), PS_ROUND_WAIT);
     ck_assert_int_eq(gate, PS_GATE_CLOSED);
-    ck_assert_int_eq(gate_open, 0);
+    ck_assert_int_eq(rs.gate_open, 0);
     /* ... until the timeout: it opens with the members there are */
-    ck_assert_int_eq(ps_member_round_state(&t, 2, 1, &gate_open, 3, timeout, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(s_round(&t, &rs, 2, 1, 3, timeout, timeout, &gate), PS_ROUND_STEP);
     ck_assert_int_eq(gate, PS_GATE_OPEN_TIMEOUT);
-    ck_assert_int_eq(gate_open, 1);
+    ck_assert_int_eq(rs.gate_open, 1);
     /* once open it stays open */
-    ck_assert_int_eq(ps_member_round_state(&t, 2, 1, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(s_round(&t, &rs, 2, 1, 3, 0, timeout, &gate), PS_ROUND_STEP);
     /* a third worker joins: with 3 members the gate opens without waiting */
     w[2] = s_add(&t, 2, MSG_ROLE_WORKER);
     ps_member_open_round(&t);
-    gate_open = 0;
+    rs.gate_open = 0;
     for (int k = 0; k < 3; k++) w[k]->pushed = 1;
-    ck_assert_int_eq(ps_member_round_state(&t, 3, 1, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(s_round(&t, &rs, 3, 1, 3, 0, timeout, &gate), PS_ROUND_STEP);
     ck_assert_int_eq(gate, PS_GATE_OPEN);
     /* later steps: the gate is not consulted */
-    gate_open = 0;
-    ck_assert_int_eq(ps_member_round_state(&t, 3, 0, &gate_open, 5, 0, timeout, &gate), PS_ROUND_COMPLETE);
-    ck_assert_int_eq(gate_open, 0);
+    rs.gate_open = 0;
+    ck_assert_int_eq(s_round(&t, &rs, 3, 0, 5, 0, timeout, &gate), PS_ROUND_STEP);
+    ck_assert_int_eq(rs.gate_open, 0);
     /* a member whose push was rejected does not hold the round */
     ps_member_open_round(&t);
     w[0]->pushed = w[1]->pushed = 1;
-    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, timeout, &gate), PS_ROUND_WAIT_GRADIENTS);
+    ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, timeout, &gate), PS_ROUND_WAIT);
     w[2]->skipped = 1;
-    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, timeout, &gate), PS_ROUND_STEP);
     /* an absent member does not hold it either */
     ps_member_open_round(&t);
     w[0]->pushed = w[1]->pushed = 1;
     w[2]->present = 0;
-    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, timeout, &gate), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, timeout, &gate), PS_ROUND_STEP);
     ps_peers_release(&t);
 }
 END_TEST
@@ -169,19 +195,21 @@ START_TEST(test_ps_member_worker_leaves_mid_round) {
     ps_peer_t *a = s_add(&t, 0, MSG_ROLE_WORKER), *b = s_add(&t, 1, MSG_ROLE_WORKER), *c = s_add(&t, 2, MSG_ROLE_WORKER);
     ps_peer_t *inv = s_add(&t, 3, MSG_ROLE_INVERTD);
     ps_member_open_round(&t);
-    int gate_open = 1;
+    ps_round_t rs;
+    memset(&rs, 0, sizeof rs);
+    rs.gate_open = 1;
     a->pushed = 1;
-    ck_assert_int_eq(ps_member_round_state(&t, 1, 0, &gate_open, 3, 0, 1, NULL), PS_ROUND_WAIT_GRADIENTS);
+    ck_assert_int_eq(s_round(&t, &rs, 1, 0, 3, 0, 1, NULL), PS_ROUND_WAIT);
     ps_leave_t l = ps_member_leave(b); /* b had not pushed: it was blocking */
     ck_assert_int_eq(l.blocking, 1);
     ck_assert_int_eq(l.sum_now, 0);
     ck_assert_int_eq(b->member, 0);
-    ck_assert_int_eq(ps_member_round_state(&t, 1, 0, &gate_open, 3, 0, 1, NULL), PS_ROUND_WAIT_GRADIENTS);
+    ck_assert_int_eq(s_round(&t, &rs, 1, 0, 3, 0, 1, NULL), PS_ROUND_WAIT);
     l = ps_member_leave(a); /* a had pushed: its gradient is summed before it is forgotten */
     ck_assert_int_eq(l.blocking, 0);
     ck_assert_int_eq(l.sum_now, 1);
     c->pushed = 1;
-    ck_assert_int_eq(ps_member_round_state(&t, 2, 0, &gate_open, 3, 0, 1, NULL), PS_ROUND_COMPLETE);
+    ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, 1, NULL), PS_ROUND_STEP);
     l = ps_member_leave(b); /* not a member any more */
     ck_assert_int_eq(l.blocking, 0);
     ck_assert_int_eq(l.sum_now, 0);
