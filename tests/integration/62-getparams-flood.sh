@@ -2,7 +2,9 @@
 # tests/integration/62-getparams-flood.sh — replies far larger than their
 # requests: a welcomed worker (tools/kfac-poke --member_kind flood) sends
 # 20,000 GetParams without reading one reply, while 2 honest workers train
-# the MNIST CNN with SGD. Every reply is the whole Params message (0.86 MB);
+# the wide model (models/mnist-cnn-wide.model, fc 3136 -> 1024: 3.27 million
+# parameters) with SGD. Every reply is the whole Params message (13.1 MB;
+# 0.86 MB on the MNIST CNN, where the copies were measured);
 # before, each was a copy of its own, so one connection could make kfac-ps
 # hold up to ZeroMQ's high-water mark of 1000 copies (949 MB measured);
 # then one shared, reference-counted buffer per version, but a flood still
@@ -26,12 +28,12 @@ ep="tcp://127.0.0.1:$port"
 cat >"$H_DIR/run.ini" <<EOF2
 [run]
 seed = 6
-steps = 150
+steps = 60
 eval_every = 1000
 eval_n = 1000
 out_dir = $H_DIR/out
 [model]
-file = models/mnist-cnn.model
+file = models/mnist-cnn-wide.model
 [data]
 batch = 32
 train_n = 5000
@@ -64,14 +66,16 @@ hwm1=$(kb "$PS_PID" VmHWM)
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
-[ "$rows" -eq 150 ] || h_fail "steps.csv has $rows steps, expected 150"
-params_kb=$(( (215370 * 4 + 1023) / 1024 + 1 ))   # the MNIST CNN's Params message, about 842 KiB
+[ "$rows" -eq 60 ] || h_fail "steps.csv has $rows steps, expected 60"
+n_params=$(sed -n 's/.*kfac-ps: model [^:]*: \([0-9]*\) parameters.*/\1/p' "$H_DIR/ps.log" | head -n 1)
+[ -n "$n_params" ] || h_fail "kfac-ps did not log its model's parameter count"
+params_kb=$(( (n_params * 4 + 1023) / 1024 + 1 ))   # the Params message: 4 bytes a parameter, and a little
 bound=$(( rss0 + 4 * params_kb ))
 [ "$reset" = 1 ] || bound=$(( bound > hwm0 ? bound : hwm0 ))
 [ "$hwm1" -le "$bound" ] ||
   h_fail "kfac-ps's peak resident memory grew to $hwm1 kB during the flood: more than $rss0 kB before it plus 4 Params messages ($bound kB)"
 log=$H_DIR/ps.log
-grep -Eq "done: 150 steps.*requests over the rate limit [1-9][0-9]*, Params held back [1-9][0-9]*" "$log" ||
+grep -Eq "done: 60 steps.*requests over the rate limit [1-9][0-9]*, Params held back [1-9][0-9]*" "$log" ||
   h_fail "the done line does not count the flood: $(grep 'done:' "$log")"
 grep -q "rejected get_params from worker#[0-9]* .*more than 20 GetParams and JobRequest a second" "$log" ||
   h_fail "kfac-ps did not log the requests over the rate limit"
@@ -79,4 +83,4 @@ n=$(grep -c "more than 20 GetParams and JobRequest a second" "$log")
 [ "$n" -le 20 ] || h_fail "the rate-limit refusal was logged $n times (at most one a second)"
 limited=$(sed -n 's/.*requests over the rate limit \([0-9]*\).*/\1/p' "$log" | tail -n 1)
 held=$(sed -n 's/.*Params held back \([0-9]*\).*/\1/p' "$log" | tail -n 1)
-h_pass "peak resident memory $hwm1 kB during 20,000 unread GetParams, $rss0 kB before (+$((hwm1 - rss0)) kB; bound $bound kB, 4 Params; peak reset: $reset); $limited requests over the rate limit, $held Params held back"
+h_pass "wide model ($n_params parameters): peak resident memory $hwm1 kB during 20,000 unread GetParams, $rss0 kB before (+$((hwm1 - rss0)) kB; bound $bound kB, 4 Params; peak reset: $reset); $limited requests over the rate limit, $held Params held back"
