@@ -196,6 +196,12 @@ static void s_sync_factor_versions(ps_server_t *s) {
     for (int b = 0; b < s->n_blocks; b++) ps_sched_folded(&s->sched[b], s->kfac->blocks[b].factor_version);
 }
 
+/* The name of net layer `layer` for ps_stats_guard_check's lines. */
+static const char *s_layer_name(const void *net, int layer) {
+    const net_t *n = net;
+    return layer >= 0 && layer < n->n_layers ? n->layers[layer].name : NULL;
+}
+
 void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_stats_push_t *sp = &m->stats_push;
     char err[600];
@@ -240,6 +246,12 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_send_params(s, p);
         return;
     }
+    if (ps_stats_guard_check(s->stats_guard, s->scratch, s->cfg->stats_trace_max_ratio, s_layer_name, s->net, err,
+                             sizeof err) < 0) {
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
+        ps_round_send_params(s, p);
+        return;
+    }
     double t_fold = clock_now_ms();
     int rc = kfac_opt_fold(s->kfac, s->scratch, (long)sp->params_version);
     ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
@@ -250,6 +262,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
+    ps_stats_guard_accept(s->stats_guard, s->scratch);
     p->n_accepted++;
     s_sync_factor_versions(s);
     if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->kfac, s->sched);

@@ -402,7 +402,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         }
         log_info("update: preconditioning on %d thread%s", nn_par_threads(s->update_par),
                  nn_par_threads(s->update_par) == 1 ? "" : "s");
-        if (!(s->scratch = kfac_stats_new(s->net))) {
+        if (!(s->scratch = kfac_stats_new(s->net)) || !(s->stats_guard = ps_stats_guard_new(s->scratch))) {
             snprintf(err, err_len, "out of memory (statistics)");
             return -ENOMEM;
         }
@@ -702,6 +702,8 @@ void ps_server_free(ps_server_t **s_p) {
     free(s->unpack_buf);
     free(s->config_text);
     wire_shape_release(&s->shape);
+    ps_stats_guard_free(s->stats_guard);
+    s->stats_guard = NULL;
     kfac_stats_free(&s->scratch);
     kfac_opt_free(&s->kfac);
     nn_par_free(&s->update_par);

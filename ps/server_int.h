@@ -42,6 +42,7 @@
 #include "ps/peers.h"
 #include "ps/refresh.h"
 #include "ps/round_state.h"
+#include "ps/stats_guard.h"
 #include "ps/sched.h"
 #include "ps/server.h"
 #include "ps/trim.h"
@@ -111,6 +112,7 @@ struct ps_server {
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
     wire_shape_t shape;            /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
+    ps_stats_guard_t *stats_guard; /* what a statistics push may put in (ps/stats_guard.h) */
     float *unpack_buf;             /* (shape.max_layer_floats) */
     int n_blocks;
     ps_sched_block_t *sched;       /* (n_blocks), mirrors kfac->blocks */
