@@ -181,6 +181,8 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->kfac && (s->n_inv_bad || s->n_invertd_distrusted))
         S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", s->n_inv_bad,
               s->n_invertd_distrusted);
+    if (s->kfac && s->kfac->n_lowrank_layers)
+        S_ADD(", layer updates in factored form %" PRIu64, s->kfac->n_lowrank_layers);
     if (s->round.steps_done)
         S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, s->n_stale_grads, s->n_dropped);
