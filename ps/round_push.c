@@ -53,7 +53,7 @@ static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
     for (size_t i = 0; i < g->n_lowrank; i++) {
         const msg_lowrank_t *f = &g->lowrank[i];
         const layer_t *l = &net->layers[f->layer];
-        memcpy(p->grad + from, g->grad + at, (l->w_off - from) * sizeof(float));
+        if (l->w_off > from) memcpy(p->grad + from, g->grad + at, (l->w_off - from) * sizeof(float));
         at += l->w_off - from;
         from = l->w_off + l->n_w;
         kfac_lowrank_t view = {.layer = (int)f->layer, .n_out = l->out, .n_in = l->in_c * l->in_h * l->in_w,
@@ -67,7 +67,7 @@ static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
             kfac_lowrank_densify(&view, p->grad + l->w_off, 0.0f);
         }
     }
-    memcpy(p->grad + from, g->grad + at, (net->n_params - from) * sizeof(float));
+    if (net->n_params > from) memcpy(p->grad + from, g->grad + at, (net->n_params - from) * sizeof(float));
     return 0;
 }
 
