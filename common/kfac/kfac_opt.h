@@ -30,6 +30,11 @@
  * t - inv_version. Blocks with no inverse yet precondition with the damped
  * identity (opts.identity_mode).
  *
+ * Low-rank gradients. kfac_opt_step_lowrank takes some fc layers' weight
+ * gradients as rows D and X (dW = D^T X, kfac_lowrank.h) and
+ * preconditions them in factored form where that pays and is exact
+ * (each factor applied on its own), densifying otherwise.
+ *
  * Threads: not thread-safe; one owner thread (the PS serializes folds,
  * installs and steps). Ownership: the optimizer borrows net for its
  * lifetime (layout only) and owns everything else.
