@@ -46,6 +46,8 @@ typedef struct s_worker {
     int lr_decided;          /* the layers below are chosen (at the first gradient of a context) */
     const net_t *lr_net;     /* ... for this net (a new Welcome builds a new one) */
     int lr_batch;            /* ... and batch */
+    size_t lr_n_params;      /* ... and shape (a new net may reuse the old one's address) */
+    int lr_n_layers;
     int n_lr;                /* layers sent factored */
     msg_lowrank_t *lr;       /* (n_lr) their entries, d and x into lr_buf */
     float *lr_buf;           /* batch * (out + in) floats per layer */
@@ -76,6 +78,8 @@ static void s_lowrank_decide(s_worker_t *s, const compute_ctx_t *cc) {
     s->lr_decided = 1;
     s->lr_net = cc->net;
     s->lr_batch = cc->batch;
+    s->lr_n_params = cc->net->n_params;
+    s->lr_n_layers = cc->net->n_layers;
     const char *env = getenv("KFAC_DENSE_GRADS");
     if (!cc->stats || (env && *env && strcmp(env, "0") != 0)) return;
     const net_t *net = cc->net;
@@ -171,7 +175,9 @@ static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *job) {
     g->state = cc->net->n_state ? cc->net->state : NULL;
     g->n_state = cc->net->n_state;
     s_worker_t *w = state;
-    if (!w->lr_decided || w->lr_net != cc->net || w->lr_batch != cc->batch) s_lowrank_decide(w, cc);
+    if (!w->lr_decided || w->lr_net != cc->net || w->lr_batch != cc->batch || w->lr_n_params != cc->net->n_params ||
+        w->lr_n_layers != cc->net->n_layers)
+        s_lowrank_decide(w, cc);
     if (w->n_lr > 0) {
         if (s_lowrank_fill(w, cc, j->n_examples, g) == 0) {
             w->n_lr_pushes++;
