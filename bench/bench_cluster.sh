@@ -20,7 +20,9 @@
 #              Default: 'sgd|--optimizer.kind sgd' and 'kfac|'. Options
 #              may start with bin=DIR: that arm's daemons come from DIR
 #              (KFAC_BIN), e.g. an older build for a before/after table
-#              (binaries without the step-period columns show "-" there).
+#              (binaries without the step-period columns show "-" there),
+#              and env=NAME=VALUE (repeatable): environment of that arm's
+#              daemons, e.g. env=KFAC_DENSE_GRADS=1 (docs/protocol.md).
 #   --table    no runs: print the table of OUT/summary again (same --arm list)
 #   after --   options given to every run (e.g. --model.file models/mnist-cnn-wide.model)
 #
@@ -82,11 +84,17 @@ run_one() {
   shift 2
   dir=$out/$label-$rep
   rm -rf "$dir"
-  bin=
-  case ${1:-} in bin=*) bin=${1#bin=}; shift ;; esac
+  bin= envs=
+  while :; do
+    case ${1:-} in
+      bin=*) bin=${1#bin=}; shift ;;
+      env=*) envs="$envs ${1#env=}"; shift ;;
+      *) break ;;
+    esac
+  done
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  KFAC_BIN=${bin:-${KFAC_BIN:-}} timeout 900 deploy/kfac-launch "$config" --quiet --run.out_dir "$dir" --run.steps "$steps" \
+  env $envs KFAC_BIN=${bin:-${KFAC_BIN:-}} timeout 900 deploy/kfac-launch "$config" --quiet --run.out_dir "$dir" --run.steps "$steps" \
     --run.eval_every "$((steps + 1))" --run.target_acc 0 "$@" >"$out/$label-$rep.launch.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] || [ ! -r "$dir/steps.csv" ]; then

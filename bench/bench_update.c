@@ -28,9 +28,19 @@
  *
  * Reference: sgemm of the largest product (out x T x out) on one thread,
  * single-threaded OpenBLAS, best of 5: the machine's rate for this shape.
+ *
+ * Factored arm (--workers N, default 2; 0: none): the fc layers a worker
+ * sends factored (kfac_lowrank_wire_pays at 64 images) as the rows D and
+ * X of N workers of the same batch (weights 1/N), preconditioned by
+ * kfac_opt_step_lowrank; the dense arm gets D^T X densely. The two arms
+ * alternate update by update (dense, factored, dense, ...), so they share
+ * the machine's load, each from the same parameters and momentum; the
+ * table gives each arm's times and the largest relative difference of the
+ * two updates (parameters after minus before, 2-norm).
  */
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +50,7 @@
 #include "common/base/blas.h"
 #include "common/base/clock.h"
 #include "common/base/rng.h"
+#include "common/kfac/kfac_lowrank.h"
 #include "common/kfac/kfac_opt.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/nn/nn.h"
@@ -99,14 +110,14 @@ static double s_sgemm_gflops(int m, int n) {
 
 static void s_usage(FILE *f) {
     fprintf(f, "usage: bench_update [--model F] [--doubly-min-in N] [--threads 1,2] [--reps N]\n"
-               "                    [--method cholesky|eigen] [--seed S]\n");
+               "                    [--method cholesky|eigen] [--seed S] [--workers N]\n");
 }
 
 int main(int argc, char **argv) {
     blas_restart_if_generic(argv);
     const char *model = "models/mnist-cnn-wide.model", *threads_arg = NULL, *method = "cholesky";
     double doubly_min_in = -1.0;
-    int reps = 20;
+    int reps = 20, workers = 2;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -125,6 +136,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--reps")) reps = atoi(v);
         else if (!strcmp(a, "--method")) method = v;
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--workers")) workers = atoi(v);
         else {
             fprintf(stderr, "bench_update: unknown option %s\n", a);
             s_usage(stderr);
@@ -132,8 +144,8 @@ int main(int argc, char **argv) {
         }
         i++;
     }
-    if (reps < 1 || (strcmp(method, "cholesky") && strcmp(method, "eigen"))) {
-        fprintf(stderr, "bench_update: --reps must be >= 1 and --method cholesky or eigen\n");
+    if (reps < 1 || workers < 0 || workers > 64 || (strcmp(method, "cholesky") && strcmp(method, "eigen"))) {
+        fprintf(stderr, "bench_update: --reps must be >= 1, --workers in 0..64 and --method cholesky or eigen\n");
         return 2;
     }
     int n_threads[BU_MAX_THREADS], n_t = 0;
@@ -194,6 +206,30 @@ int main(int argc, char **argv) {
     net_backward(net, y, NULL, NULL);
     memcpy(grad, net->grads, sizeof(float) * net->n_params);
     memcpy(p0, net->params, sizeof(float) * net->n_params);
+    /* the factored arm: the rows of `workers` copies of this batch, weights 1/workers */
+    kfac_lowrank_set_t lr;
+    float *grad_lr = malloc(sizeof(float) * net->n_params), *p_dense = malloc(sizeof(float) * net->n_params),
+          *mom0 = malloc(sizeof(float) * net->n_params);
+    if (kfac_lowrank_set_init(&lr, net) < 0 || !grad_lr || !p_dense || !mom0) {
+        fprintf(stderr, "bench_update: out of memory\n");
+        return 1;
+    }
+    memcpy(grad_lr, grad, sizeof(float) * net->n_params);
+    int n_lr = 0;
+    for (int i = 0; i < lr.n && workers > 0; i++) {
+        kfac_lowrank_t *e = &lr.v[i];
+        const layer_t *l = &net->layers[e->layer];
+        if (l->kfac == KFAC_MODE_NONE || !kfac_lowrank_wire_pays(BU_BATCH, e->n_out, e->n_in)) continue;
+        for (int w = 0; w < workers; w++)
+            if (kfac_lowrank_append(e, l->dy, net_layer_input(net, l), BU_BATCH, 1.0f / (float)workers) < 0) {
+                fprintf(stderr, "bench_update: out of memory\n");
+                return 1;
+            }
+        memset(grad_lr + e->w_off, 0, sizeof(float) * l->n_w);
+        printf("factored arm: layer %s, %d workers x %d rows of (%d + %d) floats\n", l->name, workers, BU_BATCH,
+               e->n_out, e->n_in);
+        n_lr++;
+    }
 
     int big_m = 0, big_n = 0;
     double flops = s_update_flops(k, ko.method == KFAC_INV_EIGEN, &big_m, &big_n);
@@ -209,8 +245,9 @@ int main(int argc, char **argv) {
     }
     printf("update: %.3f GFLOP of Kronecker products per step\n", flops * 1e-9);
     printf("reference: sgemm %d x %d x %d on one thread: %.1f GFLOP/s\n\n", big_m, big_n, big_m, ref);
-    printf("| update threads | ms per update (mean) | min | GFLOP/s | per thread vs sgemm |\n");
-    printf("|---|---|---|---|---|\n");
+    printf("| update threads | ms per update (mean) | min | GFLOP/s | per thread vs sgemm |%s\n",
+           n_lr ? " factored: ms (mean) | min | dense / factored | max rel. diff |" : "");
+    printf("|---|---|---|---|---|%s\n", n_lr ? "---|---|---|---|" : "");
     int status = 0;
     for (int ti = 0; ti < n_t; ti++) {
         nn_par_t *par = n_threads[ti] > 1 ? nn_par_new(n_threads[ti]) : NULL;
@@ -220,9 +257,10 @@ int main(int argc, char **argv) {
             continue;
         }
         kfac_opt_set_par(k, par);
-        double sum = 0.0, best = 1e30;
+        double sum = 0.0, best = 1e30, sum_lr = 0.0, best_lr = 1e30, diff = 0.0;
         for (int rep = -3; rep < reps; rep++) {
             memcpy(net->params, p0, sizeof(float) * net->n_params);
+            if (n_lr) memcpy(mom0, k->mom, sizeof(float) * net->n_params); /* both arms from one momentum */
             kfac_step_info_t info;
             double t0 = clock_now_s();
             int rc = kfac_opt_step(k, net->params, grad, 1, &info);
@@ -233,18 +271,47 @@ int main(int argc, char **argv) {
                 status = 1;
                 break;
             }
+            if (rep >= 0) {
+                sum += dt;
+                if (dt < best) best = dt;
+            }
+            if (!n_lr) continue;
+            memcpy(p_dense, net->params, sizeof(float) * net->n_params);
+            memcpy(net->params, p0, sizeof(float) * net->n_params);
+            memcpy(k->mom, mom0, sizeof(float) * net->n_params);
+            uint64_t before = k->n_lowrank_layers;
+            t0 = clock_now_s();
+            rc = kfac_opt_step_lowrank(k, net->params, grad_lr, &lr, 1, &info);
+            dt = clock_now_s() - t0;
+            if (rc < 0 || k->n_lowrank_layers - before != (uint64_t)n_lr) {
+                fprintf(stderr, "bench_update: the factored update failed (%d) or went dense\n", rc);
+                status = 1;
+                break;
+            }
+            /* the two updates (p - p0) against each other */
+            double num = 0.0, den = 0.0;
+            for (size_t j = 0; j < net->n_params; j++) {
+                double a = (double)p_dense[j] - p0[j], b = (double)net->params[j] - p0[j];
+                num += (a - b) * (a - b), den += a * a;
+            }
+            if (den > 0.0 && sqrt(num / den) > diff) diff = sqrt(num / den);
             if (rep < 0) continue;
-            sum += dt;
-            if (dt < best) best = dt;
+            sum_lr += dt;
+            if (dt < best_lr) best_lr = dt;
         }
         kfac_opt_set_par(k, NULL);
         nn_par_free(&par);
         double mean = sum / reps, gf = flops / mean * 1e-9;
-        printf("| %d | %.1f | %.1f | %.1f | %.2f |\n", n_threads[ti], 1e3 * mean, 1e3 * best, gf,
+        printf("| %d | %.1f | %.1f | %.1f | %.2f |", n_threads[ti], 1e3 * mean, 1e3 * best, gf,
                gf / n_threads[ti] / (ref > 0 ? ref : 1.0));
+        if (n_lr)
+            printf(" %.1f | %.1f | %.2fx | %.1e |", 1e3 * sum_lr / reps, 1e3 * best_lr, sum / (sum_lr > 0 ? sum_lr : 1),
+                   diff);
+        printf("\n");
         fflush(stdout);
     }
-    free(x), free(y), free(p0), free(grad);
+    free(x), free(y), free(p0), free(grad), free(grad_lr), free(p_dense), free(mom0);
+    kfac_lowrank_set_release(&lr);
     kfac_stats_free(&st);
     kfac_opt_free(&k);
     net_free(&net);

@@ -161,6 +161,13 @@ int64_t msg_limits_max_bytes(const msg_limits_t *lim) {
             }
             stats = s_add(stats, b);
         }
+        /* factored fc gradients: up to max_rows rows of (out + in) floats per fc layer */
+        for (uint32_t l = 0; l < md->n_layers && md->layers && lim->max_rows; l++) {
+            const msg_layer_shape_t *ls = &md->layers[l];
+            if (!ls->fc_out) continue;
+            uint64_t fl = s_mul(4, s_mul(lim->max_rows, (uint64_t)ls->fc_out + ls->fc_in));
+            stats = s_add(stats, s_add(4 * S_FIELD_OVERHEAD, fl));
+        }
     } else {
         n_params = lim->max_floats;
         n_state = lim->max_floats;
@@ -294,6 +301,7 @@ static int s_encode(const msg_t *m, uint8_t **buf, uint8_t *into, size_t cap, si
     Kfac__Shutdown shutdown = KFAC__SHUTDOWN__INIT;
     s_stats_pb_t stats;
     memset(&stats, 0, sizeof stats);
+    Kfac__FactoredGrad *fg = NULL, **fgp = NULL;
     int rc = 0;
 
     switch (m->type) {
@@ -355,8 +363,32 @@ static int s_encode(const msg_t *m, uint8_t **buf, uint8_t *into, size_t cap, si
         grad_push.n_state = m->grad_push.n_state;
         grad_push.state = S_ARR(m->grad_push.state, m->grad_push.n_state);
         grad_push.compute_ms = m->grad_push.compute_ms;
+        if (m->grad_push.n_lowrank > 0) {
+            const msg_lowrank_t *lr = m->grad_push.lowrank;
+            if (!lr) return -EINVAL;
+            for (size_t i = 0; i < m->grad_push.n_lowrank; i++)
+                if (!S_ARR_OK(lr[i].d, lr[i].n_d) || !S_ARR_OK(lr[i].x, lr[i].n_x)) return -EINVAL;
+            fg = calloc(m->grad_push.n_lowrank, sizeof *fg);
+            fgp = calloc(m->grad_push.n_lowrank, sizeof *fgp);
+            if (!fg || !fgp) {
+                rc = -ENOMEM;
+                goto cleanup;
+            }
+            for (size_t i = 0; i < m->grad_push.n_lowrank; i++) {
+                kfac__factored_grad__init(&fg[i]);
+                fg[i].layer = lr[i].layer;
+                fg[i].n_rows = lr[i].n_rows;
+                fg[i].n_d = lr[i].n_d;
+                fg[i].d = S_ARR(lr[i].d, lr[i].n_d);
+                fg[i].n_x = lr[i].n_x;
+                fg[i].x = S_ARR(lr[i].x, lr[i].n_x);
+                fgp[i] = &fg[i];
+            }
+            grad_push.n_factored = m->grad_push.n_lowrank;
+            grad_push.factored = fgp;
+        }
         if (m->grad_push.stats.n_layers > 0) {
-            if ((rc = s_stats_to_pb(&m->grad_push.stats, &stats)) < 0) return rc;
+            if ((rc = s_stats_to_pb(&m->grad_push.stats, &stats)) < 0) goto cleanup;
             grad_push.stats = &stats.fs;
         }
         env.body_case = KFAC__ENVELOPE__BODY_GRAD_PUSH;
@@ -461,6 +493,8 @@ static int s_encode(const msg_t *m, uint8_t **buf, uint8_t *into, size_t cap, si
     *len = size;
 cleanup:
     s_stats_pb_free(&stats);
+    free(fg);
+    free(fgp);
     return rc;
 }
 
@@ -605,6 +639,24 @@ int msg_decode(const uint8_t *buf, size_t len, msg_t *out, char *err, size_t err
         out->grad_push.compute_ms = b->compute_ms;
         s_take(&out->grad_push.grad, &out->grad_push.n_grad, &b->grad, &b->n_grad);
         s_take(&out->grad_push.state, &out->grad_push.n_state, &b->state, &b->n_state);
+        if (b->n_factored > 0) {
+            out->grad_push.lowrank = calloc(b->n_factored, sizeof *out->grad_push.lowrank);
+            if (!out->grad_push.lowrank) {
+                rc = -ENOMEM;
+            } else {
+                out->grad_push.n_lowrank = b->n_factored;
+                for (size_t i = 0; i < b->n_factored; i++) {
+                    Kfac__FactoredGrad *f = b->factored[i];
+                    msg_lowrank_t *d = &out->grad_push.lowrank[i];
+                    if (!f) continue;
+                    d->layer = f->layer;
+                    d->n_rows = f->n_rows;
+                    s_take(&d->d, &d->n_d, &f->d, &f->n_d);
+                    s_take(&d->x, &d->n_x, &f->x, &f->n_x);
+                }
+            }
+        }
+        if (rc < 0) break;
         rc = s_stats_from_pb(b->stats, &out->grad_push.stats);
         break;
     }
@@ -714,6 +766,11 @@ void msg_clear(msg_t *m) {
     case MSG_GRAD_PUSH:
         free(m->grad_push.grad);
         free(m->grad_push.state);
+        for (size_t i = 0; m->grad_push.lowrank && i < m->grad_push.n_lowrank; i++) {
+            free(m->grad_push.lowrank[i].d);
+            free(m->grad_push.lowrank[i].x);
+        }
+        free(m->grad_push.lowrank);
         s_stats_clear(&m->grad_push.stats);
         break;
     case MSG_STATS_PUSH:

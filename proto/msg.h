@@ -165,17 +165,31 @@ typedef struct msg_params {
     size_t n_stats_layers;
 } msg_params_t;
 
+/* One fc layer's weight gradient as dW = D^T X (proto FactoredGrad). */
+typedef struct msg_lowrank {
+    uint32_t layer;           /* an fc layer of the model */
+    uint32_t n_rows;          /* 1 .. the sender's batch (msg_limits.max_rows) */
+    float *d;                 /* (n_rows, out) */
+    size_t n_d;
+    float *x;                 /* (n_rows, in) */
+    size_t n_x;
+} msg_lowrank_t;
+
 typedef struct msg_grad_push {
     uint64_t version;         /* params version the gradient was taken at */
     double loss;              /* mean loss over the batch */
     uint64_t n_examples;
     uint64_t n_correct;
-    float *grad;              /* (n_grad) mean gradient, n_grad == n_params */
+    float *grad;              /* (n_grad) mean gradient, n_grad == n_params less the weights of
+                                 the layers in lowrank (left out, arena order kept) */
     size_t n_grad;
     float *state;             /* (n_state) the worker's bn running stats, or none */
     size_t n_state;
     msg_stats_t stats;        /* optional (n_layers == 0: none) */
     double compute_ms;
+    msg_lowrank_t *lowrank;   /* (n_lowrank) fc weight gradients in factored form, strictly
+                                 increasing layers; none: grad is the whole arena */
+    size_t n_lowrank;
 } msg_grad_push_t;
 
 typedef struct msg_stats_push {
@@ -261,6 +275,7 @@ typedef struct msg_layer_shape {
     msg_factor_kind_t kind[MSG_MAX_FACTORS];
     uint32_t n[MSG_MAX_FACTORS];
     uint32_t n_blocks[MSG_MAX_FACTORS];
+    uint32_t fc_out, fc_in;   /* fc layers: the weight's shape (a GradPush may send it factored); else 0 */
 } msg_layer_shape_t;
 
 typedef struct msg_model_shape {
@@ -279,10 +294,13 @@ typedef struct msg_limits {
     size_t max_string;        /* bytes in a short string (build_id, reason, error text) */
     size_t max_text;          /* bytes in model_text / config_text */
     const msg_model_shape_t *model; /* borrowed; NULL: no model-shape checks */
+    uint32_t max_rows;        /* rows of a factored gradient (the batch a worker may use); 0: none accepted */
 } msg_limits_t;
 
 /* Defaults: max_n 16384, max_floats 2^28, max_layers 4096, max_factors
- * MSG_MAX_FACTORS, max_string 4096, max_text 1 MiB, model NULL. */
+ * MSG_MAX_FACTORS, max_string 4096, max_text 1 MiB, model NULL, max_rows 0
+ * (a GradPush with factored layers is refused: a receiver that takes them
+ * sets the batch it allows, and a model: the layers' shapes). */
 void msg_limits_default(msg_limits_t *lim);
 
 /* An upper bound on the encoded size of any message that passes

@@ -338,6 +338,74 @@ static int s_check_params_arrays(const char *pfield, const float *p, size_t n_p,
     return s_check_floats(sfield, s, n_s, 0, 0, lim, err, err_len);
 }
 
+/* A GradPush's factored fc gradients and its grad array, which leaves out
+ * their weights (proto/kfac.proto, GradPush). */
+static int s_check_lowrank(const msg_grad_push_t *g, const msg_limits_t *lim, char *err, size_t err_len) {
+    const msg_model_shape_t *md = lim->model;
+    if (!md || !md->layers || lim->max_rows == 0) {
+        s_err(err, err_len, "grad_push.factored: this receiver takes no factored gradients");
+        return -EINVAL;
+    }
+    if (!g->lowrank) {
+        s_err(err, err_len, "grad_push.factored: %zu entries announced but no data", g->n_lowrank);
+        return -EINVAL;
+    }
+    uint64_t skipped = 0;
+    char field[96];
+    for (size_t i = 0; i < g->n_lowrank; i++) {
+        const msg_lowrank_t *f = &g->lowrank[i];
+        if (f->layer >= md->n_layers || md->layers[f->layer].fc_out == 0) {
+            s_err(err, err_len, "grad_push.factored[%zu]: layer %" PRIu32 " is no fully connected layer of the model", i,
+                  f->layer);
+            return -EINVAL;
+        }
+        if (i > 0 && f->layer <= g->lowrank[i - 1].layer) {
+            s_err(err, err_len, "grad_push.factored[%zu]: layer %" PRIu32 " is not after layer %" PRIu32, i, f->layer,
+                  g->lowrank[i - 1].layer);
+            return -EINVAL;
+        }
+        if (f->n_rows == 0 || f->n_rows > lim->max_rows || f->n_rows > g->n_examples) {
+            s_err(err, err_len,
+                  "grad_push.factored[%zu].n_rows: %" PRIu32 " is not in 1..%" PRIu32 " (the batch) and at most n_examples=%" PRIu64,
+                  i, f->n_rows, lim->max_rows, g->n_examples);
+            return -EINVAL;
+        }
+        const msg_layer_shape_t *ls = &md->layers[f->layer];
+        const uint64_t nd = (uint64_t)f->n_rows * ls->fc_out, nx = (uint64_t)f->n_rows * ls->fc_in;
+        if (f->n_d != nd || f->n_x != nx || (nd && !f->d) || (nx && !f->x)) {
+            s_err(err, err_len,
+                  "grad_push.factored[%zu]: %" PRIu32 " rows of layer %" PRIu32 " need %" PRIu64 " floats of d and %" PRIu64
+                  " of x, got %zu and %zu",
+                  i, f->n_rows, f->layer, nd, nx, f->n_d, f->n_x);
+            return -EINVAL;
+        }
+        size_t bad = s_first_nonfinite(f->d, f->n_d);
+        if (bad < f->n_d) {
+            s_err(err, err_len, "grad_push.factored[%zu].d[%zu] is %s", i, bad, isnan(f->d[bad]) ? "NaN" : "Inf");
+            return -EINVAL;
+        }
+        bad = s_first_nonfinite(f->x, f->n_x);
+        if (bad < f->n_x) {
+            s_err(err, err_len, "grad_push.factored[%zu].x[%zu] is %s", i, bad, isnan(f->x[bad]) ? "NaN" : "Inf");
+            return -EINVAL;
+        }
+        skipped += (uint64_t)ls->fc_out * ls->fc_in;
+    }
+    if (skipped > md->n_params) {
+        s_err(err, err_len, "grad_push.factored: the weights left out are more than the model's parameters");
+        return -EINVAL;
+    }
+    const uint64_t expect = md->n_params - skipped;
+    snprintf(field, sizeof field, "grad_push.grad (without %zu factored weight%s)", g->n_lowrank,
+             g->n_lowrank == 1 ? "" : "s");
+    if (expect == 0) {
+        if (g->n_grad == 0) return 0;
+        s_err(err, err_len, "%s: expected no floats, got %zu", field, g->n_grad);
+        return -EINVAL;
+    }
+    return s_check_floats(field, g->grad, g->n_grad, 1, expect, lim, err, err_len);
+}
+
 int msg_validate(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
     msg_limits_t dl;
     if (!lim) {
@@ -433,9 +501,20 @@ int msg_validate(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_
                   g->n_examples);
             break;
         }
-        if ((rc = s_check_params_arrays("grad_push.grad", g->grad, g->n_grad, "grad_push.state", g->state,
-                                        g->n_state, lim, err, err_len)) < 0)
+        if (g->n_lowrank > 0) {
+            /* grad leaves out the factored layers' weights; the state as ever */
+            if ((rc = s_check_lowrank(g, lim, err, err_len)) < 0) break;
+            if (g->n_state != 0 && g->n_state != lim->model->n_state) {
+                s_err(err, err_len, "grad_push.state: expected %" PRIu64 " floats (or none), got %zu",
+                      lim->model->n_state, g->n_state);
+                rc = -EINVAL;
+                break;
+            }
+            if ((rc = s_check_floats("grad_push.state", g->state, g->n_state, 0, 0, lim, err, err_len)) < 0) break;
+        } else if ((rc = s_check_params_arrays("grad_push.grad", g->grad, g->n_grad, "grad_push.state", g->state,
+                                               g->n_state, lim, err, err_len)) < 0) {
             break;
+        }
         rc = s_check_stats("grad_push.stats", &g->stats, 0, lim, err, err_len);
         break;
     }

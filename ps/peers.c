@@ -21,6 +21,7 @@ int ps_peers_init(ps_peers_t *t, int cap) {
 static void s_peer_free(ps_peer_t *p) {
     if (!p) return;
     free(p->grad);
+    kfac_lowrank_set_release(&p->lowrank);
     free(p->state);
     kfac_stats_free(&p->stats);
     zloop_track_free(&p->params_track);

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kfac/kfac_lowrank.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/net/auth_keys.h"
 #include "common/net/zloop.h"
@@ -59,7 +60,10 @@ typedef struct ps_peer {
      * PS sums the round in rank order whatever the arrival order (floating
      * point addition is not associative: with three or more workers the
      * arrival order would otherwise change the step) */
-    float *grad;             /* (n_params) owned, NULL until the first push */
+    float *grad;             /* (n_params) owned, NULL until the first push; zeros in the weights of
+                                layers held factored in lowrank */
+    kfac_lowrank_set_t lowrank; /* its factored fc weight gradients of this round (rows > 0), owned;
+                                   entries made at its first factored push */
     float *state;            /* (n_state) owned, NULL until a push carries state */
     int has_state;           /* state holds this round's batch-norm state */
     double loss;             /* mean loss of its batch */

@@ -201,6 +201,8 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
         S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_INV_BAD),
               ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));
+    if (s->kfac && s->kfac->n_lowrank_layers)
+        S_ADD(", layer updates in factored form %" PRIu64, s->kfac->n_lowrank_layers);
     if (s->round.steps_done)
         S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));

@@ -399,7 +399,8 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     if (s->kfac) {
         kfac_step_info_t info;
         memset(&info, 0, sizeof info);
-        int rc = kfac_opt_step(s->kfac, s->net->params, s->round.grad_acc, s->round.t, &info);
+        int rc = kfac_opt_step_lowrank(s->kfac, s->net->params, s->round.grad_acc, &s->round.lowrank, s->round.t,
+                                       &info);
         if (rc < 0) {
             ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
             int in_a_row = ps_round_state_step_failed(&s->round);

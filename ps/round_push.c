@@ -23,6 +23,55 @@
  * its trajectory is unchanged), and its (clipped) norm is recorded. A
  * member can then move no layer by more than that bound a step, however it
  * spreads its gradient over the layers. */
+/* ||D^T X||_F^2 of a factored layer of a push, by Gram products. */
+static double s_msg_lowrank_norm2(const net_t *net, const msg_lowrank_t *f) {
+    const layer_t *l = &net->layers[f->layer];
+    const int out = l->out, in = l->in_c * l->in_h * l->in_w, n = (int)f->n_rows;
+    return kfac_lowrank_inner(f->d, out, f->x, in, n, f->d, out, f->x, in, n, out, in);
+}
+
+/* Does the step use factored gradients as they come? With K-FAC and the
+ * weighted mean, yes (kfac_opt_step_lowrank decides per layer); SGD and
+ * the robust rules see dense gradients, densified here at the push. */
+static int s_keep_lowrank(const ps_server_t *s) {
+    return s->kfac && s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN;
+}
+
+/* The push's gradient into p: grad (with the factored layers' weights left
+ * out, proto/kfac.proto) spread over the arena, and each factored layer
+ * either kept in p->lowrank (zeros in p->grad's weight slice) or densified
+ * into it. Returns 0 or -ENOMEM. */
+static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
+    const net_t *net = s->net;
+    if (p->lowrank.v) kfac_lowrank_set_clear(&p->lowrank);
+    if (g->n_lowrank == 0) {
+        memcpy(p->grad, g->grad, net->n_params * sizeof(float));
+        return 0;
+    }
+    const int keep = s_keep_lowrank(s);
+    if (keep && !p->lowrank.v && kfac_lowrank_set_init(&p->lowrank, net) < 0) return -ENOMEM;
+    size_t at = 0, from = 0;
+    for (size_t i = 0; i < g->n_lowrank; i++) {
+        const msg_lowrank_t *f = &g->lowrank[i];
+        const layer_t *l = &net->layers[f->layer];
+        if (l->w_off > from) memcpy(p->grad + from, g->grad + at, (l->w_off - from) * sizeof(float));
+        at += l->w_off - from;
+        from = l->w_off + l->n_w;
+        kfac_lowrank_t view = {.layer = (int)f->layer, .n_out = l->out, .n_in = l->in_c * l->in_h * l->in_w,
+                               .w_off = l->w_off, .n_rows = (int)f->n_rows, .D = f->d, .X = f->x};
+        kfac_lowrank_t *e = keep ? kfac_lowrank_set_find(&p->lowrank, (int)f->layer) : NULL;
+        if (e && kfac_lowrank_append(e, f->d, f->x, (int)f->n_rows, 1.0f) == 0) {
+            memset(p->grad + l->w_off, 0, l->n_w * sizeof(float));
+        } else {
+            if (e) e->n_rows = 0;
+            /* p->grad's weight slice (out, in) = D^T X */
+            kfac_lowrank_densify(&view, p->grad + l->w_off, 0.0f);
+        }
+    }
+    if (net->n_params > from) memcpy(p->grad + from, g->grad + at, (net->n_params - from) * sizeof(float));
+    return 0;
+}
+
 static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
     if (!(s->cfg->grad_clip_ratio > 0.0)) return;
     const net_t *net = s->net;
@@ -31,7 +80,9 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
         const layer_t *l = &net->layers[li];
         if (l->n_w + l->n_b == 0) continue;
         float *w = p->grad + l->w_off, *b = l->n_b ? p->grad + l->b_off : NULL;
-        double n2 = 0.0;
+        kfac_lowrank_t *e = p->lowrank.v ? kfac_lowrank_set_find(&p->lowrank, li) : NULL;
+        if (e && e->n_rows <= 0) e = NULL;
+        double n2 = e ? kfac_lowrank_norm2(e) : 0.0; /* the weight slice is zero then: dW = D^T X */
         for (size_t i = 0; i < l->n_w; i++) n2 += (double)w[i] * w[i];
         for (size_t i = 0; i < l->n_b; i++) n2 += (double)b[i] * b[i];
         double norm = sqrt(n2), med = ps_norm_hist_median(&s->layer_norms[li]);
@@ -40,6 +91,7 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
             float scale = (float)(bound / norm);
             for (size_t i = 0; i < l->n_w; i++) w[i] *= scale;
             for (size_t i = 0; i < l->n_b; i++) b[i] *= scale;
+            if (e) kfac_lowrank_scale(e, scale);
             ps_counters_bump(&s->ctr, PS_CTR_CLIPPED);
             p->n_clipped++;
             uint64_t skipped = 0;
@@ -96,7 +148,8 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     /* What one member may put into the round: at most a batch of examples,
      * a norm near the recent ones (msg_validate rejected NaN and Inf). */
     double norm2 = 0.0;
-    for (size_t i = 0; i < s->net->n_params; i++) norm2 += (double)g->grad[i] * g->grad[i];
+    for (size_t i = 0; i < g->n_grad; i++) norm2 += (double)g->grad[i] * g->grad[i];
+    for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->net, &g->lowrank[i]);
     double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
     switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
     case PS_GRAD_TOO_MANY_EXAMPLES:
@@ -158,7 +211,11 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         const uint64_t now = clock_now_ns(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
         if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
     }
-    memcpy(p->grad, g->grad, np * sizeof(float));
+    if (s_hold_grad(s, p, g) < 0) {
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
+        ps_round_after_reject(s, p, m);
+        return;
+    }
     s_clip_layers(s, p);
     p->has_state = ns && g->n_state == ns;
     if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));

@@ -18,7 +18,8 @@ int ps_round_state_init(ps_round_t *r, const net_t *net, int with_stats) {
     size_t np = net->n_params ? net->n_params : 1, ns = net->n_state ? net->n_state : 1;
     r->grad_acc = calloc(np, sizeof(float));
     r->state_acc = calloc(ns, sizeof(float));
-    if (!r->grad_acc || !r->state_acc || (with_stats && !(r->stats = kfac_stats_new(net)))) {
+    if (!r->grad_acc || !r->state_acc || kfac_lowrank_set_init(&r->lowrank, net) < 0 ||
+        (with_stats && !(r->stats = kfac_stats_new(net)))) {
         ps_round_state_release(r);
         return -ENOMEM;
     }
@@ -29,6 +30,7 @@ void ps_round_state_release(ps_round_t *r) {
     if (!r) return;
     ps_round_state_drop_params(r);
     free(r->grad_acc);
+    kfac_lowrank_set_release(&r->lowrank);
     free(r->state_acc);
     kfac_stats_free(&r->stats);
     memset(r, 0, sizeof *r);
@@ -44,6 +46,7 @@ void ps_round_state_drop_params(ps_round_t *r) {
 
 void ps_round_state_clear(ps_round_t *r, const net_t *net) {
     memset(r->grad_acc, 0, net->n_params * sizeof(float));
+    kfac_lowrank_set_clear(&r->lowrank);
     if (net->n_state) memset(r->state_acc, 0, net->n_state * sizeof(float));
     r->acc_n = r->acc_loss = r->state_n = 0.0;
     r->acc_correct = 0;
@@ -167,6 +170,21 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
     const float w = (float)p->n_examples;
     /* grad_acc += n_examples * grad  (n_params floats) */
     if (with_grad) cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
+    /* factored layers: their rows, D scaled by n_examples, after those summed before */
+    for (int i = 0; with_grad && i < p->lowrank.n; i++) {
+        const kfac_lowrank_t *e = &p->lowrank.v[i];
+        kfac_lowrank_t *dst = e->n_rows > 0 ? kfac_lowrank_set_find(&r->lowrank, e->layer) : NULL;
+        if (dst && kfac_lowrank_append(dst, e->D, e->X, e->n_rows, w) < 0) {
+            /* no memory for the rows: this worker's share goes in densely */
+            kfac_lowrank_t tmp = *e;
+            float *W = malloc(sizeof(float) * (size_t)e->n_out * e->n_in);
+            if (W) {
+                kfac_lowrank_densify(&tmp, W, 0.0f);
+                cblas_saxpy(e->n_out * e->n_in, w, W, 1, r->grad_acc + e->w_off, 1);
+                free(W);
+            }
+        }
+    }
     r->acc_n += (double)p->n_examples;
     r->acc_loss += (double)p->n_examples * p->loss;
     r->acc_correct += p->n_correct;
@@ -199,6 +217,7 @@ void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *p
     for (int i = 0; i < n_order; i++) ps_round_state_commit_grad(r, net, order[i]);
     /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
     cblas_sscal((int)net->n_params, (float)(1.0 / r->acc_n), r->grad_acc, 1);
+    for (int i = 0; i < r->lowrank.n; i++) kfac_lowrank_scale(&r->lowrank.v[i], (float)(1.0 / r->acc_n));
 }
 
 float ps_round_robust_value(float *v, int k, int trim) {

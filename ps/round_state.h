@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kfac/kfac_lowrank.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/net/zloop.h"
 #include "common/nn/nn.h"
@@ -32,6 +33,9 @@ typedef struct ps_round {
     long t;                        /* version of the current parameters; the round collects gradients of t */
     uint64_t steps_done;
     float *grad_acc;               /* (n_params) sum of n_examples * gradient; the mean after averaging */
+    kfac_lowrank_set_t lowrank;    /* the factored fc weight gradients, rows of every worker in rank
+                                      order, D scaled as grad_acc (common/kfac/kfac_lowrank.h): the
+                                      gradient is grad_acc plus D^T X in those weight slices */
     double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
     uint64_t acc_correct;
     int n_grads;                   /* gradients in */
@@ -180,7 +184,9 @@ void ps_round_state_open_gate(ps_round_t *r);
 
 /* Add worker p's held gradient of this round (and its batch-norm state, if
  * it pushed one) to the sums, weighted by its n_examples, once: p->committed
- * is set, and a second call adds nothing. Nothing happens unless p pushed. */
+ * is set, and a second call adds nothing. Nothing happens unless p pushed.
+ * Its factored layers' rows are appended to r->lowrank, D scaled by
+ * n_examples (out of memory: densified into grad_acc instead). */
 void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p);
 
 /* Merge worker p's held statistics of this round into r->stats
@@ -192,12 +198,14 @@ void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p);
 int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers);
 
 /* The step's gradient: the held gradients not yet summed are added in rank
- * order, then grad_acc is divided by acc_n, so that it holds the
- * example-weighted mean gradient. acc_n must be > 0 (a complete round). */
+ * order, then grad_acc (and r->lowrank's D) is divided by acc_n, so that
+ * it holds the example-weighted mean gradient. acc_n must be > 0 (a
+ * complete round). */
 void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers);
 
 /* The step's gradient, robust to hostile workers ([ps] aggregate): the
- * held gradients not yet summed, each its worker's mean over its batch,
+ * held gradients not yet summed (dense: the server densifies factored
+ * pushes when a robust rule is configured), each its worker's mean over its batch,
  * combined coordinate by coordinate without weights: with trim > 0, the
  * mean of what is left after dropping the trim lowest and trim highest
  * values; with trim < 0, the median (the mean of the middle two for an even

@@ -421,6 +421,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory (model shape)");
         return -ENOMEM;
     }
+    /* factored fc gradients (GradPush.factored): at most a batch of rows each */
+    s->shape.limits.max_rows = c->batch > 0 ? (uint32_t)c->batch : 0;
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
     s->recover = ps_recover_new(s->net->n_params, s->net->n_state);
     if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf || !s->recover) {

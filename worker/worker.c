@@ -14,11 +14,13 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/rng.h"
+#include "common/kfac/kfac_lowrank.h"
 #include "common/net/client.h"
 #include "common/net/compute.h"
 #include "common/net/daemon.h"
@@ -40,6 +42,17 @@ typedef struct s_worker {
     uint64_t last_pushed;
     uint64_t n_pushed, n_duplicates;
     double compute_ms_sum;
+    /* factored fc gradients (compute thread; common/kfac/kfac_lowrank.h) */
+    int lr_decided;          /* the layers below are chosen (at the first gradient of a context) */
+    const net_t *lr_net;     /* ... for this net (a new Welcome builds a new one) */
+    int lr_batch;            /* ... and batch */
+    size_t lr_n_params;      /* ... and shape (a new net may reuse the old one's address) */
+    int lr_n_layers;
+    int n_lr;                /* layers sent factored */
+    msg_lowrank_t *lr;       /* (n_lr) their entries, d and x into lr_buf */
+    float *lr_buf;           /* batch * (out + in) floats per layer */
+    float *lr_grad;          /* (n_params) the arena without their weights */
+    uint64_t n_lr_pushes;    /* gradients sent with factored layers */
 } s_worker_t;
 
 /* ---- compute thread -------------------------------------------------------------- */
@@ -52,6 +65,91 @@ static void s_delay(s_worker_t *s) {
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+/* The fc layers whose weight gradient goes factored (kfac_lowrank.h, the
+ * worker's rule): K-FAC preconditions them (a statistics slot) and
+ * 4 b (in + out) <= in out at this batch. KFAC_DENSE_GRADS=1 in the
+ * environment sends every gradient dense (the benchmark's other arm). */
+static void s_lowrank_decide(s_worker_t *s, const compute_ctx_t *cc) {
+    free(s->lr), free(s->lr_buf), free(s->lr_grad);
+    s->lr = NULL, s->lr_buf = s->lr_grad = NULL;
+    s->n_lr = 0;
+    s->lr_decided = 1;
+    s->lr_net = cc->net;
+    s->lr_batch = cc->batch;
+    s->lr_n_params = cc->net->n_params;
+    s->lr_n_layers = cc->net->n_layers;
+    const char *env = getenv("KFAC_DENSE_GRADS");
+    if (!cc->stats || (env && *env && strcmp(env, "0") != 0)) return;
+    const net_t *net = cc->net;
+    size_t floats = 0;
+    int n = 0;
+    for (int i = 0; i < cc->stats->n_layers; i++) {
+        const layer_t *l = &net->layers[cc->stats->layers[i].layer];
+        if (l->kind != LAYER_FC || !kfac_lowrank_wire_pays(cc->batch, l->out, l->in_c * l->in_h * l->in_w)) continue;
+        n++;
+        floats += (size_t)cc->batch * (size_t)(l->out + l->in_c * l->in_h * l->in_w);
+    }
+    if (!n) return;
+    s->lr = calloc((size_t)n, sizeof *s->lr);
+    s->lr_buf = malloc(floats * sizeof(float));
+    s->lr_grad = malloc(net->n_params * sizeof(float));
+    if (!s->lr || !s->lr_buf || !s->lr_grad) {
+        log_warn("out of memory for factored gradients: every gradient goes dense");
+        free(s->lr), free(s->lr_buf), free(s->lr_grad);
+        s->lr = NULL, s->lr_buf = s->lr_grad = NULL;
+        return;
+    }
+    size_t off = 0;
+    for (int i = 0; i < cc->stats->n_layers; i++) {
+        const int li = cc->stats->layers[i].layer;
+        const layer_t *l = &net->layers[li];
+        const int in = l->in_c * l->in_h * l->in_w;
+        if (l->kind != LAYER_FC || !kfac_lowrank_wire_pays(cc->batch, l->out, in)) continue;
+        msg_lowrank_t *e = &s->lr[s->n_lr++];
+        e->layer = (uint32_t)li;
+        e->d = s->lr_buf + off;
+        off += (size_t)cc->batch * l->out;
+        e->x = s->lr_buf + off;
+        off += (size_t)cc->batch * in;
+        log_info("layer %s (%d -> %d): its weight gradient goes factored, %d x (%d + %d) floats instead of %d x %d",
+                 l->name, in, l->out, cc->batch, l->out, in, l->out, in);
+    }
+}
+
+/* Fill g's grad and lowrank from the batch just computed (n examples):
+ * each factored layer's D (its output gradients) and X (its inputs) from
+ * the backend, and the arena without their weights. Returns 0, or a
+ * negative errno (the caller then sends the dense gradient). */
+static int s_lowrank_fill(s_worker_t *s, const compute_ctx_t *cc, int n, msg_grad_push_t *g) {
+    const net_t *net = cc->net;
+    size_t at = 0, from = 0;
+    for (int i = 0; i < s->n_lr; i++) {
+        msg_lowrank_t *e = &s->lr[i];
+        const layer_t *l = &net->layers[e->layer];
+        const int in = l->in_c * l->in_h * l->in_w;
+        int rc = backend_layer_copy(cc->be, (int)e->layer, NULL, e->d);
+        if (rc < 0) return rc;
+        if (l->in < 0)
+            memcpy(e->x, cc->x, (size_t)n * in * sizeof(float));
+        else if ((rc = backend_layer_copy(cc->be, l->in, e->x, NULL)) < 0)
+            return rc;
+        e->n_rows = (uint32_t)n;
+        e->n_d = (size_t)n * l->out;
+        e->n_x = (size_t)n * in;
+        /* the arena up to this weight, then past it (layers in increasing order) */
+        memcpy(s->lr_grad + at, net->grads + from, (l->w_off - from) * sizeof(float));
+        at += l->w_off - from;
+        from = l->w_off + l->n_w;
+    }
+    memcpy(s->lr_grad + at, net->grads + from, (net->n_params - from) * sizeof(float));
+    at += net->n_params - from;
+    g->grad = s->lr_grad;
+    g->n_grad = at;
+    g->lowrank = s->lr;
+    g->n_lowrank = (size_t)s->n_lr;
+    return 0;
 }
 
 static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *job) {
@@ -76,6 +174,20 @@ static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *job) {
     g->n_grad = cc->net->n_params;
     g->state = cc->net->n_state ? cc->net->state : NULL;
     g->n_state = cc->net->n_state;
+    s_worker_t *w = state;
+    if (!w->lr_decided || w->lr_net != cc->net || w->lr_batch != cc->batch || w->lr_n_params != cc->net->n_params ||
+        w->lr_n_layers != cc->net->n_layers)
+        s_lowrank_decide(w, cc);
+    if (w->n_lr > 0) {
+        if (s_lowrank_fill(w, cc, j->n_examples, g) == 0) {
+            w->n_lr_pushes++;
+        } else {
+            g->grad = cc->net->grads; /* the dense gradient, as ever */
+            g->n_grad = cc->net->n_params;
+            g->lowrank = NULL;
+            g->n_lowrank = 0;
+        }
+    }
     s_delay(state);
     client_daemon_job_answer(job, &m, &g->compute_ms, t0, j->with_stats ? cc->stats : NULL, &g->stats, "the gradient");
 }
@@ -146,10 +258,13 @@ static int s_done(client_daemon_t *d, client_daemon_job_t *job) {
 static void s_stop(client_daemon_t *d) {
     s_worker_t *s = client_daemon_state(d);
     /* The mean compute per gradient is an input of the scale model (docs/scaling.md). */
-    log_info("%" PRIu64 " gradients pushed (%.1f ms compute each on average), %" PRIu64 " duplicate params ignored, %" PRIu64
-             " invalid",
-             s->n_pushed, s->n_pushed ? s->compute_ms_sum / (double)s->n_pushed : 0.0, s->n_duplicates,
+    log_info("%" PRIu64 " gradients pushed (%.1f ms compute each on average, %" PRIu64 " with factored layers), %" PRIu64
+             " duplicate params ignored, %" PRIu64 " invalid",
+             s->n_pushed, s->n_pushed ? s->compute_ms_sum / (double)s->n_pushed : 0.0, s->n_lr_pushes, s->n_duplicates,
              client_daemon_n_invalid(d));
+    free(s->lr), free(s->lr_buf), free(s->lr_grad);
+    s->lr = NULL, s->lr_buf = s->lr_grad = NULL;
+    s->n_lr = 0, s->lr_decided = 0;
 }
 
 /* The worker role (common/net/daemon.h). */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +123,7 @@ void kfac_opt_free(kfac_opt_t **k_p) {
     free(k->blocks);
     kfac_stats_free(&k->avg);
     free(k->mom); free(k->polyak); free(k->v); free(k->g); free(k->wd_mask);
-    free(k->work); free(k->vbuf); free(k->ubuf);
+    free(k->work); free(k->vbuf); free(k->ubuf); free(k->lr_buf);
     free(k);
     *k_p = NULL;
 }
@@ -298,30 +299,176 @@ void kfac_opt_set_par(kfac_opt_t *k, struct nn_par *par) {
     if (k) k->par = par;
 }
 
+/* The stats slot of net layer `layer`, or -1. */
+static int s_stat_of(const kfac_opt_t *k, int layer) {
+    for (int s = 0; s < k->avg->n_layers; s++)
+        if (k->avg->layers[s].layer == layer) return s;
+    return -1;
+}
+
+/* Scratch of the low-rank path: at least len floats in k->lr_buf. */
+static float *s_lowrank_scratch(kfac_opt_t *k, size_t len) {
+    if (len > k->lr_len) {
+        float *b = realloc(k->lr_buf, sizeof(float) * len);
+        if (!b) return NULL;
+        k->lr_buf = b;
+        k->lr_len = len;
+    }
+    return k->lr_buf;
+}
+
+/* Can stats slot s precondition the low-rank gradient e in factored form
+ * at this step? (kfac_lowrank.h: the PS's rule, and what the form needs:
+ * every inverse there, not every factor EIGEN, no gradient-mode weight
+ * decay, which makes the gradient dense.) */
+static bool s_lowrank_usable(const kfac_opt_t *k, int s, const kfac_lowrank_t *e) {
+    const kfac_opts_t *o = &k->opts;
+    if (s < 0 || e->n_rows <= 0) return false;
+    if (o->weight_decay > 0.0 && o->wd_mode == KFAC_WD_GRADIENT) return false;
+    const kfac_layer_stats_t *ls = &k->avg->layers[s];
+    if (ls->kind != LAYER_FC || ls->out != e->n_out) return false;
+    bool doubly = ls->mode == KFAC_MODE_DOUBLY;
+    if (doubly ? ls->fm_c * ls->fm_t != e->n_in : ls->in != e->n_in) return false;
+    int nf = doubly ? 3 : 2, n_eigen = 0;
+    for (int f = 0; f < nf; f++) {
+        int b = s_block_of(k, s, f);
+        if (b < 0 || !k->blocks[b].inv->valid) return false;
+        n_eigen += k->blocks[b].inv->method == KFAC_INV_EIGEN;
+    }
+    if (n_eigen == nf) return false;
+    int cols = doubly ? e->n_in : e->n_in + ls->has_bias;
+    return kfac_lowrank_update_pays(e->n_rows, e->n_out, cols, doubly ? ls->fm_c : 0, doubly ? ls->fm_t : 0) != 0;
+}
+
+/* Precondition stats slot s from its low-rank weight gradient e (the
+ * dense k->g holds the bias, and zeros in the weight's slice) into k->v.
+ * *vg_w receives <v_W, D^T X> by Gram products. Returns 0, or a negative
+ * errno with k->v's slice unspecified (the caller then goes dense). */
+static int s_precond_layer_lowrank(kfac_opt_t *k, int s, float lambda, const kfac_lowrank_t *e, double *vg_w) {
+    const kfac_layer_stats_t *ls = &k->avg->layers[s];
+    const layer_t *l = &k->net->layers[ls->layer];
+    const int out = ls->out, in = e->n_in, B = e->n_rows;
+    const float *gb = l->n_b ? k->g + l->b_off : NULL;
+    float *vw = k->v + l->w_off, *vb = l->n_b ? k->v + l->b_off : NULL;
+    int rc;
+    if (ls->mode == KFAC_MODE_DOUBLY) {
+        int bK = s_block_of(k, s, 0), bP = s_block_of(k, s, 1), bG = s_block_of(k, s, 2);
+        size_t wmax = (size_t)B * (size_t)(out > in ? out : in);
+        float *buf = s_lowrank_scratch(k, (size_t)B * out + (size_t)B * in + wmax);
+        if (!buf) return -ENOMEM;
+        float *Pt = buf, *Q = Pt + (size_t)B * out, *work = Q + (size_t)B * in;
+        rc = kfac_precond_kron3_lowrank(k->blocks[bK].inv, k->blocks[bP].inv, k->blocks[bG].inv, e->D, e->X, B, out,
+                                        ls->fm_c, ls->fm_t, Pt, Q, work, k->par);
+        if (rc) return rc;
+        rc = kfac_precond_lowrank_form(Pt, Q, B, out, in, vw, in, k->par);
+        if (rc) return rc;
+        *vg_w = kfac_lowrank_inner(Pt, out, Q, in, B, e->D, out, e->X, in, B, out, in);
+        if (gb) {
+            int bB = s_block_of(k, s, 3);
+            if (bB < 0 || kfac_precond_block(k->blocks[bB].inv, lambda, gb, vb, k->work) != 0)
+                kfac_precond_identity(gb, l->n_b, lambda, k->opts.identity_mode, vb);
+        }
+        return isfinite(*vg_w) ? 0 : -ERANGE;
+    }
+    /* Standard: the homogeneous bias column as one more row, [D; db^T] and
+     * [X 0; 0 1], so that [dW | db] = Dh^T Xh (kfac_precond.h). */
+    const int hb = ls->has_bias && gb, cols = in + hb, R = B + hb;
+    size_t wmax = (size_t)R * (size_t)(out > cols ? out : cols);
+    float *buf = s_lowrank_scratch(k, 2 * ((size_t)R * out + (size_t)R * cols) + wmax);
+    if (!buf) return -ENOMEM;
+    float *Dh = buf, *Xh = Dh + (size_t)R * out, *Pt = Xh + (size_t)R * cols, *Q = Pt + (size_t)R * out,
+          *work = Q + (size_t)R * cols;
+    memcpy(Dh, e->D, sizeof(float) * (size_t)B * out);
+    if (hb) {
+        memcpy(Dh + (size_t)B * out, gb, sizeof(float) * (size_t)out);
+        for (int r = 0; r < B; r++) {
+            memcpy(Xh + (size_t)r * cols, e->X + (size_t)r * in, sizeof(float) * (size_t)in);
+            Xh[(size_t)r * cols + in] = 0.0f;
+        }
+        memset(Xh + (size_t)B * cols, 0, sizeof(float) * (size_t)in);
+        Xh[(size_t)B * cols + in] = 1.0f;
+    } else {
+        memcpy(Xh, e->X, sizeof(float) * (size_t)B * in);
+    }
+    int bA = s_block_of(k, s, 0), bG = s_block_of(k, s, 1);
+    rc = kfac_precond_kron_lowrank(k->blocks[bA].inv, k->blocks[bG].inv, Dh, Xh, R, out, cols, Pt, Q, work, k->par);
+    if (rc) return rc;
+    if (!hb) {
+        rc = kfac_precond_lowrank_form(Pt, Q, R, out, in, vw, in, k->par);
+        if (rc) return rc;
+    } else {
+        float *U = k->ubuf; /* (out, in + 1) */
+        rc = kfac_precond_lowrank_form(Pt, Q, R, out, cols, U, cols, k->par);
+        if (rc) return rc;
+        for (int o = 0; o < out; o++) {
+            memcpy(vw + (size_t)o * in, U + (size_t)o * cols, (size_t)in * sizeof(float));
+            vb[o] = U[(size_t)o * cols + in];
+        }
+    }
+    /* <v_W, D^T X>: the weight columns of Q (row stride cols) against the rows of D and X. */
+    *vg_w = kfac_lowrank_inner(Pt, out, Q, cols, R, e->D, out, e->X, in, B, out, in);
+    return isfinite(*vg_w) ? 0 : -ERANGE;
+}
+
 int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac_step_info_t *info) {
+    return kfac_opt_step_lowrank(k, params, grads, NULL, t, info);
+}
+
+int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
+                          kfac_step_info_t *info) {
     const size_t n = k->net->n_params;
     if (!kfac_linalg_all_finite(grads, n)) return -EDOM;
     const kfac_opts_t *o = &k->opts;
     memcpy(k->g, grads, n * sizeof(float));
-    if (o->weight_decay > 0.0 && o->wd_mode != KFAC_WD_DECOUPLED) {
-        const float wd = (float)o->weight_decay;
-        for (size_t j = 0; j < n; j++) k->g[j] += wd * k->wd_mask[j] * params[j];
+    /* Low-rank weight gradients: kept factored where usable (their slice of
+     * g zeroed: the gradient is D^T X there), else densified into g. */
+    const kfac_lowrank_t *lr_of[1024];
+    const int n_slots = k->avg->n_layers < 1024 ? k->avg->n_layers : 1024;
+    for (int s = 0; s < n_slots; s++) lr_of[s] = NULL;
+    int n_lowrank = 0;
+    for (int i = 0; lr && i < lr->n; i++) {
+        const kfac_lowrank_t *e = &lr->v[i];
+        if (e->n_rows <= 0) continue;
+        float *gw = k->g + e->w_off;
+        if (!kfac_linalg_all_finite(e->D, (size_t)e->n_rows * e->n_out) ||
+            !kfac_linalg_all_finite(e->X, (size_t)e->n_rows * e->n_in))
+            return -EDOM;
+        int s = s_stat_of(k, e->layer);
+        if (s >= 0 && s < n_slots && s_lowrank_usable(k, s, e)) {
+            memset(gw, 0, sizeof(float) * (size_t)e->n_out * e->n_in);
+            lr_of[s] = e;
+            n_lowrank++;
+        } else {
+            kfac_lowrank_densify(e, gw, 1.0f);
+        }
     }
-    /* Parameters no layer preconditions keep the gradient. */
-    memcpy(k->v, k->g, n * sizeof(float));
     const float lambda = (float)kfac_step_effective_damping(o->damping, o->weight_decay, o->wd_mode);
     int n_ident = 0;
     double vg_layers[1024];
     int n_vg = 0;
+    double vg_lowrank = 0.0;
     for (int s = 0; s < k->avg->n_layers; s++) {
-        n_ident += s_precond_layer(k, s, lambda);
         const layer_t *l = &k->net->layers[k->avg->layers[s].layer];
-        double vg = kfac_step_dot(k->v + l->w_off, k->g + l->w_off, l->n_w + l->n_b);
+        double vg_w = 0.0;
+        const kfac_lowrank_t *e = s < n_slots ? lr_of[s] : NULL;
+        if (e && s_precond_layer_lowrank(k, s, lambda, e, &vg_w) != 0) {
+            /* failed in factored form: the dense path decides (identity, errors) */
+            k->n_precond_errors++;
+            kfac_lowrank_densify(e, k->g + e->w_off, 0.0f);
+            memcpy(k->v + l->w_off, k->g + l->w_off, (l->n_w + l->n_b) * sizeof(float));
+            e = NULL;
+            vg_w = 0.0;
+            n_lowrank--;
+        }
+        if (!e) n_ident += s_precond_layer(k, s, lambda);
+        double vg = kfac_step_dot(k->v + l->w_off, k->g + l->w_off, l->n_w + l->n_b) + vg_w;
+        vg_lowrank += vg_w;
         if (n_vg < 1024) vg_layers[n_vg++] = vg;
     }
     k->n_identity_layers += (uint64_t)n_ident;
+    k->n_lowrank_layers += (uint64_t)n_lowrank;
     if (!kfac_linalg_all_finite(k->v, n)) return -ERANGE;
-    double vg = kfac_step_dot(k->v, k->g, n), step = o->lr;
+    double vg = kfac_step_dot(k->v, k->g, n) + vg_lowrank, step = o->lr;
     int rc = 0;
     if (o->step_rule == KFAC_STEP_RULE_KL) {
         double c = kfac_step_kl_c(o->kl_c0, o->kl_zeta, t, o->kl_decay_every);

@@ -30,6 +30,11 @@
  * t - inv_version. Blocks with no inverse yet precondition with the damped
  * identity (opts.identity_mode).
  *
+ * Low-rank gradients. kfac_opt_step_lowrank takes some fc layers' weight
+ * gradients as rows D and X (dW = D^T X, kfac_lowrank.h) and
+ * preconditions them in factored form where that pays and is exact
+ * (each factor applied on its own), densifying otherwise.
+ *
  * Threads: not thread-safe; one owner thread (the PS serializes folds,
  * installs and steps). Ownership: the optimizer borrows net for its
  * lifetime (layout only) and owns everything else.
@@ -41,6 +46,7 @@
 #include <stdint.h>
 
 #include "common/kfac/kfac_inverse.h"
+#include "common/kfac/kfac_lowrank.h"
 #include "common/kfac/kfac_precond.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/kfac/kfac_step.h"
@@ -110,6 +116,9 @@ typedef struct kfac_opt {
     uint64_t n_identity_layers; /* layer-steps preconditioned by the identity */
     uint64_t n_precond_errors;  /* layer-steps whose preconditioning failed (identity used) */
     struct nn_par *par;         /* kfac_opt_set_par: borrowed pool of the preconditioning, or NULL */
+    float *lr_buf;              /* (lr_len) scratch of the low-rank path, grown on demand */
+    size_t lr_len;
+    uint64_t n_lowrank_layers;  /* layer-steps preconditioned in factored (low-rank) form */
 } kfac_opt_t;
 
 /* New optimizer for net (borrowed, must outlive it). Returns NULL with a
@@ -163,6 +172,22 @@ void kfac_opt_set_par(kfac_opt_t *k, struct nn_par *par);
  * rejected (-EDOM) without changing anything. Returns 0 or a negative
  * errno; info (may be NULL) is filled. */
 int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac_step_info_t *info);
+
+/* kfac_opt_step with some fc layers' weight gradients in low-rank form
+ * (kfac_lowrank.h; lr may be NULL: kfac_opt_step): the gradient is grads,
+ * except that the weight slice of every entry of lr holding rows is
+ * grads' slice + D^T X (the parameter server passes zeros there). Such a
+ * layer is preconditioned in factored form when it can be (its inverses
+ * held, not all EIGEN, no gradient-mode weight decay, and
+ * kfac_lowrank_update_pays); otherwise, or when that fails, the gradient
+ * is densified and the layer takes the dense path. v^T g of a factored
+ * layer comes from Gram products (kfac_lowrank_inner); the step size
+ * rules, momentum and the Polyak average act on the dense direction as
+ * ever. The result equals kfac_opt_step on the densified gradient up to
+ * float rounding (the summation order differs). Non-finite D or X: -EDOM,
+ * nothing changed. Returns as kfac_opt_step. */
+int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
+                          kfac_step_info_t *info);
 
 /* Inverse ages at version t over blocks that hold inverses: mean and max
  * (max = -1 when none). */

@@ -128,11 +128,16 @@ static bool s_eigen_alone_ok(const kfac_inverse_t *f) {
     return true;
 }
 
-/* The shared engine. fac[m] is the factor for mode m or NULL (then d[m] = 1). */
+/* The shared engine. fac[m] is the factor for mode m or NULL (then d[m] = 1,
+ * unless separate). separate: the factors are those of one side of a
+ * Kronecker product whose other side is applied elsewhere (the low-rank
+ * path): a NULL factor leaves its mode as it is (any d[m]), and every
+ * factor is applied on its own (an EIGEN factor as Q diag(1 / (v +
+ * damping_used)) Q^T), since the joint eigen damping does not factor. */
 static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], float lambda,
-                           const float *V, float *U, float *work, nn_par_t *par, const char *who) {
+                           const float *V, float *U, float *work, nn_par_t *par, const char *who, bool separate) {
     for (int m = 0; m < 3; m++) {
-        if (d[m] <= 0 || (!fac[m] && d[m] != 1) || (fac[m] && fac[m]->n != d[m])) {
+        if (d[m] <= 0 || (!fac[m] && d[m] != 1 && !separate) || (fac[m] && fac[m]->n != d[m])) {
             log_error("%s: factor %d has n=%d but the gradient needs %d", who, m,
                       fac[m] ? fac[m]->n : 1, d[m]);
             return -EINVAL;
@@ -148,6 +153,7 @@ static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], f
         if (!fac[m]->valid) return -ENODATA;
         if (fac[m]->method != KFAC_INV_EIGEN) all_eigen = false;
     }
+    if (separate) all_eigen = false;
     if (all_eigen && !(lambda > 0.0f)) {
         log_error("%s: eigen-form damping needs lambda > 0 (got %g)", who, (double)lambda);
         return -EINVAL;
@@ -170,8 +176,10 @@ static int s_precond_modes(const kfac_inverse_t *const fac[3], const int d[3], f
     bool any_eigen = false; /* mixed forms: an EIGEN factor among CHOLESKY ones needs a row of scales */
     for (int m = 0; m < 3; m++) any_eigen = any_eigen || (fac[m] && fac[m]->method == KFAC_INV_EIGEN);
     if (!all_eigen && any_eigen) {
-        int nmax = d[0] > d[1] ? d[0] : d[1];
-        nmax = nmax > d[2] ? nmax : d[2];
+        /* d[m] of a mode without a factor may be large (separate): sized by the factors */
+        int nmax = 1;
+        for (int m = 0; m < 3; m++)
+            if (fac[m] && fac[m]->n > nmax) nmax = fac[m]->n;
         scale = malloc(sizeof(float) * (size_t)nmax);
         if (!scale) {
             rc = -ENOMEM;
@@ -238,7 +246,7 @@ int kfac_precond_kron(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, fl
     }
     const kfac_inverse_t *fac[3] = {Ginv, NULL, Ainv};
     const int d[3] = {n_out, 1, n_in};
-    return s_precond_modes(fac, d, lambda, V, U, work, par, "kfac_precond_kron");
+    return s_precond_modes(fac, d, lambda, V, U, work, par, "kfac_precond_kron", false);
 }
 
 int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
@@ -251,7 +259,88 @@ int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
     }
     const kfac_inverse_t *fac[3] = {Ginv, Psiinv, Kinv};
     const int d[3] = {n_out, n_c, n_t};
-    return s_precond_modes(fac, d, lambda, V, U, work, par, "kfac_precond_kron3");
+    return s_precond_modes(fac, d, lambda, V, U, work, par, "kfac_precond_kron3", false);
+}
+
+/* Every factor of a layer in the EIGEN form: the damping is that of the
+ * whole product, which does not factor (kfac_precond.h). */
+static bool s_all_eigen(const kfac_inverse_t *const *f, int n) {
+    for (int i = 0; i < n; i++)
+        if (f[i]->method != KFAC_INV_EIGEN) return false;
+    return true;
+}
+
+int kfac_precond_kron_lowrank(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, const float *D,
+                              const float *X, int n_rows, int n_out, int n_in, float *Pt, float *Q, float *work,
+                              nn_par_t *par) {
+    if (!Ainv || !Ginv || !D || !X || !Pt || !Q || !work || n_rows <= 0 || n_out <= 0 || n_in <= 0) {
+        log_error("kfac_precond_kron_lowrank: bad arguments (n_rows=%d, n_out=%d, n_in=%d)", n_rows, n_out, n_in);
+        return -EINVAL;
+    }
+    if (!Ainv->valid || !Ginv->valid) return -ENODATA;
+    const kfac_inverse_t *all[2] = {Ainv, Ginv};
+    if (s_all_eigen(all, 2)) return -ENOTSUP;
+    /* Pt (n_rows, n_out) = D G^-1: G along the last mode of (n_rows, 1, n_out). */
+    const kfac_inverse_t *fg[3] = {NULL, NULL, Ginv};
+    const int dg[3] = {n_rows, 1, n_out};
+    int rc = s_precond_modes(fg, dg, 0.0f, D, Pt, work, par, "kfac_precond_kron_lowrank", true);
+    if (rc) return rc;
+    /* Q (n_rows, n_in) = X A^-1. */
+    const kfac_inverse_t *fa[3] = {NULL, NULL, Ainv};
+    const int da[3] = {n_rows, 1, n_in};
+    return s_precond_modes(fa, da, 0.0f, X, Q, work, par, "kfac_precond_kron_lowrank", true);
+}
+
+int kfac_precond_kron3_lowrank(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
+                               const kfac_inverse_t *Ginv, const float *D, const float *X, int n_rows, int n_out,
+                               int n_c, int n_t, float *Pt, float *Q, float *work, nn_par_t *par) {
+    if (!Kinv || !Psiinv || !Ginv || !D || !X || !Pt || !Q || !work || n_rows <= 0 || n_out <= 0 || n_c <= 0 ||
+        n_t <= 0) {
+        log_error("kfac_precond_kron3_lowrank: bad arguments (n_rows=%d, n_out=%d, n_c=%d, n_t=%d)", n_rows, n_out,
+                  n_c, n_t);
+        return -EINVAL;
+    }
+    if (!Kinv->valid || !Psiinv->valid || !Ginv->valid) return -ENODATA;
+    const kfac_inverse_t *all[3] = {Kinv, Psiinv, Ginv};
+    if (s_all_eigen(all, 3)) return -ENOTSUP;
+    const kfac_inverse_t *fg[3] = {NULL, NULL, Ginv};
+    const int dg[3] = {n_rows, 1, n_out};
+    int rc = s_precond_modes(fg, dg, 0.0f, D, Pt, work, par, "kfac_precond_kron3_lowrank", true);
+    if (rc) return rc;
+    /* Q: each row of X as (n_c, n_t) -> Psi^-1 X_r K^-1: modes 1 and 2 of (n_rows, n_c, n_t). */
+    const kfac_inverse_t *fx[3] = {NULL, Psiinv, Kinv};
+    const int dx[3] = {n_rows, n_c, n_t};
+    return s_precond_modes(fx, dx, 0.0f, X, Q, work, par, "kfac_precond_kron3_lowrank", true);
+}
+
+typedef struct {
+    const float *Pt, *Q;
+    int n_rows, n_out, n_in, ldu;
+    float *U;
+} form_job_t;
+
+static void s_form_part(void *arg, int part, int n_parts) {
+    const form_job_t *j = arg;
+    int lo, hi;
+    nn_par_range(j->n_out, part, n_parts, &lo, &hi);
+    if (hi <= lo) return;
+    /* U[lo:hi] (hi-lo, n_in) = Pt[:, lo:hi]^T (hi-lo, n_rows) Q (n_rows, n_in); row-major. */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, j->n_in, j->n_rows, 1.0f, j->Pt + lo, j->n_out,
+                j->Q, j->n_in, 0.0f, j->U + (size_t)lo * j->ldu, j->ldu);
+}
+
+int kfac_precond_lowrank_form(const float *Pt, const float *Q, int n_rows, int n_out, int n_in, float *U, int ldu,
+                              nn_par_t *par) {
+    if (!Pt || !Q || !U || n_rows <= 0 || n_out <= 0 || n_in <= 0 || ldu < n_in) return -EINVAL;
+    form_job_t j = {Pt, Q, n_rows, n_out, n_in, ldu, U};
+    double macs = (double)n_rows * n_out * n_in;
+    if (nn_par_threads(par) > 1 && macs >= (double)PRECOND_PAR_MIN_MACS)
+        nn_par_run(par, s_form_part, &j);
+    else
+        s_form_part(&j, 0, 1);
+    for (int o = 0; o < n_out; o++)
+        if (!kfac_linalg_all_finite(U + (size_t)o * ldu, (size_t)n_in)) return -ERANGE;
+    return 0;
 }
 
 int kfac_precond_block(const kfac_inverse_t *inv, float lambda, const float *x, float *y, float *work) {

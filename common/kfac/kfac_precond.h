@@ -84,6 +84,37 @@ int kfac_precond_kron3(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
                        const kfac_inverse_t *Ginv, float lambda, const float *V, int n_out,
                        int n_c, int n_t, float *U, float *work, struct nn_par *par);
 
+/* Low-rank preconditioning (common/kfac/kfac_lowrank.h): for a weight
+ * gradient V = D^T X with D (n_rows, n_out) and X (n_rows, n_in),
+ *     G^-1 V A^-1 = Pt^T Q,   Pt = D G^-1 (n_rows, n_out),  Q = X A^-1 (n_rows, n_in)
+ * (the factors are symmetric), which costs n_rows (n_out^2 + n_in^2)
+ * multiply-adds instead of n_out n_in (n_out + n_in); kfac_precond_lowrank_form
+ * then forms Pt^T Q. A homogeneous bias column is the caller's: one more
+ * row [db^T] in D and [0 .. 0 1] in X, with X (n_rows, n_in + 1).
+ * Each factor is applied on its own: exactly kfac_precond_kron's result for
+ * CHOLESKY and mixed forms; when every factor is EIGEN the damping
+ * 1 / (v_G v_A^T + lambda) couples both sides and does not factor:
+ * -ENOTSUP (the caller densifies). work: n_rows * max(n_out, n_in) floats,
+ * aliasing nothing. Returns 0, -EINVAL, -ENODATA (an inverse missing),
+ * -ENOTSUP, -ENOMEM, -ERANGE (not finite). par as kfac_precond_kron. */
+int kfac_precond_kron_lowrank(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, const float *D,
+                              const float *X, int n_rows, int n_out, int n_in, float *Pt, float *Q, float *work,
+                              struct nn_par *par);
+
+/* The doubly-factored twin: Pt = D G^-1, and each row of X, seen as
+ * (n_c, n_t) in the column order c*n_t + t, becomes Psi^-1 X_r K^-1, so
+ * that Pt^T Q = kfac_precond_kron3 of D^T X. X (n_rows, n_c*n_t); work:
+ * n_rows * max(n_out, n_c*n_t) floats. Returns as kfac_precond_kron_lowrank. */
+int kfac_precond_kron3_lowrank(const kfac_inverse_t *Kinv, const kfac_inverse_t *Psiinv,
+                               const kfac_inverse_t *Ginv, const float *D, const float *X, int n_rows, int n_out,
+                               int n_c, int n_t, float *Pt, float *Q, float *work, struct nn_par *par);
+
+/* U (n_out, n_in; row stride ldu >= n_in) = Pt^T Q, Pt (n_rows, n_out), Q
+ * (n_rows, n_in), split by rows of U over par's threads. Returns 0, -EINVAL
+ * or -ERANGE (not finite). */
+int kfac_precond_lowrank_form(const float *Pt, const float *Q, int n_rows, int n_out, int n_in, float *U, int ldu,
+                              struct nn_par *par);
+
 /* One full block applied to a vector (the doubly-factored layer's bias,
  * whose block is G): y = (F + lambda I)^{-1} x, n = inv->n.
  * EIGEN form: y = Q diag(1 / (v + lambda)) Q^T x, exact for any lambda > 0,

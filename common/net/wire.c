@@ -56,6 +56,13 @@ int wire_shape_init(wire_shape_t *sh, const net_t *net, const kfac_stats_t *stat
         size_t lf = kfac_stats_layer_packed_len(ls);
         if (lf > sh->max_layer_floats) sh->max_layer_floats = lf;
     }
+    /* fc layers: the weight's shape, for factored gradients (GradPush.factored) */
+    for (int i = 0; i < net->n_layers; i++) {
+        const layer_t *l = &net->layers[i];
+        if (l->kind != LAYER_FC) continue;
+        sh->layers[i].fc_out = (uint32_t)l->out;
+        sh->layers[i].fc_in = (uint32_t)(l->in_c * l->in_h * l->in_w);
+    }
     sh->model.n_params = net->n_params;
     sh->model.n_state = net->n_state;
     sh->model.n_layers = (uint32_t)net->n_layers;

@@ -14,6 +14,10 @@ void fuzz_model_limits(msg_limits_t *lim) {
                                .n_blocks = {1, 1, 1, 1}};
     l[2] = (msg_layer_shape_t){.n_factors = 1, .kind = {MSG_FACTOR_BN}, .n = {2}, .n_blocks = {3}};
     l[3] = (msg_layer_shape_t){.n_factors = 0};
+    /* the fc layers' weights, for factored gradients: 4 -> 3 and 12 -> 2 */
+    l[0].fc_out = 3, l[0].fc_in = 4;
+    l[1].fc_out = 2, l[1].fc_in = 12;
     s_model = (msg_model_shape_t){.n_params = FUZZ_N_PARAMS, .n_state = FUZZ_N_STATE, .n_layers = 4, .layers = s_layers};
     lim->model = &s_model;
+    lim->max_rows = 16;
 }

@@ -95,6 +95,12 @@ int main(int argc, char **argv) {
     s_stats(&m.grad_push.stats);
     rc |= s_write(dir, "grad_push", &m);
 
+    /* the same with layer 0's weights (fc 4 -> 3) as 2 rows of D and X */
+    msg_lowrank_t lr = {.layer = 0, .n_rows = 2, .d = s_buf, .n_d = 6, .x = s_buf, .n_x = 8};
+    m.grad_push.grad = s_buf; m.grad_push.n_grad = FUZZ_N_PARAMS - 12;
+    m.grad_push.lowrank = &lr; m.grad_push.n_lowrank = 1;
+    rc |= s_write(dir, "grad_push_factored", &m);
+
     msg_init(&m, MSG_STATS_PUSH, MSG_ROLE_STATSD, 4);
     m.stats_push.params_version = 5; m.stats_push.n_examples = 16; m.stats_push.compute_ms = 2.0;
     s_stats(&m.stats_push.stats);

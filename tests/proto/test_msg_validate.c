@@ -458,6 +458,136 @@ START_TEST(test_msg_validate_limits) {
 }
 END_TEST
 
+/* GradPush.factored: an fc layer's weight gradient as D^T X, checked
+ * against the model's fc shapes and the batch a worker may use, and the
+ * grad array that leaves those weights out. A hand-made model: layer 0 fc
+ * 4 -> 3 with bias (15 parameters), layer 1 no weights, layer 2 fc 3 -> 2
+ * without bias (6): 21 parameters. */
+static int s_validate_lowrank(msg_t *m, const msg_limits_t *lim, char *err, size_t n) {
+    uint8_t *buf;
+    size_t len;
+    msg_t d;
+    ck_assert_int_eq(msg_encode(m, &buf, &len), 0);
+    ck_assert_int_eq(msg_decode(buf, len, &d, err, n), 0);
+    free(buf);
+    err[0] = 0;
+    int rc = msg_validate(&d, lim, err, n);
+    msg_clear(&d);
+    return rc;
+}
+
+START_TEST(test_msg_validate_factored_grad) {
+    msg_layer_shape_t layers[3];
+    memset(layers, 0, sizeof layers);
+    layers[0].fc_out = 3, layers[0].fc_in = 4;
+    layers[2].fc_out = 2, layers[2].fc_in = 3;
+    msg_model_shape_t md = {.n_params = 21, .n_state = 0, .n_layers = 3, .layers = layers};
+    msg_limits_t lim;
+    msg_limits_default(&lim);
+    lim.model = &md;
+    lim.max_rows = 4;
+    float grad[21], d0[4 * 3], x0[4 * 4], d2[4 * 2], x2[4 * 3];
+    for (int i = 0; i < 21; i++) grad[i] = 0.01f * (float)i;
+    for (int i = 0; i < 12; i++) d0[i] = 0.5f - 0.1f * (float)i;
+    for (int i = 0; i < 16; i++) x0[i] = 0.25f * (float)i;
+    for (int i = 0; i < 8; i++) d2[i] = -0.3f * (float)i;
+    for (int i = 0; i < 12; i++) x2[i] = 1.0f + (float)i;
+    msg_lowrank_t lr[2] = {{.layer = 0, .n_rows = 3, .d = d0, .n_d = 9, .x = x0, .n_x = 12},
+                           {.layer = 2, .n_rows = 3, .d = d2, .n_d = 6, .x = x2, .n_x = 9}};
+    msg_t m;
+    msg_init(&m, MSG_GRAD_PUSH, MSG_ROLE_WORKER, 1);
+    m.grad_push.n_examples = 3;
+    m.grad_push.grad = grad;
+    m.grad_push.n_grad = 21 - 12 - 6;
+    m.grad_push.lowrank = lr;
+    m.grad_push.n_lowrank = 2;
+    char err[256];
+    ck_assert_msg(s_validate_lowrank(&m, &lim, err, sizeof err) == 0, "%s", err);
+
+    /* the arrays survive the wire bit for bit */
+    {
+        uint8_t *buf;
+        size_t len;
+        msg_t d;
+        ck_assert_int_eq(msg_encode(&m, &buf, &len), 0);
+        ck_assert_int_eq(msg_decode(buf, len, &d, err, sizeof err), 0);
+        free(buf);
+        ck_assert_uint_eq(d.grad_push.n_lowrank, 2);
+        ck_assert_uint_eq(d.grad_push.lowrank[1].layer, 2);
+        ck_assert_uint_eq(d.grad_push.lowrank[1].n_rows, 3);
+        ck_assert_uint_eq(d.grad_push.lowrank[1].n_x, 9);
+        ck_assert(memcmp(d.grad_push.lowrank[0].d, d0, 9 * sizeof(float)) == 0);
+        ck_assert(memcmp(d.grad_push.lowrank[1].x, x2, 9 * sizeof(float)) == 0);
+        ck_assert_uint_eq(d.grad_push.n_grad, 3);
+        msg_clear(&d);
+    }
+    /* one layer factored: grad holds the other's weights */
+    m.grad_push.n_lowrank = 1;
+    m.grad_push.n_grad = 21 - 12;
+    ck_assert_msg(s_validate_lowrank(&m, &lim, err, sizeof err) == 0, "%s", err);
+    /* the whole arena beside a factored layer */
+    m.grad_push.n_grad = 21;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.grad (without 1 factored weight): expected 9 floats, got 21");
+    m.grad_push.n_grad = 9;
+    /* a receiver that takes none, or knows no model */
+    lim.max_rows = 0;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.factored: this receiver takes no factored gradients");
+    lim.max_rows = 4;
+    lim.model = NULL;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    lim.model = &md;
+    /* no fc layer, a layer out of range, out of order */
+    lr[0].layer = 1;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.factored[0]: layer 1 is no fully connected layer of the model");
+    lr[0].layer = 7;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    lr[0].layer = 0;
+    lr[1].layer = 0;
+    m.grad_push.n_lowrank = 2;
+    m.grad_push.n_grad = 3;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.factored[1]: layer 0 is not after layer 0");
+    lr[0].layer = 0, lr[1].layer = 2;
+    ck_assert_msg(s_validate_lowrank(&m, &lim, err, sizeof err) == 0, "%s", err);
+    /* rows: 0, more than the batch, more than the examples */
+    lr[1].n_rows = 0;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    lr[1].n_rows = 5, lr[1].n_d = 10, lr[1].n_x = 15;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    lr[1].n_rows = 4, lr[1].n_d = 8, lr[1].n_x = 12;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL); /* n_examples = 3 */
+    m.grad_push.n_examples = 4;
+    ck_assert_msg(s_validate_lowrank(&m, &lim, err, sizeof err) == 0, "%s", err);
+    /* lengths against the rows, NaN and Inf named */
+    lr[1].n_x = 11;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.factored[1]: 4 rows of layer 2 need 8 floats of d and 12 of x, got 8 and 11");
+    lr[1].n_x = 12;
+    x2[5] = NAN;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.factored[1].x[5] is NaN");
+    x2[5] = 0.0f;
+    d0[2] = INFINITY;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "grad_push.factored[0].d[2] is Inf");
+    d0[2] = 0.0f;
+    grad[1] = NAN;
+    ck_assert_int_eq(s_validate_lowrank(&m, &lim, err, sizeof err), -EINVAL);
+    grad[1] = 0.0f;
+    ck_assert_msg(s_validate_lowrank(&m, &lim, err, sizeof err) == 0, "%s", err);
+    /* the size bound counts a batch of rows of every fc layer (texts small:
+     * the gradient is then the largest message) */
+    lim.max_text = 10;
+    lim.max_string = 10;
+    int64_t with = msg_limits_max_bytes(&lim);
+    lim.max_rows = 0;
+    ck_assert_int_ge(with - msg_limits_max_bytes(&lim), 4 * 4 * (3 + 4 + 2 + 3));
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("msg_validate");
     TCase *tc = tcase_create("core");
@@ -467,6 +597,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_msg_validate_nonfinite_names_field);
     tcase_add_test(tc, test_msg_validate_dims_mismatch);
     tcase_add_test(tc, test_msg_validate_limits);
+    tcase_add_test(tc, test_msg_validate_factored_grad);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,10 @@
  *   - a worker that leaves mid-round is summed once, when it leaves;
  *   - the batch-norm state is averaged over the pushes that carried one;
  *   - a worker's statistics are merged once, weighted by their samples;
+ *   - factored fc weight gradients (D^T X rows) are concatenated in rank
+ *     order with the same weights: densified, the example-weighted mean
+ *     (relative 1e-5 against a double sum), bit for bit whatever the join
+ *     order; clear empties them;
  *   - clear empties the round, release frees it and is idempotent.
  * Workers, gradients and weights are random from a fresh seed printed on
  * failure. */
@@ -177,6 +181,88 @@ START_TEST(test_ps_round_state_average_weighted_and_order_free) {
 }
 END_TEST
 
+START_TEST(test_ps_round_state_lowrank_weighted_and_order_free) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    net_t *net = s_net();
+    const layer_t *l = &net->layers[0]; /* f1: fc 16 -> 6 */
+    const int out = l->out, in = l->in_c * l->in_h * l->in_w;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        int n = 1 + (int)rng_below(&r, MAX_W);
+        s_push_t w[MAX_W];
+        s_random_pushes(&r, net, w, n);
+        float *D[MAX_W], *X[MAX_W];
+        int rows[MAX_W];
+        for (int k = 0; k < n; k++) {
+            rows[k] = 1 + (int)rng_below(&r, 5);
+            D[k] = malloc(sizeof(float) * (size_t)rows[k] * out);
+            X[k] = malloc(sizeof(float) * (size_t)rows[k] * in);
+            ck_assert(D[k] && X[k]);
+            for (int i = 0; i < rows[k] * out; i++) D[k][i] = (float)rng_normal(&r);
+            for (int i = 0; i < rows[k] * in; i++) X[k][i] = (float)rng_normal(&r);
+            memset(w[k].grad + l->w_off, 0, sizeof(float) * l->n_w); /* held factored */
+        }
+        int perm[MAX_W];
+        for (int k = 0; k < n; k++) perm[k] = n - 1 - k;
+        ps_peers_t ta, tb;
+        ck_assert_int_eq(ps_peers_init(&ta, MAX_W), 0);
+        ck_assert_int_eq(ps_peers_init(&tb, MAX_W), 0);
+        for (int pass = 0; pass < 2; pass++)
+            for (int k = 0; k < n; k++) {
+                int j = pass ? perm[k] : k;
+                ps_peer_t *p = s_add(pass ? &tb : &ta, net, &w[j]);
+                ck_assert_int_eq(kfac_lowrank_set_init(&p->lowrank, net), 0);
+                ck_assert_int_eq(kfac_lowrank_append(kfac_lowrank_set_find(&p->lowrank, 0), D[j], X[j], rows[j], 1.0f), 0);
+            }
+        ps_round_t ra, rb;
+        ck_assert_int_eq(ps_round_state_init(&ra, net, 0), 0);
+        ck_assert_int_eq(ps_round_state_init(&rb, net, 0), 0);
+        ps_round_state_average(&ra, net, &ta);
+        ps_round_state_average(&rb, net, &tb);
+        const kfac_lowrank_t *ea = kfac_lowrank_set_find(&ra.lowrank, 0), *eb = kfac_lowrank_set_find(&rb.lowrank, 0);
+        int total = 0;
+        for (int k = 0; k < n; k++) total += rows[k];
+        ck_assert_int_eq(ea->n_rows, total);
+        ck_assert_int_eq(kfac_lowrank_set_count(&ra.lowrank), 1);
+        ck_assert_msg(memcmp(ea->D, eb->D, sizeof(float) * (size_t)total * out) == 0 &&
+                          memcmp(ea->X, eb->X, sizeof(float) * (size_t)total * in) == 0,
+                      "seed %" PRIu64 ": the factored rows depend on the join order", seed);
+        float *W = malloc(sizeof(float) * l->n_w);
+        ck_assert_ptr_nonnull(W);
+        kfac_lowrank_densify(ea, W, 0.0f);
+        double sum_n = 0;
+        for (int k = 0; k < n; k++) sum_n += (double)w[k].n_examples;
+        for (int o = 0; o < out; o++)
+            for (int i = 0; i < in; i++) {
+                double want = 0, scale = 0;
+                for (int k = 0; k < n; k++)
+                    for (int q = 0; q < rows[k]; q++) {
+                        double t = (double)D[k][q * out + o] * X[k][q * in + i] * (double)w[k].n_examples;
+                        want += t;
+                        scale += fabs(t);
+                    }
+                want /= sum_n;
+                scale /= sum_n;
+                ck_assert_msg(fabs(W[o * in + i] - want) <= 1e-5 * scale + 1e-30,
+                              "seed %" PRIu64 ": mean weight gradient (%d, %d) = %.9g, want %.9g", seed, o, i,
+                              (double)W[o * in + i], want);
+                ck_assert(ra.grad_acc[l->w_off + (size_t)o * in + i] == 0.0f);
+            }
+        ps_round_state_clear(&ra, net);
+        ck_assert_int_eq(kfac_lowrank_set_count(&ra.lowrank), 0);
+        free(W);
+        for (int k = 0; k < n; k++) free(D[k]), free(X[k]);
+        ps_round_state_release(&ra);
+        ps_round_state_release(&rb);
+        ps_peers_release(&ta);
+        ps_peers_release(&tb);
+        s_free_pushes(w, n);
+    }
+    net_free(&net);
+}
+END_TEST
+
 /* A worker that leaves mid-round is summed when it leaves, and only then. */
 START_TEST(test_ps_round_state_commit_once) {
     uint64_t seed = test_seed();
@@ -337,6 +423,7 @@ Suite *make_suite(void) {
     TCase *tc = tcase_create("round_state");
     tcase_add_test(tc, test_ps_round_state_average_weighted_and_order_free);
     tcase_add_test(tc, test_ps_round_state_commit_once);
+    tcase_add_test(tc, test_ps_round_state_lowrank_weighted_and_order_free);
     tcase_add_test(tc, test_ps_round_robust_value_brute_force);
     tcase_add_test(tc, test_ps_round_state_merge_stats_weighted);
     suite_add_tcase(s, tc);
