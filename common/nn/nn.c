@@ -440,7 +440,7 @@ static void s_forward_part(void *arg, int part, int n_parts) {
  * threads; a layer whose engine refuses goes back to the reference code. */
 static void s_conv_prepare(net_t *net, layer_t *l, int n) {
     if (!l->dnnl) return;
-    int rc = nn_dnnl_conv_prepare(l->dnnl, n, nn_par_threads(net->par), openblas_get_num_threads());
+    int rc = nn_dnnl_conv_prepare(l->dnnl, n, nn_par_threads(net->par));
     if (rc == 0) return;
     log_warn("conv %s: oneDNN cannot run a batch of %d (%d): back to im2col + OpenBLAS", l->name, n, rc);
     nn_dnnl_conv_free(&l->dnnl);
@@ -718,9 +718,14 @@ int nn_conv_engine_parse(const char *s, nn_conv_engine_t *out) {
     return -EINVAL;
 }
 
+/* The rule, from bench_nn --engines on every conv shape of models/ (bench/RESULTS.md, "oneDNN conv engine"):
+ * oneDNN's forward+backward was 1.0-3.5x faster for kernels of 3x3 and more with 3 or more input and 8 or more
+ * output channels, and slower (0.1-1.05x) for one input channel (its weight gradient has no channel to vectorize
+ * over), for 1x1 kernels (a plain matrix product, where sgemm is at its best and oneDNN adds layout conversions)
+ * and for 4 output channels (its AVX2 kernels work on blocks of 8 channels). */
 nn_conv_engine_t nn_conv_engine_pick(const layer_t *l) {
-    (void)l;
-    return NN_CONV_ENGINE_ONEDNN;
+    if (l && l->kind == LAYER_CONV && l->k >= 3 && l->in_c >= 3 && l->out >= 8) return NN_CONV_ENGINE_ONEDNN;
+    return NN_CONV_ENGINE_BLAS;
 }
 
 int net_conv_onednn_layers(const net_t *net) {

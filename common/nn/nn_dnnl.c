@@ -7,8 +7,8 @@
  * same time never share oneDNN's internal buffers.
  *
  * oneDNN's threads are OpenMP's (Debian builds libdnnl with libgomp):
- * omp_set_num_threads is per calling thread, and each part sets it before
- * every call, so a pool thread never starts an OpenMP team of its own.
+ * omp_set_num_threads is per calling thread, and each part sets 1 before
+ * every call, so no thread ever starts an OpenMP team.
  */
 #include "common/nn/nn_dnnl.h"
 
@@ -64,7 +64,6 @@ typedef struct s_part {
     float *dx_tmp;             /* dx_add: the input gradient before it is added */
     size_t dx_cap;             /* floats */
     s_size_t *sz;              /* this pass's primitives */
-    int threads;               /* OpenMP threads of this pass */
 } s_part_t;
 
 struct nn_dnnl_conv {
@@ -254,8 +253,8 @@ static s_size_t *s_size_get(nn_dnnl_conv_t *c, int m) {
     return s_size_init(c, z, m) < 0 ? NULL : z;
 }
 
-int nn_dnnl_conv_prepare(nn_dnnl_conv_t *c, int n, int n_parts, int solo_threads) {
-    if (!c || n < 1 || n_parts < 1 || solo_threads < 1) return -EINVAL;
+int nn_dnnl_conv_prepare(nn_dnnl_conv_t *c, int n, int n_parts) {
+    if (!c || n < 1 || n_parts < 1) return -EINVAL;
     if (n_parts > c->n_parts_cap) {
         s_part_t *np = realloc(c->parts, (size_t)n_parts * sizeof *np);
         if (!np) return -ENOMEM;
@@ -268,7 +267,6 @@ int nn_dnnl_conv_prepare(nn_dnnl_conv_t *c, int n, int n_parts, int solo_threads
         int i0, i1;
         nn_par_range(n, p, n_parts, &i0, &i1);
         q->sz = NULL;
-        q->threads = n_parts > 1 ? 1 : solo_threads;
         if (i1 <= i0) continue;
         /* Looked up again per part: a later part's size may have evicted an earlier one's slot only when
          * more than S_N_SIZES sizes are live, never here (two sizes per pass). */
@@ -351,7 +349,7 @@ static s_part_t *s_part(nn_dnnl_conv_t *c, int part, int m) {
     if (!c || part < 0 || part >= c->n_parts_cap) return NULL;
     s_part_t *q = &c->parts[part];
     if (!q->sz || q->sz->m != m) return NULL; /* not prepared for this size */
-    omp_set_num_threads(q->threads);
+    omp_set_num_threads(1);
     return q;
 }
 
@@ -444,7 +442,7 @@ int nn_dnnl_probe(char *why, size_t why_len) {
     for (int i = 0; i < 72; i++) x[i] = (float)(i % 7) - 3.0f;
     for (int i = 0; i < 144; i++) w[i] = (float)(i % 5) - 2.0f;
     for (int i = 0; i < 8; i++) b[i] = 0.5f;
-    int rc = nn_dnnl_conv_prepare(c, 1, 1, 1);
+    int rc = nn_dnnl_conv_prepare(c, 1, 1);
     if (!rc) rc = nn_dnnl_conv_forward(c, 0, 1, x, w, b, y);
     if (!rc) rc = nn_dnnl_conv_backward(c, 0, 1, x, w, y, dx, dw, db);
     /* y at (o=0, 0, 0): bias + the taps inside the image. */

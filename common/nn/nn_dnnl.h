@@ -11,10 +11,12 @@
  *     call and of its measured time.
  *   - Batches are split over the net's threads (nn_par): part p of n_parts
  *     runs on its slice of m examples, with oneDNN on one thread inside the
- *     part when n_parts > 1, or on `solo_threads` OpenMP threads when the
- *     net has one part. Each part has its own scratch buffers and stream,
- *     so parts run concurrently; the weight gradient is one sum per part, in
- *     a fixed order, so a given thread count repeats bit for bit.
+ *     part. oneDNN's own threads (OpenMP, Debian's build) are never used:
+ *     their active wait made 2 threads 2-6x slower than one on the shared
+ *     2-CPU machine of bench/RESULTS.md, as it did for OpenBLAS's OpenMP
+ *     build. Each part has its own scratch buffers and stream, so parts run
+ *     concurrently; the weight gradient is one sum per part, in a fixed
+ *     order, so a given thread count repeats bit for bit.
  *   - Primitives depend on the batch size: nn_dnnl_conv_prepare makes them
  *     for every part size of a pass (at most two sizes per pass) before the
  *     parts run, and keeps the last few sizes.
@@ -53,9 +55,8 @@ void nn_dnnl_conv_free(nn_dnnl_conv_t **c_p);
 
 /* Get ready for a pass over n examples split into n_parts parts by
  * nn_par_range: primitives for each part's size, each part's scratch.
- * solo_threads: oneDNN's threads when n_parts == 1 (>= 1). Returns 0,
- * -ENOMEM or -ENOTSUP (oneDNN refused a primitive). */
-int nn_dnnl_conv_prepare(nn_dnnl_conv_t *c, int n, int n_parts, int solo_threads);
+ * Returns 0, -EINVAL, -ENOMEM or -ENOTSUP (oneDNN refused a primitive). */
+int nn_dnnl_conv_prepare(nn_dnnl_conv_t *c, int n, int n_parts);
 
 /* Part `part` of the prepared pass, on its m examples:
  *   forward:  y (m, O, OH, OW) = conv(x (m, C, H, W), w (O, C*k*k)) + b

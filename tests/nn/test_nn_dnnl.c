@@ -189,6 +189,28 @@ START_TEST(test_nn_dnnl_repeats_bit_for_bit) {
 }
 END_TEST
 
+START_TEST(test_nn_dnnl_auto_follows_the_measured_rule) {
+    /* models/mnist-cnn.model's layers: conv1 (1 input channel) stays on OpenBLAS, conv2 (16 -> 32, 5x5) and a
+     * 3-channel 3x3 conv go to oneDNN; a 1x1 conv and one with 4 outputs stay. */
+    net_t *net = s_build("input 1x28x28\nconv name=conv1 out=16 k=5 pad=2\nrelu\nmaxpool k=2\n"
+                         "conv name=conv2 out=32 k=5 pad=2\nconv name=c3 out=8 k=1\nconv name=c4 out=4 k=3\n"
+                         "conv name=c5 out=8 k=3 in=c4\nflatten\nfc out=10\nsoftmax_xent\n",
+                         4, 1, NN_CONV_ENGINE_AUTO);
+    static const struct { const char *name; int onednn; } want[] = {
+        {"conv1", 0}, {"conv2", 1}, {"c3", 0}, {"c4", 0}, {"c5", 1}};
+    for (int i = 0; i < 5; i++) {
+        const layer_t *l = &net->layers[net_find_layer(net, want[i].name)];
+        ck_assert_msg((l->dnnl != NULL) == want[i].onednn, "%s: on oneDNN %d, want %d", want[i].name,
+                      l->dnnl != NULL, want[i].onednn);
+        ck_assert_int_eq(nn_conv_engine_pick(l) == NN_CONV_ENGINE_ONEDNN, want[i].onednn);
+    }
+    ck_assert_int_eq(net_conv_onednn_layers(net), 2);
+    ck_assert_int_eq(net_set_conv_engine(net, NN_CONV_ENGINE_BLAS, NULL, 0), 0);
+    ck_assert_int_eq(net_conv_onednn_layers(net), 0);
+    net_free(&net);
+}
+END_TEST
+
 START_TEST(test_nn_dnnl_engine_names_round_trip) {
     for (int e = 0; e < NN_CONV_ENGINE_COUNT; e++) {
         nn_conv_engine_t got;
@@ -208,6 +230,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_nn_dnnl_conv_matches_blas);
     tcase_add_test(tc, test_nn_dnnl_fan_out_adds_input_gradient);
     tcase_add_test(tc, test_nn_dnnl_repeats_bit_for_bit);
+    tcase_add_test(tc, test_nn_dnnl_auto_follows_the_measured_rule);
     tcase_add_test(tc, test_nn_dnnl_engine_names_round_trip);
     suite_add_tcase(s, tc);
     return s;
