@@ -35,6 +35,7 @@ int compute_setup_init(compute_setup_t *s, const msg_welcome_t *w, const runcfg_
     s->n_state = w->n_state;
     s->train_n = cfg->train_n;
     s->doubly_min_in = cfg->doubly_min_in;
+    s->conv_engine = cfg->conv_engine;
     s->batch = cfg->batch;
     s->augment = cfg->augment;
     s->with_stats = cfg->optimizer == RUNCFG_OPTIMIZER_KFAC;
@@ -76,6 +77,8 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
     }
     if (!(cc->net = net_parse(s->model_text, "welcome model", s->batch, err, err_len))) goto fail;
     cc->net->fc_doubly_min_in = s->doubly_min_in;
+    if ((rc = net_set_conv_engine(cc->net, s->conv_engine, err, err_len)) < 0) goto fail;
+    rc = -EINVAL;
     if ((uint64_t)cc->net->n_params != s->n_params || (uint64_t)cc->net->n_state != s->n_state) {
         snprintf(err, err_len,
                  "the welcome's model has %zu parameters and %zu state values here, but kfac-ps says %" PRIu64

@@ -25,14 +25,26 @@
  * bits for a given thread count (what tests/integration/55-deterministic.sh
  * relies on).
  *
+ * Where run-time code generation is denied (systemd's
+ * MemoryDenyWriteExecute=yes, imitated here by the same seccomp filter in
+ * the forked test process), oneDNN cannot make its primitives: the probe
+ * says so, "auto" keeps every conv layer on OpenBLAS and trains, and
+ * "onednn" is refused.
+ *
  * Skipped (exit 77) where oneDNN cannot run (nn_dnnl_probe says why).
  */
 #include <check.h>
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include "common/base/rng.h"
 #include "common/nn/nn.h"
@@ -211,6 +223,68 @@ START_TEST(test_nn_dnnl_auto_follows_the_measured_rule) {
 }
 END_TEST
 
+/* What systemd's MemoryDenyWriteExecute=yes installs (seccomp, EPERM):
+ * mmap asking for PROT_WRITE and PROT_EXEC together, and mprotect or
+ * pkey_mprotect adding PROT_EXEC. For this process and its threads from
+ * now on; Check forks each test, so only this test is affected. */
+static int s_deny_write_execute(void) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 6),     /* mmap without exec: allow */
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_WRITE, 4, 5),    /* write and exec: deny */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mprotect, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pkey_mprotect, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1),     /* adding exec: deny */
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+START_TEST(test_nn_dnnl_denied_code_generation_falls_back) {
+    const char *fork_env = getenv("CK_FORK");
+    ck_assert_msg(!fork_env || strcmp(fork_env, "no") != 0, "needs Check's fork mode (the filter stays on)");
+    ck_assert_int_eq(s_deny_write_execute(), 0);
+    /* the filter works: a page cannot become executable */
+    void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert(page != MAP_FAILED);
+    ck_assert_int_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC), -1);
+    munmap(page, 4096);
+    char why[256] = "";
+    ck_assert_int_eq(nn_dnnl_probe(why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "oneDNN") != NULL, "%s", why);
+    const char *text = "input 3x12x12\nconv name=c1 out=8 k=3 pad=1\nrelu\nconv name=c2 out=8 k=3\n"
+                       "flatten\nfc out=3\nsoftmax_xent\n";
+    net_t *net = s_build(text, 4, 2, NN_CONV_ENGINE_AUTO);
+    ck_assert_int_eq(net_conv_onednn_layers(net), 0);
+    char err[256];
+    ck_assert_int_eq(net_set_conv_engine(net, NN_CONV_ENGINE_ONEDNN, err, sizeof err), -ENOTSUP);
+    ck_assert_msg(strstr(err, "cannot run here") != NULL, "%s", err);
+    ck_assert_int_eq(net_conv_onednn_layers(net), 0);
+    /* and the net still trains on OpenBLAS: loss of a fixed batch goes down */
+    net_init_params(net, 3);
+    float x[4 * 3 * 12 * 12];
+    int y[4] = {0, 1, 2, 1};
+    rng_t r;
+    rng_seed(&r, 5);
+    for (size_t j = 0; j < sizeof x / sizeof x[0]; j++) x[j] = (float)rng_normal(&r);
+    float first = 0.0f, last = 0.0f;
+    for (int step = 0; step < 20; step++) {
+        ck_assert_int_eq(net_forward(net, x, 4, 1), 0);
+        last = net_backward(net, y, NULL, NULL);
+        if (step == 0) first = last;
+        for (size_t j = 0; j < net->n_params; j++) net->params[j] -= 0.05f * net->grads[j];
+    }
+    ck_assert_msg(last < 0.5f * first, "loss %g -> %g", first, last);
+    net_free(&net);
+}
+END_TEST
+
 START_TEST(test_nn_dnnl_engine_names_round_trip) {
     for (int e = 0; e < NN_CONV_ENGINE_COUNT; e++) {
         nn_conv_engine_t got;
@@ -232,6 +306,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_nn_dnnl_repeats_bit_for_bit);
     tcase_add_test(tc, test_nn_dnnl_auto_follows_the_measured_rule);
     tcase_add_test(tc, test_nn_dnnl_engine_names_round_trip);
+    tcase_add_test(tc, test_nn_dnnl_denied_code_generation_falls_back);
     suite_add_tcase(s, tc);
     return s;
 }
