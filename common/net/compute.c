@@ -77,8 +77,6 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
     }
     if (!(cc->net = net_parse(s->model_text, "welcome model", s->batch, err, err_len))) goto fail;
     cc->net->fc_doubly_min_in = s->doubly_min_in;
-    if ((rc = net_set_conv_engine(cc->net, s->conv_engine, err, err_len)) < 0) goto fail;
-    rc = -EINVAL;
     if ((uint64_t)cc->net->n_params != s->n_params || (uint64_t)cc->net->n_state != s->n_state) {
         snprintf(err, err_len,
                  "the welcome's model has %zu parameters and %zu state values here, but kfac-ps says %" PRIu64
@@ -128,6 +126,9 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
     /* The backend is made on the compute thread that will use it (a CUDA
      * context belongs to the thread that creates it). */
     if (!(cc->be = backend_new_with_stats((backend_kind_t)s->device, cc->net, cc->stats, err, err_len))) goto fail;
+    /* The CPU backend runs nn.c on this net: its conv layers' engine ([model] conv_engine). */
+    if (backend_kind(cc->be) == BACKEND_CPU && (rc = net_set_conv_engine(cc->net, s->conv_engine, err, err_len)) < 0)
+        goto fail;
     log_info("device: %s", backend_describe(cc->be));
     rng_seed(&cc->label_rng, s->label_seed ^ 0xfeedULL ^ ((uint64_t)s->rank * 0x9E3779B97F4A7C15ULL));
     cc->fisher = s->fisher;

@@ -2,8 +2,10 @@
 # tests/integration/24-conv-engine.sh — training the MNIST CNN in process
 # (kfac-train, K-FAC, 150 steps of batch 64 on 10000 images) with each CPU
 # engine of the conv layers ([model] conv_engine): every engine reaches the
-# accuracy, the engines agree to within rounding's effect on a short run, and
-# each puts the layers where it says:
+# accuracy (0.90 on 2000 test images), blas and onednn within 3 points of
+# each other (their float rounding differs, and 150 steps amplify it: 1.1
+# points apart when this was written; a broken engine falls far below
+# 0.90), and each puts the layers where it says:
 #   - blas:   no layer on oneDNN;
 #   - onednn: conv1 and conv2 on oneDNN;
 #   - auto:   conv2 on oneDNN, conv1 (one input channel) on OpenBLAS
@@ -36,8 +38,8 @@ for r in blas onednn auto; do
   h_ge "$a" "$ACC" || h_fail "$r: test accuracy $a below $ACC"
   eval "acc_$r=$a"
 done
-awk -v a="$acc_blas" -v b="$acc_onednn" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }' ||
-  h_fail "blas and onednn accuracies differ by more than 2 points: $acc_blas, $acc_onednn"
+awk -v a="$acc_blas" -v b="$acc_onednn" 'BEGIN { d = a - b; exit !(d < 0.03 && d > -0.03) }' ||
+  h_fail "blas and onednn accuracies differ by more than 3 points: $acc_blas, $acc_onednn"
 c=$(h_csv_col "$H_DIR/auto/steps.csv" train_loss) || h_fail "$c"
 cut -d, -f"$c" "$H_DIR/auto/steps.csv" >"$H_DIR/loss1"
 cut -d, -f"$c" "$H_DIR/auto2/steps.csv" >"$H_DIR/loss2"
