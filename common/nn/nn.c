@@ -719,12 +719,11 @@ int nn_conv_engine_parse(const char *s, nn_conv_engine_t *out) {
 }
 
 /* The rule, from bench_nn --engines on every conv shape of models/ (bench/RESULTS.md, "oneDNN conv engine"):
- * oneDNN's forward+backward was 1.0-3.5x faster for kernels of 3x3 and more with 3 or more input and 8 or more
- * output channels, and slower (0.1-1.05x) for one input channel (its weight gradient has no channel to vectorize
- * over), for 1x1 kernels (a plain matrix product, where sgemm is at its best and oneDNN adds layout conversions)
- * and for 4 output channels (its AVX2 kernels work on blocks of 8 channels). */
+ * oneDNN's forward+backward was mostly 1.0-3.5x faster for kernels of 3x3 and more with 3 or more input
+ * channels, and slower (0.1-1.05x) for one input channel (its weight gradient has no channel to vectorize over)
+ * and for 1x1 kernels (a plain matrix product, where sgemm is at its best and oneDNN adds layout conversions). */
 nn_conv_engine_t nn_conv_engine_pick(const layer_t *l) {
-    if (l && l->kind == LAYER_CONV && l->k >= 3 && l->in_c >= 3 && l->out >= 8) return NN_CONV_ENGINE_ONEDNN;
+    if (l && l->kind == LAYER_CONV && l->k >= 3 && l->in_c >= 3) return NN_CONV_ENGINE_ONEDNN;
     return NN_CONV_ENGINE_BLAS;
 }
 

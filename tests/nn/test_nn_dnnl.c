@@ -203,9 +203,9 @@ END_TEST
 
 START_TEST(test_nn_dnnl_auto_follows_the_measured_rule) {
     /* models/mnist-cnn.model's layers: conv1 (1 input channel) stays on OpenBLAS, conv2 (16 -> 32, 5x5) and a
-     * 3-channel 3x3 conv go to oneDNN; a 1x1 conv and one with 4 outputs stay. */
+     * 4-channel 3x3 conv go to oneDNN; a 1x1 conv and a 3x3 one with 2 input channels stay. */
     net_t *net = s_build("input 1x28x28\nconv name=conv1 out=16 k=5 pad=2\nrelu\nmaxpool k=2\n"
-                         "conv name=conv2 out=32 k=5 pad=2\nconv name=c3 out=8 k=1\nconv name=c4 out=4 k=3\n"
+                         "conv name=conv2 out=32 k=5 pad=2\nconv name=c3 out=2 k=1\nconv name=c4 out=4 k=3\n"
                          "conv name=c5 out=8 k=3 in=c4\nflatten\nfc out=10\nsoftmax_xent\n",
                          4, 1, NN_CONV_ENGINE_AUTO);
     static const struct { const char *name; int onednn; } want[] = {
