@@ -243,12 +243,21 @@ void nn_dnnl_conv_free(nn_dnnl_conv_t **c_p) {
     free(c);
 }
 
-/* The primitives for m examples, made (evicting the oldest slot) if needed. */
-static s_size_t *s_size_get(nn_dnnl_conv_t *c, int m) {
+/* The primitives for m examples, made if needed in a slot taken round-robin
+ * among those holding neither of this pass's part sizes lo and hi (so that
+ * one part's primitives are never evicted for another part's). */
+static s_size_t *s_size_get(nn_dnnl_conv_t *c, int m, int lo, int hi) {
     for (int i = 0; i < S_N_SIZES; i++)
         if (c->sizes[i].m == m) return &c->sizes[i];
-    s_size_t *z = &c->sizes[c->next_slot];
-    c->next_slot = (c->next_slot + 1) % S_N_SIZES;
+    s_size_t *z = NULL;
+    for (int i = 0; i < S_N_SIZES && !z; i++) {
+        s_size_t *cand = &c->sizes[(c->next_slot + i) % S_N_SIZES];
+        if (cand->m != lo && cand->m != hi) {
+            z = cand;
+            c->next_slot = (int)(cand - c->sizes + 1) % S_N_SIZES;
+        }
+    }
+    if (!z) return NULL; /* not reached: S_N_SIZES > 2 */
     s_size_release(z);
     return s_size_init(c, z, m) < 0 ? NULL : z;
 }
@@ -268,9 +277,7 @@ int nn_dnnl_conv_prepare(nn_dnnl_conv_t *c, int n, int n_parts) {
         nn_par_range(n, p, n_parts, &i0, &i1);
         q->sz = NULL;
         if (i1 <= i0) continue;
-        /* Looked up again per part: a later part's size may have evicted an earlier one's slot only when
-         * more than S_N_SIZES sizes are live, never here (two sizes per pass). */
-        s_size_t *z = s_size_get(c, i1 - i0);
+        s_size_t *z = s_size_get(c, i1 - i0, n / n_parts, (n + n_parts - 1) / n_parts);
         if (!z) return -ENOTSUP;
         if (!q->stream && dnnl_stream_create(&q->stream, c->engine, dnnl_stream_default_flags) != dnnl_success)
             return -ENOTSUP;

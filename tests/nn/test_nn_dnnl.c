@@ -171,6 +171,27 @@ START_TEST(test_nn_dnnl_fan_out_adds_input_gradient) {
 }
 END_TEST
 
+START_TEST(test_nn_dnnl_batch_sizes_change) {
+    /* Passes of changing sizes over 2 and 3 threads: more part sizes than the primitives kept, so some are
+     * made again; every pass still matches the reference and the layer stays on oneDNN. */
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    const char *text = "input 3x9x9\ndropout p=0 name=x0\nconv name=c out=5 k=3 pad=1\nflatten\nfc out=3\nsoftmax_xent\n";
+    static const int sizes[] = {9, 7, 5, 3, 8, 9, 1, 2, 6, 4, 9, 7};
+    for (int threads = 2; threads <= 3; threads++) {
+        net_t *ref = s_build(text, 9, threads, NN_CONV_ENGINE_BLAS);
+        net_t *dn = s_build(text, 9, threads, NN_CONV_ENGINE_ONEDNN);
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            s_compare(ref, dn, "c", &r, sizes[i], text, seed);
+            ck_assert_int_eq(net_conv_onednn_layers(dn), 1);
+        }
+        net_free(&ref);
+        net_free(&dn);
+    }
+}
+END_TEST
+
 START_TEST(test_nn_dnnl_repeats_bit_for_bit) {
     uint64_t seed = test_seed();
     rng_t r;
@@ -303,6 +324,7 @@ Suite *make_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_nn_dnnl_conv_matches_blas);
     tcase_add_test(tc, test_nn_dnnl_fan_out_adds_input_gradient);
+    tcase_add_test(tc, test_nn_dnnl_batch_sizes_change);
     tcase_add_test(tc, test_nn_dnnl_repeats_bit_for_bit);
     tcase_add_test(tc, test_nn_dnnl_auto_follows_the_measured_rule);
     tcase_add_test(tc, test_nn_dnnl_engine_names_round_trip);
