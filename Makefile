@@ -42,7 +42,9 @@ CC      ?= cc
 OPT     ?= -O3
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -MMD -MP -pthread \
            -I. -I$(BUILD)/gen $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lm -pthread
+# oneDNN ships no .pc file; libgomp is its thread runtime (common/nn/nn_dnnl.c
+# sets the thread count of each calling thread through it).
+LDLIBS  += $(PKG_LIBS) -ldnnl -lgomp -lm -pthread
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

@@ -9,9 +9,11 @@
 #
 #   bench/bench_framework.sh [--repeats R]     (default 2)
 #
-# Compared: batch 128, 2 threads: bench_nn's "blas 1, net 2" line (the
-# net's own threads, single-threaded OpenBLAS, as kfac-train runs) and its
-# "blas 2, net 1" line (OpenBLAS's threads), against torch with
+# Compared: batch 128, 2 threads: bench_nn's "blas 1, net 2" lines (the
+# net's own threads, single-threaded OpenBLAS, as kfac-train runs) with the
+# conv layers on each engine (im2col + OpenBLAS "blas", "onednn", and
+# "auto", the default: per layer shape) and its "blas 2, net 1" line
+# (OpenBLAS's threads, conv on OpenBLAS), against torch with
 # set_num_threads(2).
 set -u
 repeats=2
@@ -32,10 +34,12 @@ done
 echo "load average after: $(cat /proc/loadavg)"
 awk '
   /^torch/ { for (i = 1; i <= NF; i++) if ($i == "best") { v = $(i + 1) + 0; if (v > t) t = v } }
-  /^kfac/ && $3 == 1 && $4 == 2 { if ($5 > own) own = $5 }
-  /^kfac/ && $3 == 2 && $4 == 1 { if ($5 > ob) ob = $5 }
+  /^kfac/ && $3 == 1 && $4 == 2 && $NF == "blas" { if ($5 > own) own = $5 }
+  /^kfac/ && $3 == 1 && $4 == 2 && $NF == "auto" { if ($5 > au) au = $5 }
+  /^kfac/ && $3 == 1 && $4 == 2 && $NF == "onednn" { if ($5 > dn) dn = $5 }
+  /^kfac/ && $3 == 2 && $4 == 1 && $NF == "blas" { if ($5 > ob) ob = $5 }
   END {
     if (!t) { print "no torch figure"; exit 1 }
-    printf "best img/s, batch 128, 2 threads: torch %d, kfac net threads %d (%.2fx), kfac OpenBLAS threads %d (%.2fx)\n",
-           t, own, own / t, ob, ob / t
+    printf "best img/s, batch 128, 2 threads: torch %d; kfac net threads: conv auto %d (%.2fx), onednn %d (%.2fx), " \
+           "blas %d (%.2fx); kfac OpenBLAS threads %d (%.2fx)\n", t, au, au / t, dn, dn / t, own, own / t, ob, ob / t
   }' "$out"

@@ -3,16 +3,20 @@
  * GFLOP/s next to raw sgemm on the same shapes. Prints figures; never passes
  * or fails on time.
  *
- *   build/bench/bench_nn [--whole] [MODEL]   (default models/mnist-cnn.model;
- *                                            --whole: part 1 only)
+ *   build/bench/bench_nn [--whole|--engines] [MODEL]
+ *       (default models/mnist-cnn.model; --whole: part 1 only; --engines:
+ *       part 3 only)
  *
  * Part 1: net_forward (train mode) + net_backward on random inputs and
  * labels, batch 64 and 128, in three thread settings: OpenBLAS 1 thread and
  * the net 1 (blas 1, net 1); OpenBLAS 2 threads (blas 2, net 1); the net's
  * own 2 threads over the batch with single-threaded OpenBLAS (blas 1,
- * net 2; net_set_threads). The settings alternate iteration by iteration so
- * all see the same machine load. Figures: best and median images/s over the
- * iterations (at least 5, or about 1 s per setting).
+ * net 2; net_set_threads); each with the conv layers on each engine
+ * (net_set_conv_engine: "blas", im2col + OpenBLAS; "onednn", oneDNN, one
+ * thread per net thread whatever OpenBLAS has; "auto", per layer shape).
+ * The settings alternate iteration by iteration so all see the same machine
+ * load. Figures: best and median images/s over the iterations (at least 5,
+ * or about 1 s per setting).
  *
  * Part 2: every conv layer of the model, alone: a network
  *     input CxHxW, [relu], conv (same options), avgpool global, softmax_xent
@@ -33,6 +37,13 @@
  * NoTrans/NoTrans). Layer, head and sgemm are timed alternately, best of
  * the repetitions; the ratio layer/sgemm is the efficiency figure.
  *
+ * Part 3: every conv layer of the model on both engines, the same layer
+ * networks as part 2 built twice (OpenBLAS, oneDNN), on 1 and 2 net
+ * threads (net_set_threads, OpenBLAS single-threaded), timed alternately:
+ * layer forward and backward ms (minus the head) of each, and the ratio
+ * OpenBLAS / oneDNN (> 1: oneDNN is faster). These per-shape figures are
+ * where nn_conv_engine_pick's rule comes from (bench/RESULTS.md).
+ *
  * The machine (model name and logical CPUs from /proc/cpuinfo), the load
  * average before and after, and OpenBLAS's core type and build are printed
  * first: on a CPU the installed OpenBLAS does not recognise it falls back to
@@ -47,6 +58,7 @@
 #include "common/base/clock.h"
 #include "common/base/blas.h"
 #include "common/nn/nn.h"
+#include "common/nn/nn_dnnl.h"
 #include "common/base/rng.h"
 
 #define BN_MIN_REPS 5
@@ -89,15 +101,31 @@ static net_t *s_parse(const char *text, int batch) {
 /* Thread settings of part 1: OpenBLAS threads and the net's own threads. */
 typedef struct {
     int blas, net;
+    nn_conv_engine_t engine;
 } s_threads_t;
 
-static const s_threads_t s_settings[] = {{1, 1}, {2, 1}, {1, 2}};
+static const s_threads_t s_settings[] = {
+    {1, 1, NN_CONV_ENGINE_BLAS}, {1, 1, NN_CONV_ENGINE_ONEDNN}, {1, 1, NN_CONV_ENGINE_AUTO},
+    {2, 1, NN_CONV_ENGINE_BLAS}, {2, 1, NN_CONV_ENGINE_ONEDNN}, {2, 1, NN_CONV_ENGINE_AUTO},
+    {1, 2, NN_CONV_ENGINE_BLAS}, {1, 2, NN_CONV_ENGINE_ONEDNN}, {1, 2, NN_CONV_ENGINE_AUTO}};
 #define BN_N_SETTINGS ((int)(sizeof s_settings / sizeof s_settings[0]))
 
-static void s_apply(net_t *net, s_threads_t t) {
+/* Conv engine switches cost primitive creation: the two engines are two
+ * nets with the same parameters, and the setting picks one. */
+static net_t *s_apply(net_t *nets[NN_CONV_ENGINE_COUNT], s_threads_t t) {
+    net_t *net = nets[t.engine];
     openblas_set_num_threads(t.blas);
     if (net_set_threads(net, t.net) < 0) {
         fprintf(stderr, "bench_nn: cannot start %d threads\n", t.net);
+        exit(1);
+    }
+    return net;
+}
+
+static void s_set_engine(net_t *net, nn_conv_engine_t engine) {
+    char err[256];
+    if (net_set_conv_engine(net, engine, err, sizeof err) < 0) {
+        fprintf(stderr, "bench_nn: %s\n", err);
         exit(1);
     }
 }
@@ -106,15 +134,20 @@ static void s_part1(const char *model_path) {
     const int batches[2] = {64, 128};
     char err[512];
     printf("\n== forward+backward of %s, images/s (best and median over the iterations)\n", model_path);
-    printf("%6s %6s %6s %12s %12s %10s %6s\n", "batch", "blas", "net", "best img/s", "median img/s", "best ms", "iters");
+    printf("%6s %6s %6s %12s %12s %10s %6s %s\n", "batch", "blas", "net", "best img/s", "median img/s", "best ms", "iters",
+           "conv");
     for (int bi = 0; bi < 2; bi++) {
         int n = batches[bi];
-        net_t *net = net_load(model_path, n, err, sizeof err);
-        if (!net) {
-            fprintf(stderr, "bench_nn: %s\n", err);
-            exit(1);
+        net_t *nets[NN_CONV_ENGINE_COUNT];
+        for (int e = 0; e < NN_CONV_ENGINE_COUNT; e++) {
+            if (!(nets[e] = net_load(model_path, n, err, sizeof err))) {
+                fprintf(stderr, "bench_nn: %s\n", err);
+                exit(1);
+            }
+            net_init_params(nets[e], 1);
+            s_set_engine(nets[e], (nn_conv_engine_t)e);
         }
-        net_init_params(net, 1);
+        net_t *net = nets[0];
         rng_t r;
         rng_seed(&r, 42);
         float *x = s_alloc((size_t)n * net->in_size * sizeof(float));
@@ -122,8 +155,8 @@ static void s_part1(const char *model_path) {
         s_fill_batch(&r, net, n, x, y);
         double *t[BN_N_SETTINGS];
         for (int k = 0; k < BN_N_SETTINGS; k++) t[k] = s_alloc(BN_MAX_REPS * sizeof(double));
-        for (int k = 0; k < BN_N_SETTINGS; k++) { /* warm-up: buffers, threads */
-            s_apply(net, s_settings[k]);
+        for (int k = 0; k < BN_N_SETTINGS; k++) { /* warm-up: buffers, threads, primitives */
+            net = s_apply(nets, s_settings[k]);
             net_forward(net, x, n, 1);
             net_backward(net, y, NULL, NULL);
         }
@@ -131,7 +164,7 @@ static void s_part1(const char *model_path) {
         double start = clock_now_s();
         while (reps < BN_MAX_REPS && (reps < BN_MIN_REPS || clock_now_s() - start < 3 * BN_MIN_SECONDS)) {
             for (int k = 0; k < BN_N_SETTINGS; k++) {
-                s_apply(net, s_settings[k]);
+                net = s_apply(nets, s_settings[k]);
                 double t0 = clock_now_s();
                 net_forward(net, x, n, 1);
                 net_backward(net, y, NULL, NULL);
@@ -141,13 +174,13 @@ static void s_part1(const char *model_path) {
         }
         for (int k = 0; k < BN_N_SETTINGS; k++) {
             qsort(t[k], (size_t)reps, sizeof(double), s_cmp_double);
-            printf("%6d %6d %6d %12.0f %12.0f %10.2f %6d\n", n, s_settings[k].blas, s_settings[k].net, n / t[k][0],
-                   n / t[k][reps / 2], 1e3 * t[k][0], reps);
+            printf("%6d %6d %6d %12.0f %12.0f %10.2f %6d %s\n", n, s_settings[k].blas, s_settings[k].net, n / t[k][0],
+                   n / t[k][reps / 2], 1e3 * t[k][0], reps, nn_conv_engine_name(s_settings[k].engine));
             free(t[k]);
         }
         free(x);
         free(y);
-        net_free(&net);
+        for (int e = 0; e < NN_CONV_ENGINE_COUNT; e++) net_free(&nets[e]);
     }
     openblas_set_num_threads(1);
 }
@@ -276,24 +309,100 @@ static void s_part2(const char *model_path) {
     net_free(&net);
 }
 
+/* ---- part 3: each conv layer on both engines ------------------------------- */
+
+static void s_conv_engines(const layer_t *l, int n, int threads) {
+    char text[1024];
+    rng_t r;
+    rng_seed(&r, 7);
+    const int has_dx = l->in >= 0;
+    snprintf(text, sizeof text,
+             "input %dx%dx%d\n%sconv name=c out=%d k=%d stride=%d pad=%d\navgpool global\nsoftmax_xent\n", l->in_c,
+             l->in_h, l->in_w, has_dx ? "relu\n" : "", l->out, l->k, l->stride, l->pad);
+    net_t *nets[2] = {s_parse(text, n), s_parse(text, n)};
+    snprintf(text, sizeof text, "input %dx%dx%d\navgpool global\nsoftmax_xent\n", l->c, l->h, l->w);
+    net_t *head = s_parse(text, n);
+    s_set_engine(nets[1], NN_CONV_ENGINE_ONEDNN);
+    float *xl = s_alloc((size_t)n * nets[0]->in_size * sizeof(float)), *xh = s_alloc((size_t)n * head->in_size * sizeof(float));
+    int *yl = s_alloc((size_t)n * sizeof(int)), *yh = s_alloc((size_t)n * sizeof(int));
+    s_fill_batch(&r, nets[0], n, xl, yl);
+    s_fill_batch(&r, head, n, xh, yh);
+    openblas_set_num_threads(1);
+    for (int e = 0; e < 2; e++)
+        if (net_set_threads(nets[e], threads) < 0) {
+            fprintf(stderr, "bench_nn: cannot start %d threads\n", threads);
+            exit(1);
+        }
+    if (net_set_threads(head, threads) < 0) exit(1);
+    fb_t b[2] = {{1e30, 1e30}, {1e30, 1e30}}, bh = {1e30, 1e30}, warm = {1e30, 1e30};
+    for (int e = 0; e < 2; e++) s_fb(nets[e], xl, yl, n, &warm);
+    s_fb(head, xh, yh, n, &warm);
+    double start = clock_now_s();
+    for (int rep = 0; rep < BN_MAX_REPS; rep++) {
+        for (int e = 0; e < 2; e++) s_fb(nets[e], xl, yl, n, &b[e]);
+        s_fb(head, xh, yh, n, &bh);
+        if (rep + 1 >= BN_MIN_REPS && clock_now_s() - start > BN_MIN_SECONDS) break;
+    }
+    double f[2], g[2];
+    for (int e = 0; e < 2; e++) {
+        f[e] = b[e].fwd - bh.fwd > 0 ? b[e].fwd - bh.fwd : b[e].fwd;
+        g[e] = b[e].bwd - bh.bwd > 0 ? b[e].bwd - bh.bwd : b[e].bwd;
+    }
+    char shape[64];
+    snprintf(shape, sizeof shape, "%dx%dx%d>%d k%d s%d p%d", l->in_c, l->in_h, l->in_w, l->out, l->k, l->stride, l->pad);
+    printf("%-8s %-24s %5d %3d  %8.3f %8.3f %6.2f   %8.3f %8.3f %6.2f   %6.2f  %s\n", l->name, shape, n, threads,
+           1e3 * f[0], 1e3 * f[1], f[0] / f[1], 1e3 * g[0], 1e3 * g[1], g[0] / g[1], (f[0] + g[0]) / (f[1] + g[1]),
+           nn_dnnl_conv_impl(nets[1]->layers[has_dx ? 1 : 0].dnnl));
+    net_free(&nets[0]);
+    net_free(&nets[1]);
+    net_free(&head);
+    free(xl); free(yl); free(xh); free(yh);
+}
+
+static void s_part3(const char *model_path) {
+    char err[512];
+    net_t *net = net_load(model_path, 1, err, sizeof err);
+    if (!net) {
+        fprintf(stderr, "bench_nn: %s\n", err);
+        exit(1);
+    }
+    printf("\n== conv layers alone on both engines (best ms, head subtracted; x = OpenBLAS / oneDNN, > 1: oneDNN faster)\n");
+    printf("%-8s %-24s %5s %3s  %8s %8s %6s   %8s %8s %6s   %6s  %s\n", "layer", "shape", "batch", "thr", "fwd blas",
+           "fwd dnnl", "x", "bwd blas", "bwd dnnl", "x", "f+b x", "oneDNN kernels");
+    const int batches[2] = {64, 128}, threads[2] = {1, 2};
+    for (int li = 0; li < net->n_layers; li++) {
+        const layer_t *l = &net->layers[li];
+        if (l->kind != LAYER_CONV) continue;
+        for (int bi = 0; bi < 2; bi++)
+            for (int ti = 0; ti < 2; ti++) s_conv_engines(l, batches[bi], threads[ti]);
+    }
+    net_free(&net);
+}
+
 int main(int argc, char **argv) {
     blas_restart_if_generic(argv); /* OpenBLAS's fast kernels, as every kfac program uses */
     int whole_only = argc > 1 && strcmp(argv[1], "--whole") == 0;
-    if (whole_only) {
+    int engines_only = argc > 1 && strcmp(argv[1], "--engines") == 0;
+    if (whole_only || engines_only) {
         argv++;
         argc--;
     }
     const char *model = argc > 1 ? argv[1] : "models/mnist-cnn.model";
     setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as they are measured, even through a pipe */
     if (argc > 2 || (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
-        printf("usage: bench_nn [--whole] [MODEL]   (default models/mnist-cnn.model; run from the repository root;\n"
-               "       --whole: part 1 only, the whole network)\n");
+        printf("usage: bench_nn [--whole|--engines] [MODEL]   (default models/mnist-cnn.model; run from the repository\n"
+               "       root; --whole: part 1 only, the whole network; --engines: part 3 only, each conv layer on both\n"
+               "       engines)\n");
         return argc > 2 ? 2 : 0;
     }
     bench_print_machine();
     bench_print_load("", "before");
-    s_part1(model);
-    if (!whole_only) s_part2(model);
+    if (engines_only) s_part3(model);
+    else s_part1(model);
+    if (!whole_only && !engines_only) {
+        s_part3(model);
+        s_part2(model);
+    }
     bench_print_load("", "after");
     return 0;
 }

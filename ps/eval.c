@@ -100,6 +100,8 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
         snprintf(err, err_len, "evaluation: %s", perr);
         goto fail;
     }
+    if (net_set_conv_engine(e->net, cfg->conv_engine, perr, sizeof perr) < 0) /* onednn where it cannot run */
+        log_warn("evaluation: %s; im2col + OpenBLAS for its conv layers", perr);
     const char *set = runcfg_dataset_name(cfg);
     if ((*rc_out = runcfg_data_load(cfg, e->net, 0, &e->test, perr, sizeof perr)) < 0) {
         snprintf(err, err_len, "evaluation: %s", perr);

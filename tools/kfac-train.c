@@ -87,6 +87,11 @@ int main(int argc, char **argv) {
     }
     net->fc_doubly_min_in = c.doubly_min_in;
     if (net_set_threads(net, 2) < 0) log_warn("cannot start the network's second thread: running on one");
+    if ((rc = net_set_conv_engine(net, c.conv_engine, err, sizeof err)) < 0) {
+        log_error("[model] conv_engine: %s", err);
+        status = CONFIG_EXIT_CONFIG;
+        goto done;
+    }
     log_info("network passes on %d threads", net_threads(net));
     net_print_summary(net, stdout);
     net_init_params(net, c.seed);

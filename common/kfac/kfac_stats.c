@@ -540,8 +540,10 @@ int kfac_stats_compute(kfac_stats_t *s, net_t *net) {
                 rc = kfac_stats_fc(a, l->dy, n, ls->in, ls->out, ls->has_bias, g_scale, ls->f[0].data,
                                    ls->f[1].data, s->work);
         } else if (ls->kind == LAYER_CONV) {
-            rc = kfac_stats_conv_cm(ls->mode, l->cols, l->dy, n, ls->positions, ls->in, ls->out, ls->has_bias,
-                                    g_scale, ls->f[0].data, ls->f[1].data, s->work);
+            /* The oneDNN engine forms no patches in its forward pass: im2col now. */
+            if ((rc = net_conv_patches(net, &net->layers[ls->layer])) == 0)
+                rc = kfac_stats_conv_cm(ls->mode, l->cols, l->dy, n, ls->positions, ls->in, ls->out, ls->has_bias,
+                                        g_scale, ls->f[0].data, ls->f[1].data, s->work);
         } else {
             rc = kfac_stats_bn(l->xhat, l->dy, n, ls->in, ls->positions, g_scale, ls->f[0].data);
         }

@@ -35,6 +35,7 @@ int compute_setup_init(compute_setup_t *s, const msg_welcome_t *w, const runcfg_
     s->n_state = w->n_state;
     s->train_n = cfg->train_n;
     s->doubly_min_in = cfg->doubly_min_in;
+    s->conv_engine = cfg->conv_engine;
     s->batch = cfg->batch;
     s->augment = cfg->augment;
     s->with_stats = cfg->optimizer == RUNCFG_OPTIMIZER_KFAC;
@@ -125,6 +126,9 @@ int compute_ctx_init(compute_ctx_t *cc, const compute_setup_t *s, char *err, siz
     /* The backend is made on the compute thread that will use it (a CUDA
      * context belongs to the thread that creates it). */
     if (!(cc->be = backend_new_with_stats(s->device, cc->net, cc->stats, err, err_len))) goto fail;
+    /* The CPU backend runs nn.c on this net: its conv layers' engine ([model] conv_engine). */
+    if (backend_kind(cc->be) == BACKEND_CPU && (rc = net_set_conv_engine(cc->net, s->conv_engine, err, err_len)) < 0)
+        goto fail;
     log_info("device: %s", backend_describe(cc->be));
     rng_seed(&cc->label_rng, s->label_seed ^ 0xfeedULL ^ ((uint64_t)s->rank * 0x9E3779B97F4A7C15ULL));
     cc->fisher = s->fisher;

@@ -47,6 +47,7 @@ typedef struct compute_setup {
     dataset_source_t data;    /* [data]: the PS's set and files, this host's dir (plain values) */
     int train_n;              /* 0: all */
     double doubly_min_in;
+    nn_conv_engine_t conv_engine; /* [model] conv_engine */
     int batch;                /* examples per batch */
     int augment;              /* crop + flip */
     int with_stats;           /* build a statistics container (optimizer kfac) */

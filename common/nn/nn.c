@@ -10,6 +10,13 @@
  * for bit. Dropout in training (one random stream) and batch norm (per
  * channel sums) run on the calling thread. With one thread the same code
  * runs as one part.
+ *
+ * Conv engines (net_set_conv_engine): a conv layer with l->dnnl runs its
+ * parts through oneDNN (nn_dnnl.c) instead of im2col + sgemm, one oneDNN
+ * call per part, the weight gradient summed per part as above. Its patches
+ * (l->cols) are then formed only when asked for (net_conv_patches). A part
+ * whose oneDNN call fails runs the reference code instead, and the layer
+ * goes back to it for good, with one warning.
  */
 #include "common/nn/nn.h"
 
@@ -18,10 +25,13 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/log.h"
 #include "common/base/rng.h"
+#include "common/nn/nn_dnnl.h"
 #include "common/nn/nn_par.h"
 
 const float *net_layer_input(const net_t *net, const layer_t *l) {
@@ -135,8 +145,11 @@ static void s_conv_forward(layer_t *l, const float *x, int n, int i0, int i1) {
  * dW_part (O, K) += tmp columns * cols columns^T; db_part (O) += row sums of
  * tmp; dcols columns = W^T (K, O) * tmp columns; dx += col2im. dW_part and
  * db_part (may be NULL without a bias) are this part's own sums, overwritten
- * (zero when the range is empty); the caller adds the parts. */
-static void s_conv_backward(net_t *net, layer_t *l, int n, int i0, int i1, float *dw_part, float *db_part) {
+ * (zero when the range is empty); the caller adds the parts. need_cols: the
+ * forward pass did not form the patches (oneDNN): im2col each block of the
+ * input x first. */
+static void s_conv_backward(net_t *net, layer_t *l, int n, int i0, int i1, float *dw_part, float *db_part,
+                            const float *x, int need_cols) {
     const int P = l->h * l->w, K = l->in_c * l->k * l->k, O = l->out;
     const int R = n * P, B = s_conv_block(l);
     float *dx = s_input_grad(net, l);
@@ -144,6 +157,7 @@ static void s_conv_backward(net_t *net, layer_t *l, int n, int i0, int i1, float
     for (int b0 = i0; b0 < i1; b0 += B) {
         const int b1 = b0 + B < i1 ? b0 + B : i1, m = (b1 - b0) * P;
         const size_t c0 = (size_t)b0 * P;
+        if (need_cols) s_im2col(l, x, n, b0, b1);
         /* tmp (O, R) <- dy (n, O, P): block copies. */
         for (int i = b0; i < b1; i++)
             for (int o = 0; o < O; o++)
@@ -371,7 +385,21 @@ typedef struct s_pass {
     net_t *net;
     layer_t *l;
     int n;
+    atomic_int dnnl_failed; /* a part's oneDNN call failed (it then ran the reference code) */
 } s_pass_t;
+
+/* Conv forward of one part on oneDNN, or the reference code when the layer
+ * has no oneDNN engine or its call fails. */
+static void s_conv_forward_part(s_pass_t *job, layer_t *l, const float *in, int part, int i0, int i1) {
+    if (l->dnnl && i1 > i0) {
+        const size_t in_size = (size_t)l->in_c * l->in_h * l->in_w;
+        if (nn_dnnl_conv_forward(l->dnnl, part, i1 - i0, in + (size_t)i0 * in_size, l->weight, l->bias,
+                                 l->y + (size_t)i0 * l->size) == 0)
+            return;
+        atomic_store(&job->dnnl_failed, 1);
+    }
+    s_conv_forward(l, in, job->n, i0, i1);
+}
 
 /* Forward for the examples of one part (every kind but dropout in training
  * and batch norm, which net_forward runs whole). */
@@ -385,7 +413,7 @@ static void s_forward_part(void *arg, int part, int n_parts) {
     const size_t j0 = (size_t)i0 * l->size, j1 = (size_t)i1 * l->size;
     switch (l->kind) {
     case LAYER_FC: s_fc_forward(l, in, i0, i1); break;
-    case LAYER_CONV: s_conv_forward(l, in, job->n, i0, i1); break;
+    case LAYER_CONV: s_conv_forward_part(job, l, in, part, i0, i1); break;
     case LAYER_RELU:
         for (size_t j = j0; j < j1; j++) l->y[j] = in[j] > 0.0f ? in[j] : 0.0f;
         break;
@@ -408,6 +436,23 @@ static void s_forward_part(void *arg, int part, int n_parts) {
     }
 }
 
+/* oneDNN primitives and scratch for a pass of n examples over the net's
+ * threads; a layer whose engine refuses goes back to the reference code. */
+static void s_conv_prepare(net_t *net, layer_t *l, int n) {
+    if (!l->dnnl) return;
+    int rc = nn_dnnl_conv_prepare(l->dnnl, n, nn_par_threads(net->par));
+    if (rc == 0) return;
+    log_warn("conv %s: oneDNN cannot run a batch of %d (%d): back to im2col + OpenBLAS", l->name, n, rc);
+    nn_dnnl_conv_free(&l->dnnl);
+}
+
+/* After a conv pass: a layer whose oneDNN call failed goes back to the reference code. */
+static void s_conv_check(layer_t *l, s_pass_t *job) {
+    if (!atomic_load(&job->dnnl_failed)) return;
+    log_warn("conv %s: a oneDNN call failed: back to im2col + OpenBLAS", l->name);
+    nn_dnnl_conv_free(&l->dnnl);
+}
+
 int net_forward(net_t *net, const float *x, int n, int train) {
     if (n < 1 || n > net->batch_cap || !x) return -EINVAL;
     net->x = x;
@@ -419,9 +464,16 @@ int net_forward(net_t *net, const float *x, int n, int train) {
         layer_t *l = &net->layers[li];
         const float *in = net_layer_input(net, l);
         const size_t sz = (size_t)n * l->size;
-        s_pass_t job = {net, l, n};
+        s_pass_t job = {net, l, n, 0};
         switch (l->kind) {
-        case LAYER_FC: case LAYER_CONV: case LAYER_RELU: case LAYER_TANH: case LAYER_MAXPOOL:
+        case LAYER_CONV:
+            s_conv_prepare(net, l, n);
+            l->cols_n = l->dnnl ? 0 : n; /* the reference path forms every patch */
+            nn_par_run(net->par, s_forward_part, &job);
+            if (atomic_load(&job.dnnl_failed)) l->cols_n = 0;
+            s_conv_check(l, &job);
+            break;
+        case LAYER_FC: case LAYER_RELU: case LAYER_TANH: case LAYER_MAXPOOL:
         case LAYER_AVGPOOL: case LAYER_FLATTEN: case LAYER_ADD:
             nn_par_run(net->par, s_forward_part, &job);
             break;
@@ -481,6 +533,18 @@ float net_loss(net_t *net, const int *labels, const float *soft, int *n_correct)
     return (float)(loss / n);
 }
 
+/* Does layer l's input gradient have other writers (fan-out: the input feeds
+ * other layers too)? Then l must add into it. */
+static int s_dx_adds(const net_t *net, const layer_t *l) {
+    int users = 0;
+    for (int j = 0; j < net->n_layers; j++) {
+        const layer_t *u = &net->layers[j];
+        users += u->in == l->in;
+        users += u->kind == LAYER_ADD && u->in2 == l->in;
+    }
+    return users > 1;
+}
+
 /* Zero every layer's dy for the examples of one part. */
 static void s_zero_dy_part(void *arg, int part, int n_parts) {
     s_pass_t *job = arg;
@@ -514,7 +578,22 @@ static void s_backward_part(void *arg, int part, int n_parts) {
             dw = net->par_scratch + (size_t)(part - 1) * net->par_scratch_stride;
             db = l->dbias ? dw + l->n_w : NULL;
         }
-        s_conv_backward(net, l, n, i0, i1, dw, db);
+        if (l->dnnl) {
+            const size_t in_size = (size_t)l->in_c * l->in_h * l->in_w;
+            if (i1 <= i0) {
+                memset(dw, 0, l->n_w * sizeof(float));
+                if (db) memset(db, 0, l->n_b * sizeof(float));
+                break;
+            }
+            if (nn_dnnl_conv_backward(l->dnnl, part, i1 - i0, in + (size_t)i0 * in_size, l->weight,
+                                      l->dy + (size_t)i0 * l->size, dx ? dx + (size_t)i0 * in_size : NULL, dw, db) == 0)
+                break;
+            atomic_store(&job->dnnl_failed, 1);
+            /* The reference adds into dx; a failed oneDNN call may have written its slice. Only this layer
+             * writes it when oneDNN overwrites (one consumer), and net_backward zeroed it. */
+            if (dx && !s_dx_adds(net, l)) memset(dx + (size_t)i0 * in_size, 0, (i1 - i0) * in_size * sizeof(float));
+        }
+        s_conv_backward(net, l, n, i0, i1, dw, db, in, l->cols_n != n);
         break;
     }
     case LAYER_RELU:
@@ -543,7 +622,7 @@ float net_backward(net_t *net, const int *labels, const float *soft, int *n_corr
     layer_t *ll = &net->layers[net->n_layers - 1];
     const int K = ll->c;
     memset(net->grads, 0, net->n_params * sizeof(float));
-    s_pass_t zero = {net, NULL, n};
+    s_pass_t zero = {net, NULL, n, 0};
     nn_par_run(net->par, s_zero_dy_part, &zero);
     /* d(mean loss)/d logits = (p - t) / n, written into the logits' producer. */
     float *dz = s_input_grad(net, ll);
@@ -558,12 +637,14 @@ float net_backward(net_t *net, const int *labels, const float *soft, int *n_corr
     const int n_parts = nn_par_threads(net->par);
     for (int li = net->n_layers - 2; li >= 0; li--) {
         layer_t *l = &net->layers[li];
-        s_pass_t job = {net, l, n};
+        s_pass_t job = {net, l, n, 0};
         if (l->kind == LAYER_BATCHNORM) {
             s_bn_backward(net, l, n);
             continue;
         }
+        if (l->kind == LAYER_CONV) s_conv_prepare(net, l, n);
         nn_par_run(net->par, s_backward_part, &job);
+        if (l->kind == LAYER_CONV) s_conv_check(l, &job);
         if (l->kind == LAYER_CONV)
             for (int p = 1; p < n_parts; p++) {
                 /* dW += part p's share; the bias follows the weights in the scratch. */
@@ -614,4 +695,99 @@ void net_evaluate(net_t *net, const float *x, const int *labels, int n, double *
     }
     if (loss) *loss = n ? sl / n : 0.0;
     if (acc) *acc = n ? (double)hits / n : 0.0;
+}
+
+/* ---- conv engines ----------------------------------------------------------- */
+
+const char *nn_conv_engine_name(nn_conv_engine_t engine) {
+    switch (engine) {
+    case NN_CONV_ENGINE_BLAS: return "blas";
+    case NN_CONV_ENGINE_ONEDNN: return "onednn";
+    case NN_CONV_ENGINE_AUTO: return "auto";
+    default: return NULL;
+    }
+}
+
+int nn_conv_engine_parse(const char *s, nn_conv_engine_t *out) {
+    if (!s || !out) return -EINVAL;
+    for (int e = 0; e < NN_CONV_ENGINE_COUNT; e++)
+        if (strcmp(s, nn_conv_engine_name((nn_conv_engine_t)e)) == 0) {
+            *out = (nn_conv_engine_t)e;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* The rule, from bench_nn --engines on every conv shape of models/ (bench/RESULTS.md, "oneDNN conv engine"):
+ * oneDNN's forward+backward was mostly 1.0-3.5x faster for kernels of 3x3 and more with 3 or more input
+ * channels, and slower (0.1-1.05x) for one input channel (its weight gradient has no channel to vectorize over)
+ * and for 1x1 kernels (a plain matrix product, where sgemm is at its best and oneDNN adds layout conversions). */
+nn_conv_engine_t nn_conv_engine_pick(const layer_t *l) {
+    if (l && l->kind == LAYER_CONV && l->k >= 3 && l->in_c >= 3) return NN_CONV_ENGINE_ONEDNN;
+    return NN_CONV_ENGINE_BLAS;
+}
+
+int net_conv_onednn_layers(const net_t *net) {
+    int n = 0;
+    for (int li = 0; net && li < net->n_layers; li++) n += net->layers[li].dnnl != NULL;
+    return n;
+}
+
+int net_set_conv_engine(net_t *net, nn_conv_engine_t engine, char *err, size_t err_len) {
+    if (err && err_len) err[0] = 0;
+    if (!net || (int)engine < 0 || engine >= NN_CONV_ENGINE_COUNT) return -EINVAL;
+    for (int li = 0; li < net->n_layers; li++) nn_dnnl_conv_free(&net->layers[li].dnnl);
+    if (engine == NN_CONV_ENGINE_BLAS) return 0;
+    int wanted = 0;
+    for (int li = 0; li < net->n_layers; li++) {
+        const layer_t *l = &net->layers[li];
+        wanted += l->kind == LAYER_CONV &&
+                  (engine == NN_CONV_ENGINE_ONEDNN || nn_conv_engine_pick(l) == NN_CONV_ENGINE_ONEDNN);
+    }
+    if (!wanted) return 0;
+    char why[200];
+    if (!nn_dnnl_probe(why, sizeof why)) {
+        if (engine == NN_CONV_ENGINE_ONEDNN) {
+            if (err && err_len) snprintf(err, err_len, "oneDNN cannot run here: %s", why);
+            return -ENOTSUP;
+        }
+        log_warn("conv engine auto: oneDNN cannot run here (%s); im2col + OpenBLAS for every conv layer", why);
+        return 0;
+    }
+    for (int li = 0; li < net->n_layers; li++) {
+        layer_t *l = &net->layers[li];
+        if (l->kind != LAYER_CONV) continue;
+        if (engine == NN_CONV_ENGINE_AUTO && nn_conv_engine_pick(l) != NN_CONV_ENGINE_ONEDNN) continue;
+        char e[200];
+        if (!(l->dnnl = nn_dnnl_conv_new(l, l->in >= 0 && s_dx_adds(net, l), e, sizeof e))) {
+            if (engine == NN_CONV_ENGINE_ONEDNN) {
+                if (err && err_len) snprintf(err, err_len, "conv %s: %s", l->name, e);
+                for (int j = 0; j < net->n_layers; j++) nn_dnnl_conv_free(&net->layers[j].dnnl);
+                return -ENOTSUP;
+            }
+            log_warn("conv %s: %s; im2col + OpenBLAS for it", l->name, e);
+            continue;
+        }
+        l->cols_n = 0;
+        log_info("conv %s: oneDNN (%s)", l->name, nn_dnnl_conv_impl(l->dnnl));
+    }
+    return 0;
+}
+
+/* im2col of one part's examples. */
+static void s_patches_part(void *arg, int part, int n_parts) {
+    s_pass_t *job = arg;
+    int i0, i1;
+    nn_par_range(job->n, part, n_parts, &i0, &i1);
+    const int B = s_conv_block(job->l);
+    for (int b0 = i0; b0 < i1; b0 += B) s_im2col(job->l, net_layer_input(job->net, job->l), job->n, b0, b0 + B < i1 ? b0 + B : i1);
+}
+
+int net_conv_patches(net_t *net, layer_t *l) {
+    if (!net || !l || l->kind != LAYER_CONV || net->batch_n < 1) return -EINVAL;
+    if (l->cols_n == net->batch_n) return 0;
+    s_pass_t job = {net, l, net->batch_n, 0};
+    nn_par_run(net->par, s_patches_part, &job);
+    l->cols_n = net->batch_n;
+    return 0;
 }

@@ -79,6 +79,14 @@ typedef enum {
     NN_BIAS_INIT_COUNT
 } nn_bias_init_t;
 
+/* Which code runs the conv layers on the CPU (net_set_conv_engine). */
+typedef enum {
+    NN_CONV_ENGINE_BLAS = 0, /* im2col + OpenBLAS sgemm (nn.c): the reference, and a new net's engine */
+    NN_CONV_ENGINE_ONEDNN,   /* oneDNN direct convolutions (nn_dnnl.c) for every conv layer */
+    NN_CONV_ENGINE_AUTO,     /* per layer shape, the faster of the two by nn_conv_engine_pick */
+    NN_CONV_ENGINE_COUNT
+} nn_conv_engine_t;
+
 /* "default", "he_uniform", ... ("?" out of range); for messages and docs. */
 const char *nn_init_name(nn_init_t init);
 const char *nn_bias_init_name(nn_bias_init_t bias_init);
@@ -117,7 +125,10 @@ typedef struct layer {
     /* buffers, sized for net->batch_cap examples */
     float *y;     /* (n, c, h, w) output */
     float *dy;    /* (n, c, h, w) d loss / d output */
-    float *cols;  /* conv: (in_c*k*k, n*oh*ow) patches (im2col; row (c, ky, kx), column (example, position)) */
+    float *cols;  /* conv: (in_c*k*k, n*oh*ow) patches (im2col; row (c, ky, kx), column (example, position));
+                     current for cols_n examples: net_conv_patches fills them on demand */
+    int cols_n;   /* conv: examples of the current pass whose patches are in cols; 0: stale */
+    struct nn_dnnl_conv *dnnl; /* conv: the oneDNN engine (owned), NULL: im2col + OpenBLAS */
     float *dcols; /* conv: scratch, same shape as cols */
     float *tmp;   /* conv: (out, n*oh*ow) output / output gradient, channel-major */
     int32_t *argmax; /* maxpool: (n, c, h, w) index into the input example */
@@ -188,6 +199,33 @@ int net_set_threads(net_t *net, int n_threads);
 
 /* Threads of the net's passes (1 unless net_set_threads said otherwise). */
 int net_threads(const net_t *net);
+
+/* Choose the engine of every conv layer (a new net uses NN_CONV_ENGINE_BLAS).
+ * ONEDNN: oneDNN for each conv layer, or -ENOTSUP with the reason in err
+ * (err_len bytes) when oneDNN cannot run here (nn_dnnl_probe; the layers
+ * then stay on OpenBLAS). AUTO: each layer by nn_conv_engine_pick, a rule
+ * from the measurement in bench/RESULTS.md ("oneDNN"), so that two runs of
+ * the same build and model always take the same path; where oneDNN cannot
+ * run, OpenBLAS with one warning. BLAS: OpenBLAS everywhere. The engines
+ * differ in float rounding only (tests/nn/test_nn_dnnl.c). Logs one info
+ * line per conv layer on oneDNN. Not while a pass runs. Returns 0,
+ * -EINVAL, -ENOMEM or -ENOTSUP. */
+int net_set_conv_engine(net_t *net, nn_conv_engine_t engine, char *err, size_t err_len);
+
+/* The AUTO rule for conv layer l: NN_CONV_ENGINE_ONEDNN or _BLAS. */
+nn_conv_engine_t nn_conv_engine_pick(const layer_t *l);
+
+/* Conv layers of the net on oneDNN. */
+int net_conv_onednn_layers(const net_t *net);
+
+/* "blas", "onednn", "auto" (NULL out of range) and the parser (0 or -EINVAL). */
+const char *nn_conv_engine_name(nn_conv_engine_t engine);
+int nn_conv_engine_parse(const char *s, nn_conv_engine_t *out);
+
+/* Make conv layer l's patches l->cols current for the last forward pass
+ * (the oneDNN engine does not form them; K-FAC's conv statistics read them).
+ * Cheap when they already are. Returns 0 or -EINVAL. */
+int net_conv_patches(net_t *net, layer_t *l);
 
 /* Initialize parameters and state from the seed. Deterministic. One stream
  * drawn in layer order; for each fc/conv layer its weights (row-major, by

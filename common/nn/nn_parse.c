@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/base/rng.h"
+#include "common/nn/nn_dnnl.h"
 #include "common/nn/nn_par.h"
 
 /* Most values per example in any layer's output, the input or a conv patch
@@ -532,6 +533,7 @@ void net_free(net_t **net_p) {
     net_t *net = *net_p;
     for (int i = 0; net->layers && i < net->n_layers; i++) {
         layer_t *l = &net->layers[i];
+        nn_dnnl_conv_free(&l->dnnl);
         free(l->y); free(l->dy); free(l->cols); free(l->dcols); free(l->tmp);
         free(l->argmax); free(l->mask); free(l->xhat); free(l->bmean); free(l->binvstd); free(l->probs);
     }

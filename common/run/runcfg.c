@@ -18,7 +18,7 @@ _Static_assert(sizeof(runcfg_optimizer_t) == sizeof(int) && sizeof(runcfg_stats_
                    sizeof(sgd_lr_schedule_t) == sizeof(int) && sizeof(kfac_inv_method_t) == sizeof(int) &&
                    sizeof(kfac_step_rule_t) == sizeof(int) && sizeof(kfac_wd_mode_t) == sizeof(int) &&
                    sizeof(kfac_fisher_t) == sizeof(int) && sizeof(kfac_identity_mode_t) == sizeof(int) &&
-                   sizeof(backend_kind_t) == sizeof(int),
+                   sizeof(backend_kind_t) == sizeof(int) && sizeof(nn_conv_engine_t) == sizeof(int),
                "runcfg enum fields are stored as int by the option table");
 static const char *const s_optimizers[] = {"kfac", "sgd", NULL};
 static const char *const s_schedules[] = {"constant", "step", "cosine", NULL};
@@ -33,6 +33,7 @@ static const char *const s_aggregate[] = {"mean", "trimmed_mean", "median", NULL
 static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
 static const char *const s_identity[] = {"sgd", "damped", NULL};
 static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const s_conv_engines[] = {"blas", "onednn", "auto", NULL}; /* nn_conv_engine_t's order */
 static const char *const s_datasets[] = {"mnist", "fashion-mnist", "cifar10", "idx", "npy", NULL};
 
 #define O(sec, key, type, field, def, lo, hi, help) CONFIG_OPT(sec, key, type, runcfg_t, field, def, lo, hi, help)
@@ -53,6 +54,10 @@ static const config_option_t s_table[] = {
     O("model", "file", OPT_STRING, model, "models/mnist-cnn.model", 1, 4096, "model description file (see models/README.md)"),
     O("model", "doubly_min_in", OPT_DOUBLE, doubly_min_in, "1e30", 1, INFINITY,
       "fc layers with kfac=auto on a feature map wider than this use the doubly-factored approximation"),
+    E("model", "conv_engine", conv_engine, "auto", s_conv_engines,
+      "CPU engine of the conv layers: auto (oneDNN for the layer shapes it was measured faster on, im2col + "
+      "OpenBLAS for the others and wherever oneDNN cannot run, e.g. under MemoryDenyWriteExecute), onednn (every "
+      "conv layer; fails where oneDNN cannot run) or blas"),
     E("data", "set", dataset, "mnist", s_datasets,
       "data set: a built-in one under [data] dir, or the user's idx (IDX) or npy (NumPy) files named below"),
     O("data", "dir", OPT_STRING, data_dir, "data", 1, DATASET_PATH_MAX - 1,

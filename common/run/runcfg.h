@@ -85,6 +85,7 @@ typedef struct runcfg {
     /* [model] */
     char *model;             /* model file */
     double doubly_min_in;    /* fc layers on a feature map wider than this become doubly-factored */
+    nn_conv_engine_t conv_engine; /* CPU engine of the conv layers (net_set_conv_engine) */
     /* [data] */
     runcfg_dataset_t dataset; /* mnist | fashion-mnist | cifar10 | idx | npy */
     char *data_dir;

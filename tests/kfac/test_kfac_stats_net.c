@@ -38,10 +38,17 @@
 
 /* ---- with a real network ----------------------------------------------------------------- */
 
+/* Conv engine of every net built here: OpenBLAS, or oneDNN in the "onednn"
+ * test case (its fixture), whose forward pass forms no patches: the
+ * statistics then get them from net_conv_patches. */
+static nn_conv_engine_t s_engine = NN_CONV_ENGINE_BLAS;
+static void s_use_onednn(void) { s_engine = NN_CONV_ENGINE_ONEDNN; }
+
 static net_t *s_net(const char *text, int cap, uint64_t seed) {
     char err[256] = "";
     net_t *net = net_parse(text, "test", cap, err, sizeof err);
     ck_assert_msg(net != NULL, "net_parse: %s", err);
+    ck_assert_msg(net_set_conv_engine(net, s_engine, err, sizeof err) == 0, "%s", err);
     net_init_params(net, seed);
     /* non-trivial biases so every term of the factors is exercised */
     rng_t r;
@@ -430,5 +437,12 @@ Suite *make_suite(void) {
     tcase_add_test(tn, test_compute_true_fisher_sampled_labels);
     tcase_add_test(tn, test_container_pack_update_merge);
     suite_add_tcase(s, tn);
+    TCase *to = tcase_create("onednn");
+    tcase_set_timeout(to, 20);
+    tcase_add_checked_fixture(to, s_use_onednn, NULL);
+    tcase_add_test(to, test_compute_single_example_exact_fisher);
+    tcase_add_test(to, test_compute_batch_vs_single_examples);
+    tcase_add_test(to, test_compute_true_fisher_sampled_labels);
+    suite_add_tcase(s, to);
     return s;
 }

@@ -31,12 +31,18 @@ void gc_cat(char *buf, size_t cap, const char *fmt, ...) {
  * (its fixture), where batches of 1-4 examples also leave parts empty. */
 int gc_threads = 1;
 
+/* Conv engine of every net built here: OpenBLAS, or oneDNN in the "onednn"
+ * test cases (their fixture). */
+nn_conv_engine_t gc_conv_engine = NN_CONV_ENGINE_BLAS;
+
 
 net_t *gc_build(const char *text, int batch) {
     char err[512];
     net_t *net = net_parse(text, "gradcheck", batch, err, sizeof err);
     ck_assert_msg(net != NULL, "net_parse failed: %s\n%s", err, text);
     ck_assert_int_eq(net_set_threads(net, gc_threads), 0);
+    ck_assert_msg(net_set_conv_engine(net, gc_conv_engine, err, sizeof err) == 0, "conv engine %s: %s",
+                  nn_conv_engine_name(gc_conv_engine), err);
     return net;
 }
 

@@ -19,6 +19,8 @@
 
 /* Threads of every net gc_build makes (net_set_threads): 1 by default. */
 extern int gc_threads;
+/* Conv engine of every net gc_build makes (net_set_conv_engine): OpenBLAS by default. */
+extern nn_conv_engine_t gc_conv_engine;
 
 /* Fills x (n, in_size) with a layer test's inputs (ctx: its own data). */
 typedef void (*fill_fn)(rng_t *r, float *x, const net_t *net, int n, void *ctx);

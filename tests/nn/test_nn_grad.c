@@ -68,6 +68,10 @@
 /* The "threads" test case: every net split over 3 threads. */
 static void s_use_3_threads(void) { gc_threads = 3; }
 
+/* The "onednn" test cases: conv layers on oneDNN (nn_dnnl.c), one and 3 threads. */
+static void s_use_onednn(void) { gc_conv_engine = NN_CONV_ENGINE_ONEDNN; }
+static void s_use_onednn_3_threads(void) { gc_conv_engine = NN_CONV_ENGINE_ONEDNN; gc_threads = 3; }
+
 /* ---- per-layer tests ----------------------------------------------------- */
 
 START_TEST(test_fc_grad_matches_fd) {
@@ -508,5 +512,16 @@ Suite *make_suite(void) {
     tcase_add_test(tt, test_residual_add_grad_matches_fd);
     tcase_add_test(tt, test_backward_dy_is_grad_of_mean_loss);
     suite_add_tcase(s, tt);
+    /* The checks that contain conv layers with them on oneDNN: its backward
+     * passes are gradients of its own forward pass, to the same tolerance. */
+    for (int t = 0; t < 2; t++) {
+        TCase *to = tcase_create(t ? "onednn threads" : "onednn");
+        tcase_set_timeout(to, 60);
+        tcase_add_checked_fixture(to, t ? s_use_onednn_3_threads : s_use_onednn, NULL);
+        tcase_add_test(to, test_conv_grad_matches_fd);
+        tcase_add_test(to, test_residual_add_grad_matches_fd);
+        tcase_add_test(to, test_backward_dy_is_grad_of_mean_loss);
+        suite_add_tcase(s, to);
+    }
     return s;
 }
