@@ -24,6 +24,10 @@ struct ps_eval {
     int n;               /* examples used */
     ps_eval_done_fn done;
     void *user;
+    /* loop thread: what the server asks about its evaluations */
+    ps_eval_result_t last;  /* the newest result delivered */
+    int have_last;
+    long queued_step;       /* the newest step submitted (-1: none) */
 };
 
 typedef struct s_job {
@@ -78,6 +82,10 @@ static void s_work(void *job, void *user) {
 static void s_done(void *job, int status, void *user) {
     s_job_t *j = job;
     ps_eval_t *e = user;
+    if (status == 0) {
+        e->last = j->r;
+        e->have_last = 1;
+    }
     if (e->done) e->done(&j->r, status, e->user);
     s_job_free(j);
 }
@@ -90,6 +98,7 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
         snprintf(err, err_len, "evaluation: out of memory");
         return NULL;
     }
+    e->queued_step = -1;
     e->done = done;
     e->user = user;
     e->prio = cfg->ps_eval_priority;
@@ -155,8 +164,13 @@ int ps_eval_submit(ps_eval_t *e, uint64_t step, double wall_s, const float *para
     }
     int rc = zloop_pool_submit(e->pool, j);
     if (rc < 0) s_job_free(j);
+    else e->queued_step = (long)step;
     return rc;
 }
+
+const ps_eval_result_t *ps_eval_last(const ps_eval_t *e) { return e && e->have_last ? &e->last : NULL; }
+
+long ps_eval_queued_step(const ps_eval_t *e) { return e ? e->queued_step : -1; }
 
 size_t ps_eval_pending(const ps_eval_t *e) { return e ? zloop_pool_pending(e->pool) : 0; }
 

@@ -67,6 +67,13 @@ int ps_eval_submit(ps_eval_t *e, uint64_t step, double wall_s, const float *para
 /* Submissions whose result has not come back yet. */
 size_t ps_eval_pending(const ps_eval_t *e);
 
+/* The newest result delivered with status 0 (recorded before done runs),
+ * borrowed until the next one; NULL while there is none (or e is NULL). */
+const ps_eval_result_t *ps_eval_last(const ps_eval_t *e);
+
+/* The step of the newest submission accepted (-1: none, or e is NULL). */
+long ps_eval_queued_step(const ps_eval_t *e);
+
 /* Test examples each evaluation uses. */
 int ps_eval_n(const ps_eval_t *e);
 

@@ -346,7 +346,6 @@ static void s_submit_eval(ps_server_t *s, int final) {
         log_error("could not queue an evaluation: %s", strerror(-rc));
         return;
     }
-    s->eval_queued_step = s->round.t;
 }
 
 /* The run is over (steps or target): final evaluation, then shutdown. */
@@ -357,7 +356,8 @@ void ps_round_request_shutdown(ps_server_t *s, int exit_code) {
 static void s_finish(ps_server_t *s, const char *reason) {
     if (!ps_life_finish(&s->life, s->round.t)) return;
     snprintf(s->reason, sizeof s->reason, "%s", reason);
-    if (s->have_eval && (long)s->last_eval.step == s->round.t) {
+    const ps_eval_result_t *ev = ps_eval_last(s->eval);
+    if (ev && (long)ev->step == s->round.t) {
         /* The evaluation of this very step is in (the target was reached
          * before the next step): nothing left to wait for. */
         log_info("%s", reason);
@@ -365,9 +365,9 @@ static void s_finish(ps_server_t *s, const char *reason) {
         return;
     }
     log_info("%s; final evaluation at step %ld", reason, s->round.t);
-    if (s->eval_queued_step == s->round.t) return; /* the evaluation of this step is already queued */
+    if (ps_eval_queued_step(s->eval) == s->round.t) return; /* the evaluation of this step is already queued */
     s_submit_eval(s, 1);
-    if (s->eval_queued_step != s->round.t) ps_round_request_shutdown(s, 0);
+    if (ps_eval_queued_step(s->eval) != s->round.t) ps_round_request_shutdown(s, 0);
 }
 
 /* Index of the first value of v[0..n) that is not finite, or n. */
@@ -471,7 +471,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
 static void s_step_publish(ps_server_t *s) {
     ps_round_state_advance(&s->round, clock_now_ns());
     s->steps_run++;
-    if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
+    ps_report_stepped(s);
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
@@ -739,18 +739,12 @@ void ps_round_tick(ps_server_t *s) {
     ps_report_publish(s);
 }
 
-void ps_round_init(ps_server_t *s) {
-    s->eval_queued_step = -1;
-}
-
 /* ---- evaluation and summary --------------------------------------------------------- */
 
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_server_t *s = user;
     if (status != 0) return;
     rundir_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
-    s->last_eval = *r;
-    s->have_eval = 1;
     log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",
              r->step, r->loss, 100.0 * r->acc, r->polyak_loss, 100.0 * r->polyak_acc, r->n, r->eval_ms);
     if (s->life.phase == PS_PHASE_RUNNING) {
