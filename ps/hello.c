@@ -116,14 +116,6 @@ static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_le
 /* Whether a refusal line of this cause may be logged now (one a second per
  * cause, docs/architecture.md section 3); more: " [N more like it not
  * logged]" when lines were held back since the last one, else "". */
-int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
-    uint64_t skipped = 0;
-    more[0] = '\0';
-    if (!ratelimit_ok(rl, clock_now_ns(), PS_LOG_EVERY_MS, &skipped)) return 0;
-    if (skipped) snprintf(more, more_len, " [%" PRIu64 " more like it not logged]", skipped);
-    return 1;
-}
-
 /* The CURVE public key (Z85) of the connection whose message is being
  * handled, from its ZAP user id "<role> <key>" (common/net/auth.h), into
  * key; "" without CURVE. */
@@ -203,7 +195,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     case PS_ADMIT_REFUSE_BUILD: {
         char rmore[64];
         ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
-        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], rmore, sizeof rmore)) {
+        if (ps_io_reject_log_ok(s, MSG_HELLO, MSG_ERR_VERSION, rmore, sizeof rmore)) {
             if (verdict == PS_ADMIT_REFUSE_VERSION) log_warn("refused a %s: %s%s", msg_role_program(m->role), err, rmore);
             else log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, rmore);
         }

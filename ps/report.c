@@ -33,6 +33,7 @@ struct ps_report {
     uint64_t curv_inv_ns, curv_stats_ns;           /* when they last moved (or the first step) */
     int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
     int warned_curv_inv, warned_curv_stats;
+    int warned_no_stats;           /* the "no statistics after 20 steps" line was logged */
     ratelimit_t rl_wait;           /* "step t has waited ..." lines */
 };
 
@@ -182,6 +183,16 @@ void ps_report_curvature(ps_server_t *s) {
                  "the factors are that old; check kfac-statsd, or raise [ps] curvature_warn_s to silence this",
                  (double)(now - s->report->curv_stats_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1),
                  s->cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync" : "async");
+}
+
+void ps_report_no_statsd(ps_server_t *s) {
+    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
+     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
+    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 &&
+        s->round.steps_run == 20 && ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 &&
+        !s->report->warned_no_stats++)
+        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
+                 "then every layer steps with the identity ([kfac] identity)");
 }
 
 void ps_report_publish(ps_server_t *s) {

@@ -48,6 +48,10 @@ void ps_report_wait(ps_server_t *s);
  * (or none). Called on the timer. */
 void ps_report_curvature(ps_server_t *s);
 
+/* After a step (stats = async): warn once when 20 steps of this process
+ * had no statistics and no kfac-statsd is connected. */
+void ps_report_no_statsd(ps_server_t *s);
+
 /* Publish the state to the metrics endpoint (no-op when [ps] metrics is
  * off): after each step and on the timer. */
 void ps_report_publish(ps_server_t *s);

@@ -116,7 +116,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
         p->params_ns = clock_now_ns();
-        if (s->steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
+        if (s->round.steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
             ps_round_state_worker_in(&s->round, clock_now_ns());
         }
@@ -470,7 +470,6 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
  * for it, evaluation and progress when due, the end of the run. */
 static void s_step_publish(ps_server_t *s) {
     ps_round_state_advance(&s->round, clock_now_ns());
-    s->steps_run++;
     ps_report_stepped(s);
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
@@ -486,12 +485,7 @@ static void s_step_publish(ps_server_t *s) {
     ps_persist_after_step(s);
     if (s->round.steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
     if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
-    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
-     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
-    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 && s->steps_run == 20 &&
-        ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
-        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
-                 "then every layer steps with the identity ([kfac] identity)");
+    ps_report_no_statsd(s);
     ps_report_publish(s);
     if (s->round.steps_done >= s->cfg->steps) {
         char why[96];
@@ -604,7 +598,7 @@ static void s_recover(ps_server_t *s) {
 static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
     memset(v, 0, sizeof *v);
     v->running = s->life.phase == PS_PHASE_RUNNING;
-    v->first_step = s->steps_run == 0;
+    v->first_step = s->round.steps_run == 0;
     v->n_waiting = ps_member_waiting(&s->peers, &v->n_members);
     v->all_refused = ps_member_all_refused(&s->peers);
     v->workers = s->cfg->workers;

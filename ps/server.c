@@ -70,7 +70,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             msg_version_refusal(why, sizeof why, m.protocol_version, m.role);
             ps_counters_reject(&s->ctr, MSG_NONE, MSG_ERR_VERSION);
             char more[64];
-            if (ps_refusal_log_ok(&s->rl_reject_by[MSG_NONE][MSG_ERR_VERSION], more, sizeof more))
+            if (ps_io_reject_log_ok(s, MSG_NONE, MSG_ERR_VERSION, more, sizeof more))
                 log_warn("refused a %s: %s%s", msg_role_program(m.role), why, more);
             ps_io_send_text(s, route, MSG_REFUSE, why);
         } else {
@@ -568,7 +568,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     }
     s->loop_ok = 1;
     char why[1024] = "";
-    if (ps_peers_init(&s->peers, PS_MAX_PEERS) < 0 || !(s->hello = ps_hello_new())) {
+    if (ps_peers_init(&s->peers, PS_MAX_PEERS) < 0 || !(s->hello = ps_hello_new()) || !(s->io = ps_io_new())) {
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
@@ -674,6 +674,7 @@ void ps_server_free(ps_server_t **s_p) {
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
     ps_hello_free(&s->hello);
+    ps_io_free(&s->io);
     ps_refresh_free(&s->refresh);
     free(s->sched);
     ps_jobs_free(&s->jobs);

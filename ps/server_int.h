@@ -9,8 +9,9 @@
  * ps_round_request_shutdown). Each field has one writer
  * (tools/check-fields.sh): the counters are ps/counters.h's table, the life
  * cycle ps/life.h's, the round ps/round_state.h's; the state of the jobs,
- * Hello, the operator's view, the evaluation and the checkpoints is opaque,
- * defined in jobs.c, hello.c, report.c, eval.c and persist.c
+ * Hello, sending, the operator's view, the evaluation and the checkpoints
+ * is opaque, defined in jobs.c, hello.c, io.c, report.c, eval.c and
+ * persist.c
  * (docs/architecture.md, section 4, "Who owns which state"); the decisions
  * are in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
  * ps/owner.h, ps/sched.h). Not for other modules.
@@ -57,6 +58,7 @@ typedef struct ps_report ps_report_t;
 typedef struct ps_jobs ps_jobs_t;
 typedef struct ps_persist ps_persist_t;
 typedef struct ps_hello ps_hello_t;
+typedef struct ps_io ps_io_t;
 
 /* Most clients held at once. */
 #define PS_MAX_PEERS 1024
@@ -138,6 +140,7 @@ struct ps_server {
     /* clients */
     ps_peers_t peers;
     ps_hello_t *hello;             /* client ids, member ids bound to keys, join lines (ps/hello.c's, opaque) */
+    ps_io_t *io;                   /* the send and rejection lines' limits (ps/io.c's, opaque) */
 
     /* evaluation */
     ps_eval_t *eval;               /* the evaluation thread, its newest result and submission (ps/eval.h) */
@@ -145,28 +148,22 @@ struct ps_server {
 
     /* metrics and progress */
     rundir_t *metrics;             /* [run] out_dir */
-    int warned_no_stats;
     ps_report_t *report;           /* progress, curvature watch, live view (ps/report.c's, opaque) */
 
     /* counters: every event count of the run (ps/counters.h; written there only) */
     ps_counters_t ctr;
-    ratelimit_t rl_peer, rl_send;
+    ratelimit_t rl_peer;
 
     /* members that may not poison or hold the run */
     ps_norm_hist_t norms;          /* norms of recently accepted gradients */
     ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
-    ratelimit_t rl_stall, rl_examples, rl_norm, rl_expired, rl_robust, rl_clip;
+    ratelimit_t rl_stall, rl_examples, rl_norm, rl_robust, rl_clip; /* round.c's and round_push.c's lines */
     ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
     struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
     int recoveries_in_a_row;
-    ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
-    ratelimit_t rl_rate;
-
+    ratelimit_t rl_rate, rl_expired; /* server.c's lines: requests over the rate limit, handshakes expired */
     /* checkpoints (ps/persist.c) */
     ps_persist_t *persist;         /* the checkpoint folder, the step resumed from (ps/persist.c's, opaque) */
-    uint64_t steps_run;            /* steps applied by this process (round.c's): round 0's rules (every worker
-                                      that asks is a member, the start-up gate) hold for the first round after a
-                                      resume too */
     int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
@@ -241,10 +238,6 @@ void ps_hello_forget_key(ps_server_t *s, const char *key);
 /* ps/hello.c: answer a Hello from route (p: its record, NULL when new):
  * Refuse, an answer to try again later, or Welcome with the client's slot. */
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m);
-
-/* Whether a refusal line of this cause may be logged now (one a second per
- * cause); more receives " [N more like it not logged]" or "". */
-int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
 
 /* Whether a line saying that a client of role joined or left may be logged
  * now (PS_JOIN_LOG_BURST per PS_JOIN_LOG_WINDOW_MS per role); more as
