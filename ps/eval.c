@@ -2,6 +2,7 @@
 #include "ps/eval.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ struct ps_eval {
     ps_eval_result_t last;  /* the newest result delivered */
     int have_last;
     long queued_step;       /* the newest step submitted (-1: none) */
+    uint64_t eval_every;    /* [run] eval_every, for the line about skipped ones */
+    int warned_slow;        /* that line was logged */
 };
 
 typedef struct s_job {
@@ -99,6 +102,7 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
         return NULL;
     }
     e->queued_step = -1;
+    e->eval_every = cfg->eval_every;
     e->done = done;
     e->user = user;
     e->prio = cfg->ps_eval_priority;
@@ -150,6 +154,12 @@ static float *s_dup(const float *x, size_t n) {
 int ps_eval_submit(ps_eval_t *e, uint64_t step, double wall_s, const float *params, const float *polyak,
                    const float *state, int final) {
     if (!e || !e->pool) return -EPIPE;
+    if (!final && zloop_pool_pending(e->pool) >= 2) {
+        if (!e->warned_slow++)
+            log_warn("evaluation is slower than [run] eval_every = %" PRIu64 " steps: skipping some (lower eval_n?)",
+                     e->eval_every);
+        return -EBUSY;
+    }
     s_job_t *j = calloc(1, sizeof *j);
     if (!j) return -ENOMEM;
     j->r.step = step;
@@ -176,13 +186,18 @@ size_t ps_eval_pending(const ps_eval_t *e) { return e ? zloop_pool_pending(e->po
 
 int ps_eval_n(const ps_eval_t *e) { return e ? e->n : 0; }
 
-void ps_eval_free(ps_eval_t **e_p) {
-    if (!e_p || !*e_p) return;
-    ps_eval_t *e = *e_p;
-    *e_p = NULL;
+void ps_eval_stop(ps_eval_t *e) {
+    if (!e) return;
     /* Joins the thread: the network is free to go afterwards. */
     zloop_pool_free(&e->pool);
     net_free(&e->net);
     dataset_free(&e->test);
+}
+
+void ps_eval_free(ps_eval_t **e_p) {
+    if (!e_p || !*e_p) return;
+    ps_eval_t *e = *e_p;
+    *e_p = NULL;
+    ps_eval_stop(e);
     free(e);
 }

@@ -331,18 +331,12 @@ static void s_open_round(ps_server_t *s) {
 
 static void s_submit_eval(ps_server_t *s, int final) {
     if (!s->eval) return;
-    if (!final && ps_eval_pending(s->eval) >= 2) {
-        if (!s->warned_eval_slow++)
-            log_warn("evaluation is slower than [run] eval_every = %" PRIu64 " steps: skipping some (lower eval_n?)",
-                     s->cfg->eval_every);
-        return;
-    }
     const float *polyak = s->kfac && s->kfac->polyak_count > 0   ? s->kfac->polyak
                           : s->sgd && s->sgd_polyak_count > 0 ? s->sgd_polyak
                                                                : NULL;
     const float *state = s->net->n_state ? s->net->state : NULL;
     int rc = ps_eval_submit(s->eval, (uint64_t)s->round.t, ps_io_wall_s(s), s->net->params, polyak, state, final);
-    if (rc < 0) {
+    if (rc < 0 && rc != -EBUSY) { /* -EBUSY: skipped, evaluations fall behind (logged once) */
         log_error("could not queue an evaluation: %s", strerror(-rc));
         return;
     }

@@ -245,7 +245,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
 /* ---- shutdown ---------------------------------------------------------------- */
 
 static void s_close_handles(ps_server_t *s) {
-    ps_eval_free(&s->eval);
+    ps_eval_stop(s->eval);
     rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
@@ -271,7 +271,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (!ps_life_close(&s->life)) return;
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
-    ps_eval_free(&s->eval);
+    ps_eval_stop(s->eval);
     /* The weights of a run that ended well (all steps, the target, a
      * signal); a failed one (diverged) leaves no manifest that would call
      * its parameters complete. Weights that cannot be written fail the run. */
@@ -667,6 +667,7 @@ void ps_server_free(ps_server_t **s_p) {
         uv_run(&s->loop, UV_RUN_DEFAULT); /* close callbacks */
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
+    ps_eval_free(&s->eval);
     ps_report_free(&s->report);
     free(s->layer_norms);
     ps_recover_free(&s->recover);

@@ -144,7 +144,6 @@ struct ps_server {
 
     /* evaluation */
     ps_eval_t *eval;               /* the evaluation thread, its newest result and submission (ps/eval.h) */
-    int warned_eval_slow;
 
     /* metrics and progress */
     rundir_t *metrics;             /* [run] out_dir */
