@@ -2,6 +2,7 @@
 #include "ps/eval.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,12 @@ struct ps_eval {
     int n;               /* examples used */
     ps_eval_done_fn done;
     void *user;
+    /* loop thread: what the server asks about its evaluations */
+    ps_eval_result_t last;  /* the newest result delivered */
+    int have_last;
+    long queued_step;       /* the newest step submitted (-1: none) */
+    uint64_t eval_every;    /* [run] eval_every, for the line about skipped ones */
+    int warned_slow;        /* that line was logged */
 };
 
 typedef struct s_job {
@@ -78,6 +85,10 @@ static void s_work(void *job, void *user) {
 static void s_done(void *job, int status, void *user) {
     s_job_t *j = job;
     ps_eval_t *e = user;
+    if (status == 0) {
+        e->last = j->r;
+        e->have_last = 1;
+    }
     if (e->done) e->done(&j->r, status, e->user);
     s_job_free(j);
 }
@@ -90,6 +101,8 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
         snprintf(err, err_len, "evaluation: out of memory");
         return NULL;
     }
+    e->queued_step = -1;
+    e->eval_every = cfg->eval_every;
     e->done = done;
     e->user = user;
     e->prio = cfg->ps_eval_priority;
@@ -143,6 +156,12 @@ static float *s_dup(const float *x, size_t n) {
 int ps_eval_submit(ps_eval_t *e, uint64_t step, double wall_s, const float *params, const float *polyak,
                    const float *state, int final) {
     if (!e || !e->pool) return -EPIPE;
+    if (!final && zloop_pool_pending(e->pool) >= 2) {
+        if (!e->warned_slow++)
+            log_warn("evaluation is slower than [run] eval_every = %" PRIu64 " steps: skipping some (lower eval_n?)",
+                     e->eval_every);
+        return -EBUSY;
+    }
     s_job_t *j = calloc(1, sizeof *j);
     if (!j) return -ENOMEM;
     j->r.step = step;
@@ -157,20 +176,30 @@ int ps_eval_submit(ps_eval_t *e, uint64_t step, double wall_s, const float *para
     }
     int rc = zloop_pool_submit(e->pool, j);
     if (rc < 0) s_job_free(j);
+    else e->queued_step = (long)step;
     return rc;
 }
+
+const ps_eval_result_t *ps_eval_last(const ps_eval_t *e) { return e && e->have_last ? &e->last : NULL; }
+
+long ps_eval_queued_step(const ps_eval_t *e) { return e ? e->queued_step : -1; }
 
 size_t ps_eval_pending(const ps_eval_t *e) { return e ? zloop_pool_pending(e->pool) : 0; }
 
 int ps_eval_n(const ps_eval_t *e) { return e ? e->n : 0; }
 
-void ps_eval_free(ps_eval_t **e_p) {
-    if (!e_p || !*e_p) return;
-    ps_eval_t *e = *e_p;
-    *e_p = NULL;
+void ps_eval_stop(ps_eval_t *e) {
+    if (!e) return;
     /* Joins the thread: the network is free to go afterwards. */
     zloop_pool_free(&e->pool);
     net_free(&e->net);
     dataset_free(&e->test);
+}
+
+void ps_eval_free(ps_eval_t **e_p) {
+    if (!e_p || !*e_p) return;
+    ps_eval_t *e = *e_p;
+    *e_p = NULL;
+    ps_eval_stop(e);
     free(e);
 }

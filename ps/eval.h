@@ -60,19 +60,34 @@ ps_eval_t *ps_eval_new(uv_loop_t *loop, const char *model_text, const runcfg_t *
 
 /* Queue an evaluation of params (n_params floats), polyak (n_params floats
  * or NULL) and state (n_state floats, or NULL when the model has none), all
- * copied. Returns 0, -ENOMEM or -EPIPE (closing). */
+ * copied. A periodic one (final = 0) while two are still pending is
+ * skipped, the first time with a warning: evaluations fall behind. Returns
+ * 0, -EBUSY (skipped), -ENOMEM or -EPIPE (closing). */
 int ps_eval_submit(ps_eval_t *e, uint64_t step, double wall_s, const float *params, const float *polyak,
                    const float *state, int final);
 
 /* Submissions whose result has not come back yet. */
 size_t ps_eval_pending(const ps_eval_t *e);
 
+/* The newest result delivered with status 0 (recorded before done runs),
+ * borrowed until the next one; NULL while there is none (or e is NULL). */
+const ps_eval_result_t *ps_eval_last(const ps_eval_t *e);
+
+/* The step of the newest submission accepted (-1: none, or e is NULL). */
+long ps_eval_queued_step(const ps_eval_t *e);
+
 /* Test examples each evaluation uses. */
 int ps_eval_n(const ps_eval_t *e);
 
-/* Close: queued evaluations are cancelled (done with -ECANCELED), a running
- * one is waited for (done with 0), then everything is freed. NULLs *e_p;
- * NULL is a no-op. Loop thread. */
+/* Stop: queued evaluations are cancelled (done with -ECANCELED), a running
+ * one is waited for (done with 0), the thread, the network and the test set
+ * are freed. What ps_eval_last and ps_eval_queued_step say stays (the
+ * summary and the weights' manifest read it after the end); a submission
+ * returns -EPIPE. Idempotent; NULL is a no-op. Loop thread. */
+void ps_eval_stop(ps_eval_t *e);
+
+/* Stop (ps_eval_stop), then free everything. NULLs *e_p; NULL is a no-op.
+ * Loop thread. */
 void ps_eval_free(ps_eval_t **e_p);
 
 #endif

@@ -18,13 +18,14 @@ int ps_export_weights(ps_server_t *s) {
     char serr[256];
     if (runcfg_data_source(s->cfg, &src, serr, sizeof serr) == 0 && src.kind != DATASET_SOURCE_NAMED && src.has_norm)
         info.norm = &src.norm;
-    if (s->have_eval) {
-        info.test_loss = s->last_eval.loss;
-        info.test_acc = s->last_eval.acc;
-        info.polyak_loss = s->last_eval.polyak_loss;
-        info.polyak_acc = s->last_eval.polyak_acc;
-        info.eval_n = s->last_eval.n;
-        info.eval_step = s->last_eval.step;
+    const ps_eval_result_t *ev = ps_eval_last(s->eval);
+    if (ev) {
+        info.test_loss = ev->loss;
+        info.test_acc = ev->acc;
+        info.polyak_loss = ev->polyak_loss;
+        info.polyak_acc = ev->polyak_acc;
+        info.eval_n = ev->n;
+        info.eval_step = ev->step;
     } else {
         /* no evaluation finished: the manifest says so with null figures */
         info.test_loss = info.test_acc = info.polyak_loss = info.polyak_acc = NAN;

@@ -18,6 +18,26 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 
+/* ---- state ------------------------------------------------------------------- */
+
+struct ps_hello {
+    uint32_t next_peer_id;         /* the last client id handed out */
+    ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
+    ratelimit_t rl_key, rl_dup, rl_full; /* refusal lines: key, member id taken, table full */
+    ratelimit_t rl_join[MSG_ROLE_COUNT]; /* join and leave lines, per role (ps_join_log_ok) */
+};
+
+ps_hello_t *ps_hello_new(void) { return calloc(1, sizeof(ps_hello_t)); }
+
+void ps_hello_free(ps_hello_t **h_p) {
+    if (!h_p || !*h_p) return;
+    ps_owners_release(&(*h_p)->owners);
+    free(*h_p);
+    *h_p = NULL;
+}
+
+void ps_hello_forget_key(ps_server_t *s, const char *key) { ps_owners_forget_key(&s->hello->owners, key); }
+
 /* ---- small helpers -------------------------------------------------------- */
 
 /* A Hello asks for an id whose holder was heard lately: a restarted daemon
@@ -96,14 +116,6 @@ static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_le
 /* Whether a refusal line of this cause may be logged now (one a second per
  * cause, docs/architecture.md section 3); more: " [N more like it not
  * logged]" when lines were held back since the last one, else "". */
-int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len) {
-    uint64_t skipped = 0;
-    more[0] = '\0';
-    if (!ratelimit_ok(rl, clock_now_ns(), PS_LOG_EVERY_MS, &skipped)) return 0;
-    if (skipped) snprintf(more, more_len, " [%" PRIu64 " more like it not logged]", skipped);
-    return 1;
-}
-
 /* The CURVE public key (Z85) of the connection whose message is being
  * handled, from its ZAP user id "<role> <key>" (common/net/auth.h), into
  * key; "" without CURVE. */
@@ -119,7 +131,7 @@ static void s_refuse_key(ps_server_t *s, const zloop_peer_t *route, const msg_t 
     ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_UNEXPECTED);
     ps_counters_bump(&s->ctr, PS_CTR_REFUSED_KEY);
     char more[64], host[96];
-    if (ps_refusal_log_ok(&s->rl_key, more, sizeof more))
+    if (ps_refusal_log_ok(&s->hello->rl_key, more, sizeof more))
         log_warn("refused a %s (pid %u on %s): %s (%" PRIu64 " refused for their key so far)%s",
                  msg_role_program(m->role), m->hello.pid, log_escape(m->hello.host, host, sizeof host), err,
                  ps_counter(&s->ctr, PS_CTR_REFUSED_KEY), more);
@@ -134,14 +146,14 @@ static int s_key_admits(ps_server_t *s, const zloop_peer_t *route, const msg_t *
     int per_key = s->cfg->members_per_key;
     ps_peer_t *h = NULL;
     char err[600], name[160];
-    switch (ps_owners_check(&s->owners, &s->peers, m->role, m->sender_id, key, per_key, now, live_ns, &h)) {
+    switch (ps_owners_check(&s->hello->owners, &s->peers, m->role, m->sender_id, key, per_key, now, live_ns, &h)) {
     case PS_OWNER_ADMIT: return 0;
     case PS_OWNER_OTHER_KEY:
         snprintf(err, sizeof err,
                  "%s id %u belongs to another CURVE key (%.8s...), not to this one (%.8s...): a member id stays with "
                  "the key that first held it; give this daemon its own --id, or remove the other key from the "
                  "allowlist",
-                 msg_role_name(m->role), m->sender_id, ps_owners_find(&s->owners, m->role, m->sender_id), key);
+                 msg_role_name(m->role), m->sender_id, ps_owners_find(&s->hello->owners, m->role, m->sender_id), key);
         s_refuse_key(s, route, m, err);
         return -1;
     case PS_OWNER_KEY_REUSE:
@@ -168,7 +180,7 @@ int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len)
     uint64_t skipped = 0;
     more[0] = '\0';
     if ((unsigned)role >= MSG_ROLE_COUNT) role = MSG_ROLE_NONE;
-    if (!ratelimit_burst_ok(&s->rl_join[role], clock_now_ns(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
+    if (!ratelimit_burst_ok(&s->hello->rl_join[role], clock_now_ns(), PS_JOIN_LOG_WINDOW_MS, PS_JOIN_LOG_BURST, &skipped))
         return 0;
     if (skipped)
         snprintf(more, more_len, " [%" PRIu64 " more %s joins and leaves not logged]", skipped, msg_role_name(role));
@@ -183,7 +195,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     case PS_ADMIT_REFUSE_BUILD: {
         char rmore[64];
         ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
-        if (ps_refusal_log_ok(&s->rl_reject_by[MSG_HELLO][MSG_ERR_VERSION], rmore, sizeof rmore)) {
+        if (ps_io_reject_log_ok(s, MSG_HELLO, MSG_ERR_VERSION, rmore, sizeof rmore)) {
             if (verdict == PS_ADMIT_REFUSE_VERSION) log_warn("refused a %s: %s%s", msg_role_program(m->role), err, rmore);
             else log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, rmore);
         }
@@ -232,7 +244,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
             ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
             uint64_t skipped = 0;
             char host[96];
-            if (ratelimit_ok(&s->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
+            if (ratelimit_ok(&s->hello->rl_dup, now, PS_LOG_EVERY_MS, &skipped))
                 log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
                          log_escape(m->hello.host, host, sizeof host), err,
                          skipped ? " [more like it not logged]" : "");
@@ -260,7 +272,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                     ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
                     uint64_t skipped = 0;
                     char host[96];
-                    if (ratelimit_ok(&s->rl_full, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+                    if (ratelimit_ok(&s->hello->rl_full, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
                         log_warn("refused a %s (pid %u on %s) for now: %s%s", msg_role_program(m->role), m->hello.pid,
                                  log_escape(m->hello.host, host, sizeof host), err,
                                  skipped ? " [more like it not logged]" : "");
@@ -269,13 +281,13 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                 return;
             }
             p->role = m->role;
-            p->id = ++s->next_peer_id;
+            p->id = ++s->hello->next_peer_id;
             p->asked_id = m->sender_id;
             p->pid = m->hello.pid;
             log_escape(m->hello.host, p->host, sizeof p->host); /* logged with its name: made safe once */
             snprintf(p->key, sizeof p->key, "%s", key);
             s_assign_rank(s, p);
-            if (ps_owners_bind(&s->owners, &s->peers, p->role, p->asked_id, key) < 0)
+            if (ps_owners_bind(&s->hello->owners, &s->peers, p->role, p->asked_id, key) < 0)
                 log_warn("%s: out of memory to bind its id to its CURVE key", ps_peer_name(p, name, sizeof name));
         }
     }

@@ -9,6 +9,11 @@
 #include "proto/msg.h"
 #include "ps/server_int.h"
 
+/* Its state (the limits of its log lines): NULL when out of memory;
+ * ps_io_free NULLs the pointer and accepts NULL. */
+ps_io_t *ps_io_new(void);
+void ps_io_free(ps_io_t **io_p);
+
 /* Seconds since the server started. */
 double ps_io_wall_s(const ps_server_t *s);
 
@@ -29,5 +34,14 @@ void ps_io_reject(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, msg_t
  * one cause (e.g. gradients with too many examples). */
 void ps_io_reject_rl(ps_server_t *s, ratelimit_t *rl, const zloop_peer_t *route, ps_peer_t *p, msg_type_t type,
                      msg_error_code_t code, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+/* Whether a refusal line of this cause may be logged now (one a second per
+ * cause, rl the cause's limiter); more receives " [N more like it not
+ * logged]" or "". */
+int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
+
+/* The same with the limiter ps_io_reject uses for (type, code): for a
+ * refusal answered otherwise than with Error (a Refuse). */
+int ps_io_reject_log_ok(ps_server_t *s, msg_type_t type, msg_error_code_t code, char *more, size_t more_len);
 
 #endif

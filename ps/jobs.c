@@ -23,21 +23,59 @@
 
 /* ---- inversion jobs --------------------------------------------------------------- */
 
-void ps_jobs_init(ps_server_t *s) {
-    s->next_job_id = 1;
+struct ps_jobs {
+    float *F;                      /* (max n * n) a job's factor / a result's inverse */
+    float *packed;                 /* (max n (n+1)/2) a job's factor, packed upper triangle */
+    uint64_t next_id;              /* the next job's id */
+    ps_verify_t *verify;           /* a probe per job in flight: results checked before install (ps/verify.h) */
+    uint64_t wait_seq;             /* the last daemon's place in the queue for work */
+    ratelimit_t rl_job;            /* lines about refused jobs and results */
+};
+
+ps_jobs_t *ps_jobs_new(const kfac_opt_t *kfac, uint64_t seed) {
+    ps_jobs_t *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->next_id = 1;
+    if (!kfac) return j;
+    int n_blocks = kfac->n_blocks, max_n = 1;
+    int *bn = malloc((size_t)(n_blocks ? n_blocks : 1) * sizeof *bn);
+    if (!bn) goto fail;
+    for (int b = 0; b < n_blocks; b++) {
+        bn[b] = kfac->blocks[b].n;
+        if (bn[b] > max_n) max_n = bn[b];
+    }
+    j->F = malloc((size_t)max_n * max_n * sizeof(float));
+    j->packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
+    j->verify = ps_verify_new(bn, n_blocks, seed);
+    free(bn);
+    if (!j->F || !j->packed || !j->verify) goto fail;
+    return j;
+fail:
+    ps_jobs_free(&j);
+    return NULL;
+}
+
+void ps_jobs_free(ps_jobs_t **j_p) {
+    if (!j_p || !*j_p) return;
+    ps_jobs_t *j = *j_p;
+    *j_p = NULL;
+    free(j->F);
+    free(j->packed);
+    ps_verify_free(&j->verify);
+    free(j);
 }
 
 uint64_t ps_jobs_next_id(const ps_server_t *s) {
-    return s->next_job_id;
+    return s->jobs->next_id;
 }
 
 void ps_jobs_restore_next_id(ps_server_t *s, uint64_t next_id) {
-    if (next_id > s->next_job_id) s->next_job_id = next_id;
+    if (next_id > s->jobs->next_id) s->jobs->next_id = next_id;
 }
 
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
     p->wait = PS_WAIT_JOB;
-    p->wait_seq = ++s->wait_seq;
+    p->wait_seq = ++s->jobs->wait_seq;
 }
 
 /* A refused job result (or any refused message from an inverse daemon
@@ -55,28 +93,28 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     ps_sched_block_t *sb = &s->sched[b];
     float damping = 0.0f;
     long fv = -1;
-    int rc = kfac_opt_block_job(s->kfac, b, s->job_F, &damping, &fv);
+    int rc = kfac_opt_block_job(s->kfac, b, s->jobs->F, &damping, &fv);
     if (rc < 0) {
         log_error("cutting a job for layer %d factor %d failed (%s)", kb->layer, kb->factor, strerror(-rc));
         ps_sched_failed(sb, sb->factor_version);
         return 0; /* the daemon keeps waiting */
     }
     /* full n x n (upper authoritative) -> packed upper triangle */
-    kfac_linalg_pack_upper(s->job_F, kb->n, s->job_packed);
+    kfac_linalg_pack_upper(s->jobs->F, kb->n, s->jobs->packed);
     char name[160];
     ps_peer_name(p, name, sizeof name);
     if (sb->cur.id != 0) {
         uint64_t skipped = 0;
         ps_counters_bump(&s->ctr, PS_CTR_REASSIGNED);
-        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("job %" PRIu64 " (layer %d factor %d, n=%d) is overdue after %.1fs on invertd#%u: "
                      "handing it to %s",
                      sb->cur.id, kb->layer, kb->factor, kb->n, (now_ms - sb->cur.start_ms) / 1e3, sb->cur.owner, name);
     }
     msg_t m;
     msg_init(&m, MSG_JOB, MSG_ROLE_PS, 0);
-    m.job.job_id = s->next_job_id++;
-    if ((rc = ps_verify_cut(s->verify, b, m.job.job_id, s->job_F, kb->n, damping)) < 0) {
+    m.job.job_id = s->jobs->next_id++;
+    if ((rc = ps_verify_cut(s->jobs->verify, b, m.job.job_id, s->jobs->F, kb->n, damping)) < 0) {
         log_error("keeping the probe of job %" PRIu64 " failed (%s)", m.job.job_id, strerror(-rc));
         return 0; /* the daemon keeps waiting */
     }
@@ -86,7 +124,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     m.job.method = ps_wire_method(s->kfac->opts.method);
     m.job.damping = damping;
     m.job.n = (uint32_t)kb->n;
-    m.job.packed = s->job_packed;
+    m.job.packed = s->jobs->packed;
     m.job.n_packed = msg_packed_len((uint64_t)kb->n);
     rc = ps_io_send(s, &p->route, &m);
     p->wait = PS_WAIT_NONE;
@@ -131,7 +169,7 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     p->n_bad_inverses++;
     p->n_rejected++;
     ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_INVALID);
-    if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) refused (%d of %d): %s", name, r->job_id,
                  r->layer, r->factor, p->n_bad_inverses, PS_BAD_INVERSES_MAX, why);
     if (p->n_bad_inverses < PS_BAD_INVERSES_MAX || p->distrusted) return;
@@ -185,7 +223,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_sched_block_t *sb = &s->sched[b];
     long version = -1;
     int cur = ps_sched_result(sb, r->job_id, p->id, &version);
-    const float job_d = cur >= 0 ? ps_verify_damping(s->verify, b, r->job_id) : -1.0f;
+    const float job_d = cur >= 0 ? ps_verify_damping(s->jobs->verify, b, r->job_id) : -1.0f;
     float d_used = job_d;
     char why[700] = "";
     ps_sched_result_t verdict =
@@ -202,7 +240,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         uint64_t skipped = 0;
         ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_STALE);
         p->n_rejected++;
-        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
                      "answered already",
                      name, r->job_id, r->layer, r->factor);
@@ -210,7 +248,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     if (verdict == PS_RESULT_WRONG_VERSION) {
-        ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
+        ps_verify_forget(s->jobs->verify, b, r->job_id); /* no inverse to check */
         s_bad_result(s, p, r, why);
         if (!p->distrusted) {
             ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", why);
@@ -220,19 +258,19 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     if (verdict == PS_RESULT_FAILED) {
         uint64_t skipped = 0;
-        ps_verify_forget(s->verify, b, r->job_id); /* no inverse to check */
+        ps_verify_forget(s->jobs->verify, b, r->job_id); /* no inverse to check */
         ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
         ps_sched_failed(sb, version);
-        if (ratelimit_ok(&s->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+        if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
     } else {
         /* PS_RESULT_CHECK, or NO_PROBE / BAD_DAMPING with the reason in why: refused below */
         double t_inst = clock_now_ms();
-        kfac_inverse_t *inv = why[0] ? NULL : ps_wire_result_inverse(r, s->kfac->blocks[b].n, d_used, s->job_F, err,
+        kfac_inverse_t *inv = why[0] ? NULL : ps_wire_result_inverse(r, s->kfac->blocks[b].n, d_used, s->jobs->F, err,
                                                                      sizeof err);
         double resid = NAN;
-        int vrc = inv ? ps_verify_check(s->verify, b, r->job_id, inv, d_used, &resid, why, sizeof why) : -EDOM;
+        int vrc = inv ? ps_verify_check(s->jobs->verify, b, r->job_id, inv, d_used, &resid, why, sizeof why) : -EDOM;
         if (!inv && !why[0]) snprintf(why, sizeof why, "%s", err[0] ? err : "the inverse could not be loaded");
         if (inv && vrc == 0)
             log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
@@ -242,7 +280,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         if (vrc != 0) {
             /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets
              * it (the job was cleared above). */
-            ps_verify_forget(s->verify, b, r->job_id); /* checked, or not loadable */
+            ps_verify_forget(s->jobs->verify, b, r->job_id); /* checked, or not loadable */
             s_bad_result(s, p, r, why);
             if (!p->distrusted) {
                 ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was refused: %s", why);

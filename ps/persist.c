@@ -14,6 +14,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "common/run/rundir.h"
 
 static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     memset(st, 0, sizeof *st);
@@ -36,9 +37,42 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->norms = &s->norms;
 }
 
-void ps_persist_init(ps_server_t *s) {
-    s->resumed_from = -1;
+struct ps_persist {
+    char dir[4096];                /* [checkpoint] dir, or out_dir/checkpoints ("": not chosen yet) */
+    long resumed_from;             /* the step resumed from (-1: a fresh start) */
+    uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
+};
+
+ps_persist_t *ps_persist_new(void) {
+    ps_persist_t *p = calloc(1, sizeof *p);
+    if (p) p->resumed_from = -1;
+    return p;
 }
+
+void ps_persist_free(ps_persist_t **p_p) {
+    if (!p_p || !*p_p) return;
+    free(*p_p);
+    *p_p = NULL;
+}
+
+int ps_persist_open_dir(ps_server_t *s, char *err, size_t err_len) {
+    const runcfg_t *cfg = s->cfg;
+    ps_persist_t *p = s->persist;
+    if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(p->dir, sizeof p->dir, "%s", cfg->ckpt_dir);
+    else snprintf(p->dir, sizeof p->dir, "%s/checkpoints", cfg->out_dir);
+    int rc = 0;
+    if (cfg->ckpt_every > 0 && (rc = rundir_mkdirs(p->dir)) < 0) {
+        snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", p->dir, strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
+const char *ps_persist_dir(const ps_server_t *s) { return s->persist->dir; }
+
+long ps_persist_resumed_from(const ps_server_t *s) { return s->persist->resumed_from; }
+
+uint64_t ps_persist_wall_offset_ns(const ps_server_t *s) { return s->persist->wall_offset_ns; }
 
 int ps_persist_save(ps_server_t *s, const char *why) {
     if (s->cfg->ckpt_every == 0) return 0;
@@ -49,7 +83,7 @@ int ps_persist_save(ps_server_t *s, const char *why) {
     char err[1200] = "", path[4200] = "";
     double t0 = clock_now_ms();
     int rc = ps_ckpt_encode(&st, &buf, &len, err, sizeof err);
-    if (rc == 0) rc = ps_ckpt_write_file(s->ckpt_dir, (uint64_t)s->round.t, buf, len, path, sizeof path, err, sizeof err);
+    if (rc == 0) rc = ps_ckpt_write_file(s->persist->dir, (uint64_t)s->round.t, buf, len, path, sizeof path, err, sizeof err);
     free(buf);
     if (rc < 0) {
         ps_counters_bump(&s->ctr, PS_CTR_CKPT_FAILED);
@@ -57,7 +91,7 @@ int ps_persist_save(ps_server_t *s, const char *why) {
         return rc;
     }
     ps_counters_bump(&s->ctr, PS_CTR_CKPT_SAVED);
-    int pruned = ps_ckpt_prune(s->ckpt_dir, s->cfg->ckpt_keep);
+    int pruned = ps_ckpt_prune(s->persist->dir, s->cfg->ckpt_keep);
     log_info("checkpoint at step %ld (%s): %s, %.1f MB in %.0f ms%s", s->round.t, why, path, (double)len / 1e6,
              clock_now_ms() - t0, pruned > 0 ? "; older ones pruned" : "");
     return 0;
@@ -75,17 +109,17 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
     ps_ckpt_state_t st;
     s_state(s, &st);
     char path[4200] = "";
-    int rc = ps_ckpt_restore_newest(s->ckpt_dir, &st, clock_now_ms() * 1e-3, path, sizeof path, err, err_len);
+    int rc = ps_ckpt_restore_newest(s->persist->dir, &st, clock_now_ms() * 1e-3, path, sizeof path, err, err_len);
     if (rc <= 0) {
-        if (rc == 0) log_info("[checkpoint] resume: no checkpoint in %s; starting at step 0", s->ckpt_dir);
+        if (rc == 0) log_info("[checkpoint] resume: no checkpoint in %s; starting at step 0", s->persist->dir);
         return rc;
     }
     ps_round_state_restore(&s->round, st.t, st.steps_done, st.round_folded);
     ps_jobs_restore_next_id(s, st.next_job_id);
     ps_counters_restore(&s->ctr, st.counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
-    s->resumed_from = s->round.t;
+    s->persist->resumed_from = s->round.t;
     /* the wall clock of steps.csv goes on from where it was */
-    s->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
+    s->persist->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
     log_info("resumed from %s: step %ld, %.1fs of training so far; metrics are appended to", path, s->round.t, st.wall_s);
     return 1;
 }

@@ -1,46 +1,100 @@
 /* ps/report.c — see report.h. */
 #include "ps/report.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "ps/http.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "common/base/ratelimit.h"
 
-void ps_report_init(ps_server_t *s) {
-    s->last_inv_age_max = -1;
+struct ps_report {
+    /* the progress line's period */
+    double prog_loss, prog_acc;    /* sums since the last progress line */
+    int prog_n;
+    uint64_t prog_ns;              /* time of the last progress line */
+    uint64_t prog_step;            /* step count at the last progress line */
+    /* the last step's figures (the summary line, the live view) */
+    double last_inv_age_mean;
+    long last_inv_age_max;         /* -1: no inverse yet */
+    double last_train_loss, last_train_acc;
+    /* the live view ([ps] metrics; NULL: off) */
+    ps_http_t *http;
+    ps_http_block_t *http_blocks;  /* (n_blocks) snapshot scratch */
+    /* the curvature watch ([ps] curvature_warn_s) */
+    uint64_t first_step_ns;        /* when the first step was applied (0: none yet) */
+    uint64_t curv_installed_seen, curv_folds_seen; /* counters at the last check */
+    uint64_t curv_inv_ns, curv_stats_ns;           /* when they last moved (or the first step) */
+    int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
+    int warned_curv_inv, warned_curv_stats;
+    int warned_no_stats;           /* the "no statistics after 20 steps" line was logged */
+    ratelimit_t rl_wait;           /* "step t has waited ..." lines */
+};
+
+ps_report_t *ps_report_new(void) {
+    ps_report_t *r = calloc(1, sizeof *r);
+    if (r) r->last_inv_age_max = -1;
+    return r;
+}
+
+void ps_report_free(ps_report_t **r_p) {
+    if (!r_p || !*r_p) return;
+    ps_report_t *r = *r_p;
+    *r_p = NULL;
+    ps_http_free(&r->http);
+    free(r->http_blocks);
+    free(r);
+}
+
+int ps_report_http_start(ps_server_t *s, const char *bind, char *err, size_t err_len) {
+    ps_report_t *r = s->report;
+    if (!(r->http = ps_http_new(bind, s->n_blocks, err, err_len))) return -EIO;
+    if (s->n_blocks && !(r->http_blocks = calloc((size_t)s->n_blocks, sizeof *r->http_blocks))) {
+        snprintf(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    const char *colon = strrchr(bind, ':');
+    log_info("metrics (Prometheus text format) on http://%.*s:%d/metrics", (int)(colon ? colon - bind : 0), bind,
+             ps_http_port(r->http));
+    ps_report_publish(s);
+    return 0;
+}
+
+void ps_report_stepped(ps_server_t *s) {
+    if (!s->report->first_step_ns) s->report->first_step_ns = s->round.last_step_ns;
 }
 
 void ps_report_start(ps_server_t *s, uint64_t now_ns) {
-    s->prog_ns = now_ns;
-    s->prog_step = s->round.steps_done;
+    s->report->prog_ns = now_ns;
+    s->report->prog_step = s->round.steps_done;
 }
 
 void ps_report_step(ps_server_t *s, const ps_step_row_t *row) {
-    s->last_inv_age_mean = row->inv_age_mean;
-    s->last_inv_age_max = row->inv_age_max;
-    s->last_train_loss = row->train_loss;
-    s->last_train_acc = row->train_acc;
-    s->prog_loss += row->train_loss;
-    s->prog_acc += row->train_acc;
-    s->prog_n++;
+    s->report->last_inv_age_mean = row->inv_age_mean;
+    s->report->last_inv_age_max = row->inv_age_max;
+    s->report->last_train_loss = row->train_loss;
+    s->report->last_train_acc = row->train_acc;
+    s->report->prog_loss += row->train_loss;
+    s->report->prog_acc += row->train_acc;
+    s->report->prog_n++;
 }
 
 void ps_report_progress(ps_server_t *s) {
     uint64_t now = clock_now_ns();
-    double dt = (double)(now - s->prog_ns) * 1e-9;
-    double rate = dt > 0 ? (double)(s->round.steps_done - s->prog_step) / dt : 0.0;
+    double dt = (double)(now - s->report->prog_ns) * 1e-9;
+    double rate = dt > 0 ? (double)(s->round.steps_done - s->report->prog_step) / dt : 0.0;
     char test[64] = "test -", age[48] = "", eta[32] = "?";
-    if (s->have_eval)
-        snprintf(test, sizeof test, "test %.1f%% (polyak %.1f%%)", 100.0 * s->last_eval.acc,
-                 100.0 * s->last_eval.polyak_acc);
+    const ps_eval_result_t *ev = ps_eval_last(s->eval);
+    if (ev) snprintf(test, sizeof test, "test %.1f%% (polyak %.1f%%)", 100.0 * ev->acc, 100.0 * ev->polyak_acc);
     if (s->kfac) {
-        if (s->last_inv_age_max >= 0)
-            snprintf(age, sizeof age, "  inv age %.1f/%ld", s->last_inv_age_mean, s->last_inv_age_max);
+        if (s->report->last_inv_age_max >= 0)
+            snprintf(age, sizeof age, "  inv age %.1f/%ld", s->report->last_inv_age_mean, s->report->last_inv_age_max);
         else
             snprintf(age, sizeof age, "  inv age -");
     }
@@ -48,25 +102,25 @@ void ps_report_progress(ps_server_t *s) {
     /* Curvature that falls behind says so on every line while it lasts (the
      * warning of ps_report_curvature comes once). */
     char behind[96] = "";
-    if (s->kfac && (s->curv_stale_inv || s->curv_stale_stats))
+    if (s->kfac && (s->report->curv_stale_inv || s->report->curv_stale_stats))
         snprintf(behind, sizeof behind, "  CURVATURE BEHIND: no %s for %.0fs",
-                 s->curv_stale_inv ? "inverse installed" : "statistics folded",
-                 (double)(now - (s->curv_stale_inv ? s->curv_inv_ns : s->curv_stats_ns)) * 1e-9);
-    double n = s->prog_n ? (double)s->prog_n : 1.0;
+                 s->report->curv_stale_inv ? "inverse installed" : "statistics folded",
+                 (double)(now - (s->report->curv_stale_inv ? s->report->curv_inv_ns : s->report->curv_stats_ns)) * 1e-9);
+    double n = s->report->prog_n ? (double)s->report->prog_n : 1.0;
     log_info("step %" PRIu64 "/%" PRIu64 "  loss %.4f  acc %.1f%%  %s%s  workers %d  invertd %d  %.1f steps/s  ETA %s%s",
-             s->round.steps_done, s->cfg->steps, s->prog_loss / n, 100.0 * s->prog_acc / n, test, age,
+             s->round.steps_done, s->cfg->steps, s->report->prog_loss / n, 100.0 * s->report->prog_acc / n, test, age,
              ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1), rate,
              eta, behind);
-    s->prog_loss = s->prog_acc = 0.0;
-    s->prog_n = 0;
-    s->prog_ns = now;
-    s->prog_step = s->round.steps_done;
+    s->report->prog_loss = s->report->prog_acc = 0.0;
+    s->report->prog_n = 0;
+    s->report->prog_ns = now;
+    s->report->prog_step = s->round.steps_done;
 }
 
 void ps_report_wait(ps_server_t *s) {
     uint64_t now = clock_now_ns();
     if (now - s->round.last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
-    if (!ratelimit_ok(&s->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
+    if (!ratelimit_ok(&s->report->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
     char what[700] = "";
     size_t off = 0;
     int n_members = 0, waiting = ps_member_waiting(&s->peers, &n_members);
@@ -103,49 +157,60 @@ void ps_report_wait(ps_server_t *s) {
 }
 
 void ps_report_curvature(ps_server_t *s) {
-    if (!s->kfac || !s->first_step_ns) return;
+    if (!s->kfac || !s->report->first_step_ns) return;
     uint64_t now = clock_now_ns();
-    if (!s->curv_inv_ns) s->curv_inv_ns = s->curv_stats_ns = s->first_step_ns;
-    if (ps_counter(&s->ctr, PS_CTR_INSTALLED) != s->curv_installed_seen) {
-        s->curv_installed_seen = ps_counter(&s->ctr, PS_CTR_INSTALLED);
-        s->curv_inv_ns = now;
+    if (!s->report->curv_inv_ns) s->report->curv_inv_ns = s->report->curv_stats_ns = s->report->first_step_ns;
+    if (ps_counter(&s->ctr, PS_CTR_INSTALLED) != s->report->curv_installed_seen) {
+        s->report->curv_installed_seen = ps_counter(&s->ctr, PS_CTR_INSTALLED);
+        s->report->curv_inv_ns = now;
     }
-    if (ps_counter(&s->ctr, PS_CTR_FOLDS) != s->curv_folds_seen) {
-        s->curv_folds_seen = ps_counter(&s->ctr, PS_CTR_FOLDS);
-        s->curv_stats_ns = now;
+    if (ps_counter(&s->ctr, PS_CTR_FOLDS) != s->report->curv_folds_seen) {
+        s->report->curv_folds_seen = ps_counter(&s->ctr, PS_CTR_FOLDS);
+        s->report->curv_stats_ns = now;
     }
     uint64_t limit = (uint64_t)(s->cfg->curvature_warn_s * 1e9);
-    s->curv_stale_inv = now - s->curv_inv_ns > limit;
-    s->curv_stale_stats = now - s->curv_stats_ns > limit;
-    if (s->curv_stale_inv && !s->warned_curv_inv++)
+    s->report->curv_stale_inv = now - s->report->curv_inv_ns > limit;
+    s->report->curv_stale_stats = now - s->report->curv_stats_ns > limit;
+    if (s->report->curv_stale_inv && !s->report->warned_curv_inv++)
         log_warn("kind = kfac, but %s for %.0fs (%d kfac-invertd connected, %d jobs in flight): the steps use "
                  "inverses that old%s; start inverse daemons, or raise [ps] curvature_warn_s to silence this",
                  ps_counter(&s->ctr, PS_CTR_INSTALLED) ? "no inverse was installed" : "no inverse has been installed since the first step",
-                 (double)(now - s->curv_inv_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1),
+                 (double)(now - s->report->curv_inv_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1),
                  ps_sched_in_flight(s->sched, s->n_blocks),
                  ps_counter(&s->ctr, PS_CTR_INSTALLED) ? "" : " (none: every layer steps as [kfac] identity says)");
-    if (s->curv_stale_stats && !s->warned_curv_stats++)
+    if (s->report->curv_stale_stats && !s->report->warned_curv_stats++)
         log_warn("kind = kfac, but no statistics were folded for %.0fs (%d kfac-statsd connected; [kfac] stats = %s): "
                  "the factors are that old; check kfac-statsd, or raise [ps] curvature_warn_s to silence this",
-                 (double)(now - s->curv_stats_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1),
+                 (double)(now - s->report->curv_stats_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1),
                  s->cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync" : "async");
 }
 
+void ps_report_no_statsd(ps_server_t *s) {
+    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
+     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
+    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 &&
+        s->round.steps_run == 20 && ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 &&
+        !s->report->warned_no_stats++)
+        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
+                 "then every layer steps with the identity ([kfac] identity)");
+}
+
 void ps_report_publish(ps_server_t *s) {
-    if (!s->http) return;
+    if (!s->report->http) return;
     ps_http_snapshot_t x;
     memset(&x, 0, sizeof x);
     x.step = (uint64_t)s->round.t;
     x.steps_target = s->cfg->steps;
     x.wall_s = ps_io_wall_s(s);
-    x.train_loss = s->last_train_loss;
-    x.train_acc = s->last_train_acc;
-    if ((x.have_eval = s->have_eval)) {
-        x.eval_step = s->last_eval.step;
-        x.test_loss = s->last_eval.loss;
-        x.test_acc = s->last_eval.acc;
-        x.polyak_loss = s->last_eval.polyak_loss;
-        x.polyak_acc = s->last_eval.polyak_acc;
+    x.train_loss = s->report->last_train_loss;
+    x.train_acc = s->report->last_train_acc;
+    const ps_eval_result_t *ev = ps_eval_last(s->eval);
+    if ((x.have_eval = ev != NULL)) {
+        x.eval_step = ev->step;
+        x.test_loss = ev->loss;
+        x.test_acc = ev->acc;
+        x.polyak_loss = ev->polyak_loss;
+        x.polyak_acc = ev->polyak_acc;
     }
     x.workers = ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1);
     x.statsd = ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1);
@@ -161,21 +226,21 @@ void ps_report_publish(ps_server_t *s) {
         x.inverses_refused = ps_counter(&s->ctr, PS_CTR_INV_BAD);
         x.invertd_distrusted = ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
         x.stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
-        x.idle_inverses_s = s->curv_inv_ns ? (double)(now - s->curv_inv_ns) * 1e-9 : 0.0;
-        x.idle_stats_s = s->curv_stats_ns ? (double)(now - s->curv_stats_ns) * 1e-9 : 0.0;
-        x.stale_inverses = s->curv_stale_inv;
-        x.stale_stats = s->curv_stale_stats;
-        for (int b = 0; b < s->n_blocks && s->http_blocks; b++) {
+        x.idle_inverses_s = s->report->curv_inv_ns ? (double)(now - s->report->curv_inv_ns) * 1e-9 : 0.0;
+        x.idle_stats_s = s->report->curv_stats_ns ? (double)(now - s->report->curv_stats_ns) * 1e-9 : 0.0;
+        x.stale_inverses = s->report->curv_stale_inv;
+        x.stale_stats = s->report->curv_stale_stats;
+        for (int b = 0; b < s->n_blocks && s->report->http_blocks; b++) {
             const kfac_block_t *k = &s->kfac->blocks[b];
-            ps_http_block_t *o = &s->http_blocks[b];
+            ps_http_block_t *o = &s->report->http_blocks[b];
             snprintf(o->layer, sizeof o->layer, "%s", s->net->layers[k->layer].name);
             o->factor = k->factor;
             o->age_steps = k->inv->valid && k->inv_version >= 0 ? s->round.t - k->inv_version : -1;
         }
-        x.n_blocks = s->http_blocks ? s->n_blocks : 0;
-        x.blocks = s->http_blocks;
+        x.n_blocks = s->report->http_blocks ? s->n_blocks : 0;
+        x.blocks = s->report->http_blocks;
     }
-    ps_http_publish(s->http, &x);
+    ps_http_publish(s->report->http, &x);
 }
 
 void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
@@ -187,17 +252,17 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     } while (0)
     S_ADD("%s: %" PRIu64 " steps in %.1fs", s->exit_code ? "failed" : "done", s->round.steps_done, wall);
     if (s->signum) S_ADD(" (stopped by %s)", s->signum == SIGINT ? "SIGINT" : "SIGTERM");
-    if (s->have_eval) {
-        S_ADD(", test acc %.2f%% (polyak %.2f%%), test loss %.4f", 100.0 * s->last_eval.acc,
-              100.0 * s->last_eval.polyak_acc, s->last_eval.loss);
-        if ((long)s->last_eval.step != s->round.t) S_ADD(" at step %" PRIu64, s->last_eval.step);
+    const ps_eval_result_t *ev = ps_eval_last(s->eval);
+    if (ev) {
+        S_ADD(", test acc %.2f%% (polyak %.2f%%), test loss %.4f", 100.0 * ev->acc, 100.0 * ev->polyak_acc, ev->loss);
+        if ((long)ev->step != s->round.t) S_ADD(" at step %" PRIu64, ev->step);
     } else {
         S_ADD(", test acc n/a");
     }
     S_ADD(", %.1f steps/s", wall > 0 ? (double)s->round.steps_done / wall : 0.0);
     if (s->kfac)
         S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, ps_counter(&s->ctr, PS_CTR_INSTALLED),
-              s->last_inv_age_mean, s->last_inv_age_max, ps_counter(&s->ctr, PS_CTR_FOLDS));
+              s->report->last_inv_age_mean, s->report->last_inv_age_max, ps_counter(&s->ctr, PS_CTR_FOLDS));
     if (s->kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
         S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_INV_BAD),
               ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));

@@ -2,8 +2,9 @@
  * the progress line every [ps] progress_every steps, the "step t has waited
  * Ns for ..." line while a step is held up (every PS_WAIT_LOG_MS), and the
  * summary line of a finished run. Reads the server's state, writes only the
- * log and its own fields: the progress sums and the last step's figures.
- * Loop thread only. */
+ * log and its own state (ps_report_t, opaque): the progress sums, the last
+ * step's figures, the curvature watch and the live view ([ps] metrics,
+ * ps/http.h), which it owns. Loop thread only. */
 #ifndef KFAC_PS_REPORT_H
 #define KFAC_PS_REPORT_H
 
@@ -11,8 +12,20 @@
 
 #include "ps/server_int.h"
 
-/* Before anything else: no inverse age known yet. */
-void ps_report_init(ps_server_t *s);
+/* The report's state: no inverse age known yet, no live view. NULL when
+ * out of memory. Freed (the live view's thread stopped) by ps_report_free,
+ * which NULLs the pointer and accepts NULL. */
+ps_report_t *ps_report_new(void);
+void ps_report_free(ps_report_t **r_p);
+
+/* Start the live view on bind ([ps] metrics, host:port) and publish the
+ * state once. Returns 0, -EIO (the port cannot be bound: not the
+ * configuration's fault) or -ENOMEM, with the reason in err. */
+int ps_report_http_start(ps_server_t *s, const char *bind, char *err, size_t err_len);
+
+/* A step was applied (after ps_round_state_advance): the first one starts
+ * the curvature watch's clock. */
+void ps_report_stepped(ps_server_t *s);
 
 /* The server starts (or resumes) at now_ns: the first progress period
  * counts from there. */
@@ -34,6 +47,10 @@ void ps_report_wait(ps_server_t *s);
  * longer ago than [ps] curvature_warn_s: K-FAC then runs on old curvature
  * (or none). Called on the timer. */
 void ps_report_curvature(ps_server_t *s);
+
+/* After a step (stats = async): warn once when 20 steps of this process
+ * had no statistics and no kfac-statsd is connected. */
+void ps_report_no_statsd(ps_server_t *s);
 
 /* Publish the state to the metrics endpoint (no-op when [ps] metrics is
  * off): after each step and on the timer. */

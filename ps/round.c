@@ -116,7 +116,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
         p->params_ns = clock_now_ns();
-        if (s->steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
+        if (s->round.steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
             p->member = 1; /* before the first step everyone who asks is in round 0 */
             ps_round_state_worker_in(&s->round, clock_now_ns());
         }
@@ -344,22 +344,15 @@ static void s_open_round(ps_server_t *s) {
 
 static void s_submit_eval(ps_server_t *s, int final) {
     if (!s->eval) return;
-    if (!final && ps_eval_pending(s->eval) >= 2) {
-        if (!s->warned_eval_slow++)
-            log_warn("evaluation is slower than [run] eval_every = %" PRIu64 " steps: skipping some (lower eval_n?)",
-                     s->cfg->eval_every);
-        return;
-    }
     const float *polyak = s->kfac && s->kfac->polyak_count > 0   ? s->kfac->polyak
                           : s->sgd && s->sgd_polyak_count > 0 ? s->sgd_polyak
                                                                : NULL;
     const float *state = s->net->n_state ? s->net->state : NULL;
     int rc = ps_eval_submit(s->eval, (uint64_t)s->round.t, ps_io_wall_s(s), s->net->params, polyak, state, final);
-    if (rc < 0) {
+    if (rc < 0 && rc != -EBUSY) { /* -EBUSY: skipped, evaluations fall behind (logged once) */
         log_error("could not queue an evaluation: %s", strerror(-rc));
         return;
     }
-    s->eval_queued_step = s->round.t;
 }
 
 /* The run is over (steps or target): final evaluation, then shutdown. */
@@ -370,7 +363,8 @@ void ps_round_request_shutdown(ps_server_t *s, int exit_code) {
 static void s_finish(ps_server_t *s, const char *reason) {
     if (!ps_life_finish(&s->life, s->round.t)) return;
     snprintf(s->reason, sizeof s->reason, "%s", reason);
-    if (s->have_eval && (long)s->last_eval.step == s->round.t) {
+    const ps_eval_result_t *ev = ps_eval_last(s->eval);
+    if (ev && (long)ev->step == s->round.t) {
         /* The evaluation of this very step is in (the target was reached
          * before the next step): nothing left to wait for. */
         log_info("%s", reason);
@@ -378,9 +372,9 @@ static void s_finish(ps_server_t *s, const char *reason) {
         return;
     }
     log_info("%s; final evaluation at step %ld", reason, s->round.t);
-    if (s->eval_queued_step == s->round.t) return; /* the evaluation of this step is already queued */
+    if (ps_eval_queued_step(s->eval) == s->round.t) return; /* the evaluation of this step is already queued */
     s_submit_eval(s, 1);
-    if (s->eval_queued_step != s->round.t) ps_round_request_shutdown(s, 0);
+    if (ps_eval_queued_step(s->eval) != s->round.t) ps_round_request_shutdown(s, 0);
 }
 
 /* Index of the first value of v[0..n) that is not finite, or n. */
@@ -484,8 +478,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
  * for it, evaluation and progress when due, the end of the run. */
 static void s_step_publish(ps_server_t *s) {
     ps_round_state_advance(&s->round, clock_now_ns());
-    s->steps_run++;
-    if (!s->first_step_ns) s->first_step_ns = s->round.last_step_ns;
+    ps_report_stepped(s);
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
@@ -500,12 +493,7 @@ static void s_step_publish(ps_server_t *s) {
     ps_persist_after_step(s);
     if (s->round.steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
     if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
-    /* Only when it is so: a kfac-statsd that is connected but slow to deliver
-     * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
-    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 && s->steps_run == 20 &&
-        ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 && !s->warned_no_stats++)
-        log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
-                 "then every layer steps with the identity ([kfac] identity)");
+    ps_report_no_statsd(s);
     ps_report_publish(s);
     if (s->round.steps_done >= s->cfg->steps) {
         char why[96];
@@ -618,7 +606,7 @@ static void s_recover(ps_server_t *s) {
 static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
     memset(v, 0, sizeof *v);
     v->running = s->life.phase == PS_PHASE_RUNNING;
-    v->first_step = s->steps_run == 0;
+    v->first_step = s->round.steps_run == 0;
     v->n_waiting = ps_member_waiting(&s->peers, &v->n_members);
     v->all_refused = ps_member_all_refused(&s->peers);
     v->workers = s->cfg->workers;
@@ -753,18 +741,12 @@ void ps_round_tick(ps_server_t *s) {
     ps_report_publish(s);
 }
 
-void ps_round_init(ps_server_t *s) {
-    s->eval_queued_step = -1;
-}
-
 /* ---- evaluation and summary --------------------------------------------------------- */
 
 void ps_round_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_server_t *s = user;
     if (status != 0) return;
     rundir_eval(s->metrics, r->step, r->wall_s, r->loss, r->acc, r->polyak_loss, r->polyak_acc);
-    s->last_eval = *r;
-    s->have_eval = 1;
     log_info("eval at step %" PRIu64 ": test loss %.4f acc %.2f%% (polyak loss %.4f acc %.2f%%) on %d examples in %.0f ms",
              r->step, r->loss, 100.0 * r->acc, r->polyak_loss, 100.0 * r->polyak_acc, r->n, r->eval_ms);
     if (s->life.phase == PS_PHASE_RUNNING) {

@@ -78,6 +78,7 @@ void ps_round_state_restore(ps_round_t *r, long t, uint64_t steps_done, int fold
 void ps_round_state_advance(ps_round_t *r, uint64_t now_ns) {
     r->t++;
     r->steps_done++;
+    r->steps_run++;
     r->last_step_ns = now_ns;
 }
 

@@ -31,7 +31,9 @@
 
 typedef struct ps_round {
     long t;                        /* version of the current parameters; the round collects gradients of t */
-    uint64_t steps_done;
+    uint64_t steps_done;           /* steps of the run (a resume goes on from the checkpoint's) */
+    uint64_t steps_run;            /* steps applied by this process: round 0's rules (every worker that asks is a
+                                      member, the start-up gate) hold for the first round after a resume too */
     float *grad_acc;               /* (n_params) sum of n_examples * gradient; the mean after averaging */
     kfac_lowrank_set_t lowrank;    /* the factored fc weight gradients, rows of every worker in rank
                                       order, D scaled as grad_acc (common/kfac/kfac_lowrank.h): the
@@ -96,7 +98,8 @@ void ps_round_state_start(ps_round_t *r, uint64_t now_ns);
  * statistics were folded (and its blocks marked) already. */
 void ps_round_state_restore(ps_round_t *r, long t, uint64_t steps_done, int folded);
 
-/* The step of version t was applied at now_ns: version t + 1. */
+/* The step of version t was applied at now_ns: version t + 1, one more
+ * step done and run. */
 void ps_round_state_advance(ps_round_t *r, uint64_t now_ns);
 
 /* A gradient of `version` is held for the round (its age t - version is

@@ -70,7 +70,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             msg_version_refusal(why, sizeof why, m.protocol_version, m.role);
             ps_counters_reject(&s->ctr, MSG_NONE, MSG_ERR_VERSION);
             char more[64];
-            if (ps_refusal_log_ok(&s->rl_reject_by[MSG_NONE][MSG_ERR_VERSION], more, sizeof more))
+            if (ps_io_reject_log_ok(s, MSG_NONE, MSG_ERR_VERSION, more, sizeof more))
                 log_warn("refused a %s: %s%s", msg_role_program(m.role), why, more);
             ps_io_send_text(s, route, MSG_REFUSE, why);
         } else {
@@ -245,7 +245,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
 /* ---- shutdown ---------------------------------------------------------------- */
 
 static void s_close_handles(ps_server_t *s) {
-    ps_eval_free(&s->eval);
+    ps_eval_stop(s->eval);
     rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
@@ -271,7 +271,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (!ps_life_close(&s->life)) return;
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
-    ps_eval_free(&s->eval);
+    ps_eval_stop(s->eval);
     /* The weights of a run that ended well (all steps, the target, a
      * signal); a failed one (diverged) leaves no manifest that would call
      * its parameters complete. Weights that cannot be written fail the run. */
@@ -328,7 +328,7 @@ static void s_on_auth_reload(void *user) {
         log_warn("%s let go: its CURVE key (%.8s...) is no longer listed (%" PRIu64 " clients let go so far)",
                  ps_peer_name(p, name, sizeof name), p->key, ps_counter(&s->ctr, PS_CTR_REVOKED));
         ps_io_send_text(s, &p->route, MSG_REFUSE, why);
-        ps_owners_forget_key(&s->owners, p->key);
+        ps_hello_forget_key(s, p->key);
         p->present = 0;
         ps_round_peer_gone(s, p, "let go: its key was removed from the allowlist");
         ps_peers_remove(&s->peers, p);
@@ -436,28 +436,18 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     ps_round_schedule(s);
     if (s->kfac) {
         s->n_blocks = s->kfac->n_blocks;
-        int max_n = 1;
         s->sched = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->sched);
         if (!s->sched) goto oom;
         for (int b = 0; b < s->n_blocks; b++) {
             ps_sched_block_init(&s->sched[b], s->kfac->blocks[b].n);
-            if (s->kfac->blocks[b].n > max_n) max_n = s->kfac->blocks[b].n;
         }
-        s->job_F = malloc((size_t)max_n * max_n * sizeof(float));
-        s->job_packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
-        if (!s->job_F || !s->job_packed) goto oom;
-        int *bn = malloc((size_t)(s->n_blocks ? s->n_blocks : 1) * sizeof *bn);
-        if (!bn) goto oom;
-        for (int b = 0; b < s->n_blocks; b++) bn[b] = s->kfac->blocks[b].n;
-        s->verify = ps_verify_new(bn, s->n_blocks, (uint64_t)c->seed ^ clock_now_ns());
-        free(bn);
-        if (!s->verify) goto oom;
         if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->kfac, c->refresh_alpha, 0))) {
             snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
                      c->refresh_alpha);
             return -EINVAL;
         }
     }
+    if (!(s->jobs = ps_jobs_new(s->kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
     return 0;
 oom:
@@ -552,14 +542,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
 static int s_setup_folders(ps_server_t *s, runcfg_t *cfg, char *err, size_t err_len) {
     int rc = runpick_choose(cfg, RUNPICK_BASE, err, err_len);
     if (rc < 0) return rc;
-    if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", cfg->ckpt_dir);
-    else snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", cfg->out_dir);
-    if (cfg->ckpt_every > 0 && (rc = rundir_mkdirs(s->ckpt_dir)) < 0) {
-        snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", s->ckpt_dir,
-                 strerror(-rc));
-        return rc;
-    }
-    return 0;
+    return ps_persist_open_dir(s, err, err_len);
 }
 
 ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len) {
@@ -572,36 +555,43 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     }
     s->cfg = cfg;
     ps_life_init(&s->life);
-    ps_round_init(s);
-    ps_report_init(s);
-    ps_jobs_init(s);
+    if (!(s->report = ps_report_new())) {
+        snprintf(err, err_len, "out of memory");
+        free(s);
+        return NULL;
+    }
     ps_trim_init(&s->trim);
     s->t0_ns = clock_now_ns();
     if (uv_loop_init(&s->loop) < 0) {
         snprintf(err, err_len, "uv_loop_init failed");
+        ps_report_free(&s->report);
         free(s);
         return NULL;
     }
     s->loop_ok = 1;
     char why[1024] = "";
-    if (ps_peers_init(&s->peers, PS_MAX_PEERS) < 0) {
+    if (ps_peers_init(&s->peers, PS_MAX_PEERS) < 0 || !(s->hello = ps_hello_new()) || !(s->io = ps_io_new())) {
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
     if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
-    ps_persist_init(s);
+    if (!(s->persist = ps_persist_new())) {
+        rc = -ENOMEM;
+        snprintf(err, err_len, "out of memory");
+        goto fail;
+    }
     if (cfg->ckpt_resume) {
         /* the checkpoints first: with no out_dir, those of runs/latest */
         if ((rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
         rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
         ps_round_schedule(s); /* the intervals of the restored step */
-        if (s->resumed_from >= 0 && s->round.steps_done >= cfg->steps) {
+        if (ps_persist_resumed_from(s) >= 0 && s->round.steps_done >= cfg->steps) {
             /* A finished run started again (a restart after its end): done,
              * exit 0, so that systemd does not restart it in a loop. */
             log_info("the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
                      ": the run is over, nothing left to do (raise --steps to go on)",
-                     s->ckpt_dir, s->round.steps_done, cfg->steps);
+                     ps_persist_dir(s), s->round.steps_done, cfg->steps);
             s->done_at_start = 1;
             if (rc_out) *rc_out = 0;
             return s;
@@ -614,17 +604,8 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     }
     if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
     if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
-        rc = -EIO; /* a busy port is not the configuration's fault: exit 1 */
-        if (!(s->http = ps_http_new(cfg->ps_metrics, s->n_blocks, err, err_len))) goto fail;
-        if (s->n_blocks && !(s->http_blocks = calloc((size_t)s->n_blocks, sizeof *s->http_blocks))) {
-            rc = -ENOMEM;
-            snprintf(err, err_len, "out of memory");
-            goto fail;
-        }
-        const char *colon = strrchr(cfg->ps_metrics, ':');
-        log_info("metrics (Prometheus text format) on http://%.*s:%d/metrics",
-                 (int)(colon ? colon - cfg->ps_metrics : 0), cfg->ps_metrics, ps_http_port(s->http));
-        ps_report_publish(s);
+        /* a busy port is not the configuration's fault: exit 1 */
+        if ((rc = ps_report_http_start(s, cfg->ps_metrics, err, err_len)) < 0) goto fail;
     }
     /* The run folder last: a start that fails (model or data, port busy,
      * bad [ps] metrics) leaves no files that would make the next start
@@ -632,7 +613,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     if (!cfg->ckpt_resume && (rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
     /* A run resumed from its checkpoint goes on in its own folder: rows are
      * appended (docs/operations.md); a new run may not take a used folder. */
-    rundir_mode_t mode = s->resumed_from >= 0 ? RUNDIR_APPEND : rundir_mode_of(cfg);
+    rundir_mode_t mode = ps_persist_resumed_from(s) >= 0 ? RUNDIR_APPEND : rundir_mode_of(cfg);
     if ((rc = rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, mode, &s->metrics, why, sizeof why)) < 0 ||
         (s->kfac && (rc = rundir_ages_begin(s->metrics, s->kfac, why, sizeof why)) < 0)) {
         snprintf(err, err_len, "%s", why);
@@ -643,7 +624,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     if (rundir_write_text(s->metrics, "endpoint", line) < 0)
         log_warn("could not write %s/endpoint", cfg->out_dir);
     uint64_t now_ns = clock_now_ns();
-    s->t0_ns = now_ns > s->wall_offset_ns ? now_ns - s->wall_offset_ns : 0;
+    s->t0_ns = now_ns > ps_persist_wall_offset_ns(s) ? now_ns - ps_persist_wall_offset_ns(s) : 0;
     ps_round_state_start(&s->round, now_ns);
     ps_report_start(s, now_ns);
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
@@ -663,7 +644,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
              cfg->steps, cfg->workers, cfg->eval_every, ps_eval_n(s->eval), cfg->out_dir);
     if (cfg->ckpt_every > 0)
         log_info("checkpoints every %" PRIu64 " steps and on SIGTERM/SIGINT in %s (the newest %d kept)%s",
-                 cfg->ckpt_every, s->ckpt_dir, cfg->ckpt_keep, cfg->ckpt_resume ? "" : "; start with --resume to go on from one");
+                 cfg->ckpt_every, ps_persist_dir(s), cfg->ckpt_keep, cfg->ckpt_resume ? "" : "; start with --resume to go on from one");
     if (rc_out) *rc_out = 0;
     return s;
 fail:
@@ -688,19 +669,19 @@ void ps_server_free(ps_server_t **s_p) {
         uv_run(&s->loop, UV_RUN_DEFAULT); /* close callbacks */
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
-    ps_http_free(&s->http);
-    free(s->http_blocks);
+    ps_eval_free(&s->eval);
+    ps_report_free(&s->report);
     free(s->layer_norms);
     ps_recover_free(&s->recover);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
-    ps_owners_release(&s->owners);
+    ps_hello_free(&s->hello);
+    ps_io_free(&s->io);
     ps_refresh_free(&s->refresh);
     free(s->sched);
-    free(s->job_F);
-    ps_verify_free(&s->verify);
-    free(s->job_packed);
+    ps_jobs_free(&s->jobs);
+    ps_persist_free(&s->persist);
     free(s->unpack_buf);
     free(s->config_text);
     wire_shape_release(&s->shape);

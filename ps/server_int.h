@@ -8,8 +8,12 @@
  * calls the server (it asks for the end of the run with
  * ps_round_request_shutdown). Each field has one writer
  * (tools/check-fields.sh): the counters are ps/counters.h's table, the life
- * cycle ps/life.h's, the round ps/round_state.h's; the decisions are in
- * units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
+ * cycle ps/life.h's, the round ps/round_state.h's; the state of the jobs,
+ * Hello, sending, the operator's view, the evaluation and the checkpoints
+ * is opaque, defined in jobs.c, hello.c, io.c, report.c, eval.c and
+ * persist.c
+ * (docs/architecture.md, section 4, "Who owns which state"); the decisions
+ * are in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
  * ps/owner.h, ps/sched.h). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
@@ -50,6 +54,13 @@
 #include "ps/wire.h"
 #include "common/base/ratelimit.h"
 
+/* The units' own state, defined in their .c files. */
+typedef struct ps_report ps_report_t;
+typedef struct ps_jobs ps_jobs_t;
+typedef struct ps_persist ps_persist_t;
+typedef struct ps_hello ps_hello_t;
+typedef struct ps_io ps_io_t;
+
 /* Most clients held at once. */
 #define PS_MAX_PEERS 1024
 /* ZMQ_SNDHWM of the ROUTER: messages queued per client before a send to
@@ -82,6 +93,8 @@
 #define PS_SLOW_STEP_MS 250.0
 /* Consecutive failed updates (non-finite direction) before giving up. */
 #define PS_MAX_STEP_FAILURES 10
+/* Bad results after which an inverse daemon gets no more jobs. */
+#define PS_BAD_INVERSES_MAX 3
 /* Quiet time after large messages before freed memory goes back to the
  * system (ps/trim.h). */
 #define PS_TRIM_IDLE_MS 500
@@ -120,11 +133,7 @@ struct ps_server {
     kfac_schedule_t schedule;      /* statistics / inverse intervals and damping by step (Pauloski sec. V-C) */
     int fac_interval, inv_interval; /* the intervals in force at step t */
     ps_refresh_t *refresh;         /* adaptive policy only (ps/refresh.h) */
-    float *job_F;                  /* (max n * n) a job's factor / a result's inverse */
-    float *job_packed;             /* (max n (n+1)/2) */
-    uint64_t next_job_id;          /* the next job's id (ps/jobs.c's: ps_jobs_next_id) */
-#define PS_BAD_INVERSES_MAX 3      /* bad results after which an inverse daemon gets no more jobs */
-    ps_verify_t *verify;           /* a probe per job in flight: results checked before install (ps/verify.h) */
+    ps_jobs_t *jobs;               /* job buffers, ids, probes, the queue's order (ps/jobs.c's, opaque) */
 
     ps_round_t round;              /* the round of version t (round.c's) */
 
@@ -132,59 +141,30 @@ struct ps_server {
 
     /* clients */
     ps_peers_t peers;
-    uint32_t next_peer_id;
-    uint64_t wait_seq;
+    ps_hello_t *hello;             /* client ids, member ids bound to keys, join lines (ps/hello.c's, opaque) */
+    ps_io_t *io;                   /* the send and rejection lines' limits (ps/io.c's, opaque) */
 
     /* evaluation */
-    ps_eval_t *eval;
-    int have_eval;
-    ps_eval_result_t last_eval;
-    long eval_queued_step;         /* newest step submitted (-1: none) */
-    int warned_eval_slow;
+    ps_eval_t *eval;               /* the evaluation thread, its newest result and submission (ps/eval.h) */
 
     /* metrics and progress */
     rundir_t *metrics;             /* [run] out_dir */
-    double prog_loss, prog_acc;    /* sums since the last progress line */
-    int prog_n;
-    uint64_t prog_ns;              /* time of the last progress line */
-    uint64_t prog_step;
-    double last_inv_age_mean;
-    long last_inv_age_max;
-    int warned_no_stats;
-    double last_train_loss, last_train_acc; /* the last step's */
-
-    /* live view ([ps] metrics) and curvature watch ([ps] curvature_warn_s): ps/report.c */
-    ps_http_t *http;               /* NULL: off */
-    ps_http_block_t *http_blocks;  /* (n_blocks) snapshot scratch */
-    uint64_t first_step_ns;        /* when the first step was applied (0: none yet) */
-    uint64_t curv_installed_seen, curv_folds_seen; /* counters at the last check */
-    uint64_t curv_inv_ns, curv_stats_ns;           /* when they last moved (or the first step) */
-    int curv_stale_inv, curv_stale_stats;          /* idle longer than curvature_warn_s now */
-    int warned_curv_inv, warned_curv_stats;
+    ps_report_t *report;           /* progress, curvature watch, live view (ps/report.c's, opaque) */
 
     /* counters: every event count of the run (ps/counters.h; written there only) */
     ps_counters_t ctr;
-    ratelimit_t rl_reject, rl_peer, rl_wait, rl_job, rl_send;
+    ratelimit_t rl_peer;
 
     /* members that may not poison or hold the run */
     ps_norm_hist_t norms;          /* norms of recently accepted gradients */
     ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
-    ratelimit_t rl_stall, rl_examples, rl_norm, rl_full, rl_expired, rl_dup, rl_robust, rl_clip;
+    ratelimit_t rl_stall, rl_examples, rl_norm, rl_robust, rl_clip; /* round.c's and round_push.c's lines */
     ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
     struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
     int recoveries_in_a_row;
-    ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
-    ratelimit_t rl_rate;
-    ratelimit_t rl_join[MSG_ROLE_COUNT]; /* join and leave lines, per role (ps_join_log_ok) */
-    ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
-    ratelimit_t rl_key;
-
+    ratelimit_t rl_rate, rl_expired; /* server.c's lines: requests over the rate limit, handshakes expired */
     /* checkpoints (ps/persist.c) */
-    char ckpt_dir[4096];           /* [checkpoint] dir, or out_dir/checkpoints */
-    uint64_t steps_run;            /* steps applied by this process: round 0's rules (every worker that asks is a
-                                      member, the start-up gate) hold for the first round after a resume too */
-    long resumed_from;             /* the step resumed from (-1: a fresh start) */
-    uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
+    ps_persist_t *persist;         /* the checkpoint folder, the step resumed from (ps/persist.c's, opaque) */
     int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
 
     /* life cycle */
@@ -212,8 +192,21 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p);
 
 /* ---- persist.c ------------------------------------------------------------ */
 
-/* Before anything else: not resumed (resumed_from = -1). */
-void ps_persist_init(ps_server_t *s);
+/* The checkpoints' state: not resumed, no folder chosen. NULL when out of
+ * memory; ps_persist_free NULLs the pointer and accepts NULL. */
+ps_persist_t *ps_persist_new(void);
+void ps_persist_free(ps_persist_t **p_p);
+
+/* Once [run] out_dir is chosen: the checkpoint folder ([checkpoint] dir, or
+ * out_dir/checkpoints), created when checkpoints are on. Returns 0 or
+ * -errno with the reason in err. */
+int ps_persist_open_dir(ps_server_t *s, char *err, size_t err_len);
+
+/* The checkpoint folder; the step resumed from (-1: a fresh start); the
+ * training time before the resume (0: a fresh start). */
+const char *ps_persist_dir(const ps_server_t *s);
+long ps_persist_resumed_from(const ps_server_t *s);
+uint64_t ps_persist_wall_offset_ns(const ps_server_t *s);
 
 /* Write a checkpoint of the current state now ([checkpoint] every > 0),
  * then prune to [checkpoint] keep files; why is logged ("step 300",
@@ -232,28 +225,32 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 
 /* ---- round.c --------------------------------------------------------------- */
 
-/* Before anything else: no evaluation queued. */
-void ps_round_init(ps_server_t *s);
-
 /* Client requests (validated, role-checked, sender present). */
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+/* ps/hello.c: its state (client ids, the member ids bound to CURVE keys,
+ * its log lines' limits): NULL when out of memory; ps_hello_free NULLs the
+ * pointer and accepts NULL. */
+ps_hello_t *ps_hello_new(void);
+void ps_hello_free(ps_hello_t **h_p);
+/* ps/hello.c: a key removed from the allowlist no longer holds member ids. */
+void ps_hello_forget_key(ps_server_t *s, const char *key);
 /* ps/hello.c: answer a Hello from route (p: its record, NULL when new):
  * Refuse, an answer to try again later, or Welcome with the client's slot. */
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m);
-
-/* Whether a refusal line of this cause may be logged now (one a second per
- * cause); more receives " [N more like it not logged]" or "". */
-int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
 
 /* Whether a line saying that a client of role joined or left may be logged
  * now (PS_JOIN_LOG_BURST per PS_JOIN_LOG_WINDOW_MS per role); more as
  * ps_refusal_log_ok ("[N more like it not logged]" once some were held back). */
 int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len);
 
-/* ps/jobs.c: before anything else: the first job gets id 1. */
-void ps_jobs_init(ps_server_t *s);
+/* ps/jobs.c: the jobs' state for kfac (NULL: sgd, ids only): buffers for
+ * the largest block, one verification probe per job in flight (seeded with
+ * seed), the first job gets id 1. NULL when out of memory. ps_jobs_free
+ * NULLs the pointer and accepts NULL. */
+ps_jobs_t *ps_jobs_new(const kfac_opt_t *kfac, uint64_t seed);
+void ps_jobs_free(ps_jobs_t **j_p);
 /* ps/jobs.c: the id the next job gets; ids go on from at least next_id
  * (a resume: ids are never handed out twice in a run). */
 uint64_t ps_jobs_next_id(const ps_server_t *s);

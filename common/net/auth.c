@@ -1,10 +1,11 @@
-/* common/net/auth.c — see auth.h. The ZAP handler and the client's
- * handshake monitor are raw ZeroMQ sockets (multi-frame messages, which
- * zloop's one-frame sockets do not carry) watched on the loop the same way
- * zloop watches its own: a uv_poll on ZMQ_FD only wakes the loop (the fd is
- * edge-triggered), a uv_check drains at most AUTH_ZAP_BATCH messages per
- * turn while ZMQ_EVENTS has ZMQ_POLLIN, and a uv_idle keeps the loop turning
- * while a backlog remains. Loop thread only. */
+/* common/net/auth.c — see auth.h. The ZAP handler and the handshake
+ * monitors are raw ZeroMQ sockets with multi-frame messages (which
+ * zloop_socket, one payload frame, does not carry), watched by the drain
+ * under every zloop_socket (zloop_watch_t, common/net/zloop.h): a uv_poll
+ * on ZMQ_FD only wakes the loop (the fd is edge-triggered), a uv_check
+ * drains at most AUTH_ZAP_BATCH messages per turn, and a uv_idle keeps the
+ * loop turning while a backlog remains; this file reads the frames. Loop
+ * thread only. */
 #include "common/net/auth.h"
 
 #include <errno.h>
@@ -18,97 +19,32 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 #include "common/net/auth_watch.h"
+#include "common/net/zloop.h"
 
 /* ---- a raw ZeroMQ socket on the loop ---------------------------------------------- */
 
-/* Handle one message (all its frames) if one is waiting. Returns 1 when one
- * was handled, 0 when none was waiting. */
-typedef int (*s_one_fn)(void *owner);
-
-typedef struct s_watch {
-    void *zsock;        /* owned: closed by s_watch_close */
-    void *owner;
-    s_one_fn one;
-    void (*release)(void *owner); /* frees owner once every handle is closed */
-    uv_poll_t poll;
-    uv_check_t check;
-    uv_idle_t idle;
-    int n_open;         /* handles not yet closed */
-    int closing;
-} s_watch_t;
-
-static int s_readable(void *zsock) {
-    int ev = 0;
-    size_t len = sizeof ev;
-    return zmq_getsockopt(zsock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN);
-}
-
-static void s_on_idle(uv_idle_t *h) { (void)h; /* only keeps the loop turning; the check drains */ }
-
-static void s_watch_drain(s_watch_t *w) {
-    if (w->closing) return;
-    int n = 0;
-    while (n < AUTH_ZAP_BATCH && !w->closing && s_readable(w->zsock)) {
-        if (!w->one(w->owner)) break;
-        n++;
-    }
-    if (w->closing) return;
-    if (s_readable(w->zsock)) uv_idle_start(&w->idle, s_on_idle);
-    else uv_idle_stop(&w->idle);
-}
-
-static void s_on_check(uv_check_t *h) { s_watch_drain(h->data); }
-static void s_on_poll(uv_poll_t *h, int status, int events) {
-    (void)events;
-    (void)status;
-    s_watch_drain(h->data);
-}
+/* The ZAP handler and the monitors are zloop watchers (common/net/zloop.h)
+ * whose one function reads their own frames: handle one message (all its
+ * frames) if one is waiting; 1 when one was handled, 0 when none was
+ * waiting. The owner fills zsock, owner, one and closed. */
+typedef zloop_watch_t s_watch_t;
 
 static int s_watch_start(s_watch_t *w, uv_loop_t *loop) {
-    int fd = -1;
-    size_t len = sizeof fd;
-    if (zmq_getsockopt(w->zsock, ZMQ_FD, &fd, &len) != 0) return -errno;
-    int rc;
-    if ((rc = uv_poll_init(loop, &w->poll, fd)) < 0) return rc;
-    w->n_open++;
-    w->poll.data = w;
-    if ((rc = uv_check_init(loop, &w->check)) < 0) return rc;
-    w->n_open++;
-    w->check.data = w;
-    if ((rc = uv_idle_init(loop, &w->idle)) < 0) return rc;
-    w->n_open++;
-    w->idle.data = w;
-    if ((rc = uv_poll_start(&w->poll, UV_READABLE, s_on_poll)) < 0) return rc;
-    if ((rc = uv_check_start(&w->check, s_on_check)) < 0) return rc;
-    /* The check handle alone must not keep the loop alive (the poll does
-     * while the socket is open). */
-    uv_unref((uv_handle_t *)&w->check);
-    return 0;
+    w->batch = AUTH_ZAP_BATCH;
+    return zloop_watch_start(w, loop);
 }
 
-static void s_watch_closed(uv_handle_t *h) {
-    s_watch_t *w = h->data;
-    if (--w->n_open == 0) w->release(w->owner);
-}
-
-/* Close the socket at once and the handles through the loop; release(owner)
- * runs when the last one is closed (at once when none was opened). */
+/* Close the socket at once, without lingering (nothing it sends matters
+ * once kfac-ps or the client stops), and the handles through the loop;
+ * closed(owner) runs when the last one is closed (at once when none was
+ * opened). */
 static void s_watch_close(s_watch_t *w) {
-    if (w->closing) return;
-    w->closing = 1;
-    /* uv_close stops the poll (removing ZMQ_FD from epoll) before the ZeroMQ
-     * socket, which owns that descriptor, goes away. n_open counts the
-     * handles initialized, in this order. */
-    int n = w->n_open;
-    uv_handle_t *hs[3] = {(uv_handle_t *)&w->poll, (uv_handle_t *)&w->check, (uv_handle_t *)&w->idle};
-    for (int i = 0; i < n; i++) uv_close(hs[i], s_watch_closed);
+    if (zloop_watch_closing(w)) return;
     if (w->zsock) {
         int zero = 0;
         zmq_setsockopt(w->zsock, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_close(w->zsock);
-        w->zsock = NULL;
     }
-    if (n == 0) w->release(w->owner);
+    zloop_watch_close(w);
 }
 
 /* Receive the frames of one message into f[] (at most max; extra frames
@@ -150,6 +86,25 @@ static void s_frame_str(zmq_msg_t *m, char *out, size_t out_len) {
     out[n] = '\0';
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)out[i] < 32 || (unsigned char)out[i] > 126) out[i] = '?';
+}
+
+/* Read one socket-monitor message (frame 0: the 16-bit event and the
+ * 32-bit value, little-endian; frame 1: the endpoint) into *event and
+ * *value (event 0 when the message is not of that form). Returns 1 when a
+ * message was read, 0 when none was waiting. */
+static int s_mon_read(void *zsock, uint16_t *event, uint32_t *value) {
+    zmq_msg_t f[2];
+    int n = s_recv_frames(zsock, f, 2);
+    if (n == 0) return 0;
+    *event = 0;
+    *value = 0;
+    if (n >= 1 && zmq_msg_size(&f[0]) == 6) {
+        const uint8_t *d = zmq_msg_data(&f[0]);
+        *event = (uint16_t)(d[0] | d[1] << 8);
+        *value = (uint32_t)d[2] | (uint32_t)d[3] << 8 | (uint32_t)d[4] << 16 | (uint32_t)d[5] << 24;
+    }
+    for (int i = 0; i < (n < 0 ? 2 : n); i++) zmq_msg_close(&f[i]);
+    return 1;
 }
 
 /* ---- kfac-ps ---------------------------------------------------------------------- */
@@ -349,24 +304,18 @@ static void s_server_release(void *owner) {
  * keys, or one that trusts another kfac-ps key): the ROUTER's monitor. */
 static int s_ps_mon_one(void *owner) {
     auth_server_t *a = owner;
-    zmq_msg_t f[2];
-    int n = s_recv_frames(a->mon.zsock, f, 2);
-    if (n == 0) return 0;
-    if (n >= 1 && zmq_msg_size(&f[0]) == 6) {
-        const uint8_t *d = zmq_msg_data(&f[0]);
-        uint16_t event = (uint16_t)(d[0] | d[1] << 8);
-        uint32_t value = (uint32_t)d[2] | (uint32_t)d[3] << 8 | (uint32_t)d[4] << 16 | (uint32_t)d[5] << 24;
-        uint64_t skipped = 0;
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-            a->st.n_failed_handshakes++;
-            if (ratelimit_ok(&a->rl_handshake, clock_now_ns(), AUTH_LOG_EVERY_MS, &skipped))
-                log_warn("refused a connection that failed the CURVE handshake (event 0x%x, value 0x%" PRIx32
-                         "): a client without keys, or one trusting another kfac-ps key (%" PRIu64
-                         " so far, %" PRIu64 " lines not logged)",
-                         event, value, a->st.n_failed_handshakes, skipped);
-        }
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (!s_mon_read(a->mon.zsock, &event, &value)) return 0;
+    uint64_t skipped = 0;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+        a->st.n_failed_handshakes++;
+        if (ratelimit_ok(&a->rl_handshake, clock_now_ns(), AUTH_LOG_EVERY_MS, &skipped))
+            log_warn("refused a connection that failed the CURVE handshake (event 0x%x, value 0x%" PRIx32
+                     "): a client without keys, or one trusting another kfac-ps key (%" PRIu64
+                     " so far, %" PRIu64 " lines not logged)",
+                     event, value, a->st.n_failed_handshakes, skipped);
     }
-    for (int i = 0; i < (n < 0 ? 2 : n); i++) zmq_msg_close(&f[i]);
     return 1;
 }
 
@@ -378,10 +327,10 @@ auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg,
     }
     a->zap.owner = a;
     a->zap.one = s_zap_one;
-    a->zap.release = s_server_release;
+    a->zap.closed = s_server_release;
     a->mon.owner = a;
     a->mon.one = s_ps_mon_one;
-    a->mon.release = s_server_release;
+    a->mon.closed = s_server_release;
     a->n_watches = 2;
     if (s_server_load(a, cfg, err, err_len) < 0) goto fail;
     if (!a->enabled) {
@@ -421,7 +370,7 @@ fail:
 int auth_server_secure(auth_server_t *a, void *zsock, char *err, size_t err_len) {
     if (!a || !a->enabled) return 0;
     int one = 1;
-    if (!a->mon.zsock && !a->mon.closing) {
+    if (!a->mon.zsock && !zloop_watch_closing(&a->mon)) {
         char ep[80];
         snprintf(ep, sizeof ep, "inproc://kfac-auth-ps-monitor-%p", (void *)a);
         if (zmq_socket_monitor(zsock, ep, ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) !=
@@ -619,33 +568,27 @@ struct auth_client {
 
 static int s_mon_one(void *owner) {
     auth_client_t *c = owner;
-    zmq_msg_t f[2];
-    int n = s_recv_frames(c->mon.zsock, f, 2);
-    if (n == 0) return 0;
-    if (n >= 1 && zmq_msg_size(&f[0]) == 6) {
-        const uint8_t *d = zmq_msg_data(&f[0]);
-        uint16_t event = (uint16_t)(d[0] | d[1] << 8);
-        uint32_t value = (uint32_t)d[2] | (uint32_t)d[3] << 8 | (uint32_t)d[4] << 16 | (uint32_t)d[5] << 24;
-        uint64_t skipped = 0;
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-            c->n_refused++;
-            /* With a callback, the client says what it does about it (common/net/client.c). */
-            if (!c->on_refused && ratelimit_ok(&c->rl, clock_now_ns(), 10000, &skipped))
-                log_error("kfac-ps at %s refused this daemon's CURVE key (ZAP status %" PRIu32
-                          "): add its public key ([security] client_public_key) to the PS's allow_* list for this "
-                          "role (%" PRIu64 " refusals so far)",
-                          c->endpoint, value, c->n_refused);
-            if (c->on_refused) c->on_refused(c->on_refused_user); /* may free c's socket: nothing after */
-        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-            if (ratelimit_ok(&c->rl, clock_now_ns(), 10000, &skipped))
-                log_error("the CURVE handshake with kfac-ps at %s failed (event 0x%x, value 0x%" PRIx32
-                          "): is [security] server_public_key the PS's public key, and does the PS use CURVE?",
-                          c->endpoint, event, value);
-        } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-            log_debug("CURVE handshake with kfac-ps at %s done", c->endpoint);
-        }
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (!s_mon_read(c->mon.zsock, &event, &value)) return 0;
+    uint64_t skipped = 0;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        c->n_refused++;
+        /* With a callback, the client says what it does about it (common/net/client.c). */
+        if (!c->on_refused && ratelimit_ok(&c->rl, clock_now_ns(), 10000, &skipped))
+            log_error("kfac-ps at %s refused this daemon's CURVE key (ZAP status %" PRIu32
+                      "): add its public key ([security] client_public_key) to the PS's allow_* list for this "
+                      "role (%" PRIu64 " refusals so far)",
+                      c->endpoint, value, c->n_refused);
+        if (c->on_refused) c->on_refused(c->on_refused_user); /* may free c's socket: nothing after */
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+        if (ratelimit_ok(&c->rl, clock_now_ns(), 10000, &skipped))
+            log_error("the CURVE handshake with kfac-ps at %s failed (event 0x%x, value 0x%" PRIx32
+                      "): is [security] server_public_key the PS's public key, and does the PS use CURVE?",
+                      c->endpoint, event, value);
+    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        log_debug("CURVE handshake with kfac-ps at %s done", c->endpoint);
     }
-    for (int i = 0; i < (n < 0 ? 2 : n); i++) zmq_msg_close(&f[i]);
     return 1;
 }
 
@@ -715,7 +658,7 @@ int auth_client_secure(uv_loop_t *loop, void *zctx, void *zsock, const runcfg_t 
     }
     c->mon.owner = c;
     c->mon.one = s_mon_one;
-    c->mon.release = s_client_release;
+    c->mon.closed = s_client_release;
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
     snprintf(c->public_z85, sizeof c->public_z85, "%s", pub.z85);
     char mon_ep[64];

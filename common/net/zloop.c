@@ -29,18 +29,12 @@
 
 struct zloop_socket {
     uv_loop_t *loop;
-    void *zsock;
+    void *zsock;       /* = w.zsock until closed */
     int type;
-    int batch;
-    uv_poll_t poll;    /* wakes the loop when ZMQ_FD signals */
-    uv_check_t check;  /* drains after every poll phase */
-    uv_idle_t idle;    /* keeps the loop from blocking while a backlog remains */
-    int n_handles;     /* open uv handles; the memory goes when this reaches 0 */
-    int closing;
+    zloop_watch_t w;   /* poll, check and idle: the drain (s_recv_one per message) */
     zloop_recv_fn on_recv;
     void *user;
     zloop_stats_t stats;
-    int events_failed; /* ZMQ_EVENTS errors already logged */
     zmq_msg_t *current; /* the payload being delivered (zloop_socket_property) */
 };
 
@@ -55,15 +49,17 @@ void zloop_socket_opts_default(zloop_socket_opts_t *o) {
     o->routing_id = NULL;
 }
 
+/* ---- socket watchers ----------------------------------------------------- */
+
 /* ZMQ_EVENTS, retrying on EINTR; 0 on error (logged once). Reading it also
  * lets ZeroMQ process its command queue, which re-arms ZMQ_FD. */
-static int s_events(zloop_socket_t *s) {
+static int s_events(zloop_watch_t *w) {
     int ev = 0;
     size_t sz = sizeof ev;
     for (;;) {
-        if (zmq_getsockopt(s->zsock, ZMQ_EVENTS, &ev, &sz) == 0) return ev;
+        if (zmq_getsockopt(w->zsock, ZMQ_EVENTS, &ev, &sz) == 0) return ev;
         if (errno == EINTR) continue;
-        if (!s->events_failed++) log_warn("zloop: ZMQ_EVENTS failed: %s", zmq_strerror(errno));
+        if (!w->events_failed++) log_warn("zloop: ZMQ_EVENTS failed: %s", zmq_strerror(errno));
         return 0;
     }
 }
@@ -72,15 +68,81 @@ static void s_on_idle(uv_idle_t *h) {
     (void)h; /* its only job is to keep uv_run from blocking in the poll phase */
 }
 
-/* Make sure a drain happens soon if messages are waiting. */
-static void s_kick(zloop_socket_t *s) {
-    if (s->closing) return;
-    if (s_events(s) & ZMQ_POLLIN) uv_idle_start(&s->idle, s_on_idle);
-    else uv_idle_stop(&s->idle);
+void zloop_watch_kick(zloop_watch_t *w) {
+    if (!w || w->closing || w->n_open < 3) return; /* closing, or never fully started */
+    if (s_events(w) & ZMQ_POLLIN) uv_idle_start(&w->idle, s_on_idle);
+    else uv_idle_stop(&w->idle);
 }
 
+/* Handle up to `batch` messages, then re-read ZMQ_EVENTS: keep turning (idle)
+ * while messages remain, otherwise block until ZMQ_FD signals again. */
+static void s_watch_drain(zloop_watch_t *w) {
+    int n = 0, batch = w->batch > 0 ? w->batch : 64;
+    while (!w->closing && n < batch) {
+        if (w->one(w->owner) <= 0) break;
+        n++;
+    }
+    if (w->closing) return;
+    if (s_events(w) & ZMQ_POLLIN) {
+        if (n >= batch) w->n_full_batches++;
+        uv_idle_start(&w->idle, s_on_idle);
+    } else {
+        uv_idle_stop(&w->idle);
+    }
+}
+
+static void s_on_check(uv_check_t *h) { s_watch_drain(h->data); }
+
+static void s_on_poll(uv_poll_t *h, int status, int events) {
+    (void)events;
+    (void)h; /* the uv_check that follows this poll phase drains */
+    if (status < 0) log_warn("zloop: polling the ZeroMQ descriptor failed: %s", uv_strerror(status));
+}
+
+int zloop_watch_start(zloop_watch_t *w, uv_loop_t *loop) {
+    int fd = -1;
+    size_t fdsz = sizeof fd;
+    if (zmq_getsockopt(w->zsock, ZMQ_FD, &fd, &fdsz) != 0) return -errno;
+    int rc;
+    if ((rc = uv_poll_init(loop, &w->poll, fd)) < 0) return rc;
+    w->n_open++;
+    w->poll.data = w;
+    if ((rc = uv_check_init(loop, &w->check)) < 0) return rc;
+    w->n_open++;
+    w->check.data = w;
+    if ((rc = uv_idle_init(loop, &w->idle)) < 0) return rc;
+    w->n_open++;
+    w->idle.data = w;
+    if ((rc = uv_poll_start(&w->poll, UV_READABLE, s_on_poll)) < 0) return rc;
+    if ((rc = uv_check_start(&w->check, s_on_check)) < 0) return rc;
+    return 0;
+}
+
+int zloop_watch_closing(const zloop_watch_t *w) { return w->closing; }
+
+static void s_watch_closed(uv_handle_t *h) {
+    zloop_watch_t *w = h->data;
+    if (--w->n_open == 0) w->closed(w->owner);
+}
+
+void zloop_watch_close(zloop_watch_t *w) {
+    if (w->closing) return;
+    w->closing = 1;
+    /* uv_close stops the poll handle (removing ZMQ_FD from epoll) before the
+     * ZeroMQ socket, which owns that descriptor, goes away. n_open counts the
+     * handles initialized, in this order. */
+    int n = w->n_open;
+    uv_handle_t *hs[3] = {(uv_handle_t *)&w->poll, (uv_handle_t *)&w->check, (uv_handle_t *)&w->idle};
+    for (int i = 0; i < n; i++) uv_close(hs[i], s_watch_closed);
+    if (w->zsock) zmq_close(w->zsock);
+    w->zsock = NULL;
+    if (n == 0) w->closed(w->owner);
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
 void zloop_socket_kick(zloop_socket_t *s) {
-    if (s) s_kick(s);
+    if (s) zloop_watch_kick(&s->w);
 }
 
 /* Receive one whole message (all its frames) and deliver or drop it.
@@ -139,37 +201,10 @@ static int s_recv_one(zloop_socket_t *s) {
     return 1;
 }
 
-/* Handle up to `batch` messages, then re-read ZMQ_EVENTS: keep turning (idle)
- * while messages remain, otherwise block until ZMQ_FD signals again. */
-static void s_drain(zloop_socket_t *s) {
-    int n = 0;
-    while (!s->closing && n < s->batch) {
-        if (s_recv_one(s) <= 0) break;
-        n++;
-    }
-    if (s->closing) return;
-    int ev = s_events(s);
-    if (ev & ZMQ_POLLIN) {
-        if (n >= s->batch) s->stats.n_full_batches++;
-        uv_idle_start(&s->idle, s_on_idle);
-    } else {
-        uv_idle_stop(&s->idle);
-    }
-}
+/* The watcher's one function: a message of this socket's framing. */
+static int s_socket_one(void *owner) { return s_recv_one(owner); }
 
-static void s_on_check(uv_check_t *h) { s_drain(h->data); }
-
-static void s_on_poll(uv_poll_t *h, int status, int events) {
-    (void)events;
-    zloop_socket_t *s = h->data;
-    if (status < 0) log_warn("zloop: polling the ZeroMQ descriptor failed: %s", uv_strerror(status));
-    (void)s; /* the uv_check that follows this poll phase drains */
-}
-
-static void s_socket_handle_closed(uv_handle_t *h) {
-    zloop_socket_t *s = h->data;
-    if (--s->n_handles == 0) free(s);
-}
+static void s_socket_closed(void *owner) { free(owner); }
 
 static int s_setopt_int(void *z, int opt, int v) { return zmq_setsockopt(z, opt, &v, sizeof v); }
 
@@ -192,7 +227,6 @@ zloop_socket_t *zloop_socket_new(uv_loop_t *loop, void *zctx, int type, const zl
     if (!s) return NULL;
     s->loop = loop;
     s->type = type;
-    s->batch = opts->batch > 0 ? opts->batch : 64;
     s->on_recv = on_recv;
     s->user = user;
     s->zsock = zmq_socket(zctx, type);
@@ -202,37 +236,28 @@ zloop_socket_t *zloop_socket_new(uv_loop_t *loop, void *zctx, int type, const zl
         return NULL;
     }
     int64_t maxsz = opts->max_msg_bytes;
-    int fd = -1;
-    size_t fdsz = sizeof fd;
     int bad = s_setopt_int(s->zsock, ZMQ_LINGER, opts->linger_ms) ||
               zmq_setsockopt(s->zsock, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz) ||
               (opts->sndhwm >= 0 && s_setopt_int(s->zsock, ZMQ_SNDHWM, opts->sndhwm)) ||
               (opts->rcvhwm >= 0 && s_setopt_int(s->zsock, ZMQ_RCVHWM, opts->rcvhwm)) ||
               (type == ZMQ_ROUTER && s_setopt_int(s->zsock, ZMQ_ROUTER_MANDATORY, opts->router_mandatory ? 1 : 0)) ||
               (type == ZMQ_DEALER && opts->routing_id &&
-               zmq_setsockopt(s->zsock, ZMQ_ROUTING_ID, opts->routing_id, strlen(opts->routing_id))) ||
-              zmq_getsockopt(s->zsock, ZMQ_FD, &fd, &fdsz);
+               zmq_setsockopt(s->zsock, ZMQ_ROUTING_ID, opts->routing_id, strlen(opts->routing_id)));
     if (bad) {
         log_error("zloop: setting up the ZeroMQ socket: %s", zmq_strerror(errno));
         zmq_close(s->zsock);
         free(s);
         return NULL;
     }
-    int rc = uv_poll_init(loop, &s->poll, fd);
+    s->w.zsock = s->zsock;
+    s->w.owner = s;
+    s->w.one = s_socket_one;
+    s->w.closed = s_socket_closed;
+    s->w.batch = opts->batch > 0 ? opts->batch : 64;
+    int rc = zloop_watch_start(&s->w, loop);
     if (rc < 0) {
-        log_error("zloop: uv_poll_init on ZMQ_FD: %s", uv_strerror(rc));
-        zmq_close(s->zsock);
-        free(s);
-        return NULL;
-    }
-    uv_check_init(loop, &s->check);
-    uv_idle_init(loop, &s->idle);
-    s->poll.data = s->check.data = s->idle.data = s;
-    s->n_handles = 3;
-    if ((rc = uv_poll_start(&s->poll, UV_READABLE, s_on_poll)) < 0 ||
-        (rc = uv_check_start(&s->check, s_on_check)) < 0) {
-        log_error("zloop: starting the watchers: %s", uv_strerror(rc));
-        zloop_socket_free(&s);
+        log_error("zloop: watching the ZeroMQ socket: %s", uv_strerror(rc));
+        zloop_socket_free(&s); /* frees s once its handles are closed */
         return NULL;
     }
     return s;
@@ -240,7 +265,7 @@ zloop_socket_t *zloop_socket_new(uv_loop_t *loop, void *zctx, int type, const zl
 
 int zloop_socket_bind(zloop_socket_t *s, const char *endpoint, char *actual, size_t actual_len) {
     if (!s || !endpoint) return -EINVAL;
-    if (s->closing) return -EPIPE;
+    if (zloop_watch_closing(&s->w)) return -EPIPE;
     int rc;
     while ((rc = zmq_bind(s->zsock, endpoint)) != 0 && errno == EINTR) {
     }
@@ -253,18 +278,18 @@ int zloop_socket_bind(zloop_socket_t *s, const char *endpoint, char *actual, siz
             actual[0] = 0;
         }
     }
-    s_kick(s);
+    zloop_watch_kick(&s->w);
     return ret;
 }
 
 int zloop_socket_connect(zloop_socket_t *s, const char *endpoint) {
     if (!s || !endpoint) return -EINVAL;
-    if (s->closing) return -EPIPE;
+    if (zloop_watch_closing(&s->w)) return -EPIPE;
     int rc;
     while ((rc = zmq_connect(s->zsock, endpoint)) != 0 && errno == EINTR) {
     }
     if (rc != 0) return -errno;
-    s_kick(s);
+    zloop_watch_kick(&s->w);
     return 0;
 }
 
@@ -278,7 +303,7 @@ static int s_send_frame(zloop_socket_t *s, zmq_msg_t *m, int flags) {
 /* Send payload to peer; payload is consumed (closed) in every case. */
 static int s_send_msg(zloop_socket_t *s, const zloop_peer_t *peer, zmq_msg_t *payload) {
     int rc = 0;
-    if (s->closing) rc = -EPIPE;
+    if (zloop_watch_closing(&s->w)) rc = -EPIPE;
     else if (s->type == ZMQ_ROUTER && (!peer || peer->len == 0 || peer->len > ZLOOP_ID_MAX)) rc = -EINVAL;
     else if (s->type == ZMQ_DEALER && peer) rc = -EINVAL;
     if (rc == 0 && s->type == ZMQ_ROUTER) {
@@ -295,7 +320,7 @@ static int s_send_msg(zloop_socket_t *s, const zloop_peer_t *peer, zmq_msg_t *pa
     zmq_msg_close(payload);
     if (rc == 0) s->stats.n_sent++;
     else s->stats.n_send_errors++;
-    s_kick(s); /* a send may have consumed the edge of an arrival */
+    zloop_watch_kick(&s->w); /* a send may have consumed the edge of an arrival */
     return rc;
 }
 
@@ -365,8 +390,12 @@ int zloop_send_many(zloop_socket_t *s, const zloop_peer_t *peers, size_t n_peers
 }
 
 void zloop_socket_stats(const zloop_socket_t *s, zloop_stats_t *out) {
-    if (s) *out = s->stats;
-    else memset(out, 0, sizeof *out);
+    if (s) {
+        *out = s->stats;
+        out->n_full_batches = s->w.n_full_batches;
+    } else {
+        memset(out, 0, sizeof *out);
+    }
 }
 
 const char *zloop_socket_property(zloop_socket_t *s, const char *name) {
@@ -379,15 +408,9 @@ void zloop_socket_free(zloop_socket_t **sp) {
     if (!sp || !*sp) return;
     zloop_socket_t *s = *sp;
     *sp = NULL;
-    if (s->closing) return;
-    s->closing = 1;
-    /* uv_close stops the poll handle (removing ZMQ_FD from epoll) before the
-     * ZeroMQ socket, which owns that descriptor, goes away. */
-    uv_close((uv_handle_t *)&s->poll, s_socket_handle_closed);
-    uv_close((uv_handle_t *)&s->check, s_socket_handle_closed);
-    uv_close((uv_handle_t *)&s->idle, s_socket_handle_closed);
-    zmq_close(s->zsock);
+    if (zloop_watch_closing(&s->w)) return;
     s->zsock = NULL;
+    zloop_watch_close(&s->w); /* the socket now, the memory from the last close callback */
 }
 
 /* ---- signals ------------------------------------------------------------ */

@@ -194,6 +194,60 @@ void zloop_socket_kick(zloop_socket_t *s);
  * *sp; NULL is a no-op. Safe inside the socket's own callback. */
 void zloop_socket_free(zloop_socket_t **sp);
 
+/* ---- socket watchers --------------------------------------------------------
+ *
+ * The drain under every zloop_socket, for a ZeroMQ socket of any type and
+ * framing: the uv_poll on ZMQ_FD wakes the loop, the uv_check drains at
+ * most `batch` messages per loop turn through the owner's `one` function,
+ * and a uv_idle keeps the loop turning while a backlog remains (the header
+ * comment above says why). zloop_socket (one payload frame, ROUTER or
+ * DEALER) is one user; the authenticator's ZAP handler (REP, 6 or 7
+ * frames) and handshake monitors (PAIR, 2 frames) are the others
+ * (common/net/auth.c), each reading its own frames in `one`.
+ *
+ * The watcher is embedded in its owner (the caller allocates it, zeroed;
+ * libuv's habit), which fills zsock, owner, one, closed and batch before
+ * zloop_watch_start. Loop thread only. */
+
+/* Read and handle one whole message (all its frames) of the owner's
+ * socket. Returns 1 when one was handled, 0 when none was waiting, a
+ * negative errno on a receive error (the drain stops for this turn). It may
+ * close the watcher (zloop_watch_close): no further calls then. */
+typedef int (*zloop_watch_one_fn)(void *owner);
+
+typedef struct zloop_watch {
+    void *zsock;                /* owned once started: zloop_watch_close closes it */
+    void *owner;                /* handed to one and closed */
+    zloop_watch_one_fn one;
+    void (*closed)(void *owner); /* runs once every handle is closed (at once when none was opened): free the owner here */
+    int batch;                  /* messages per loop turn (<= 0: 64) */
+    uint64_t n_full_batches;    /* loop turns that stopped at batch with messages left */
+    /* private */
+    uv_poll_t poll;
+    uv_check_t check;
+    uv_idle_t idle;
+    int n_open;                 /* handles initialized and not yet closed */
+    int closing;
+    int events_failed;          /* ZMQ_EVENTS errors already logged */
+} zloop_watch_t;
+
+/* Watch w->zsock on loop. Returns 0 or a negative errno (libuv's or
+ * ZeroMQ's); after a failure call zloop_watch_close all the same. */
+int zloop_watch_start(zloop_watch_t *w, uv_loop_t *loop);
+
+/* Re-read ZMQ_EVENTS and schedule a drain if messages are waiting (after a
+ * send, which can consume the edge of an arrival). */
+void zloop_watch_kick(zloop_watch_t *w);
+
+/* Whether zloop_watch_close was called. */
+int zloop_watch_closing(const zloop_watch_t *w);
+
+/* Close the handles through the loop (the poll first, which removes ZMQ_FD
+ * from epoll before the socket that owns it goes), then the ZeroMQ socket
+ * at once (its ZMQ_LINGER applies); closed(owner) runs when the last handle
+ * is closed. Idempotent; safe inside one. */
+void zloop_watch_close(zloop_watch_t *w);
+
 /* ---- signals ------------------------------------------------------------ */
 
 typedef struct zloop_signals zloop_signals_t;

@@ -6,7 +6,8 @@
 # daemons exit 0, steps.csv has 200 steps with 2 workers and no inverse, and
 # the final test accuracy on 2000 test examples is at least ACC, for the
 # current parameters and for their Polyak average, which SGD keeps as K-FAC
-# does (its loss differs from the current one's: it is another point).
+# does (its loss differs from the current one's: it is another point); the
+# summary line and manifest.json name that accuracy.
 . tests/integration/harness.inc
 h_init 21-sgd-cluster
 ACC=0.90   # SGD (lr 0.05, momentum 0.9) reaches ~0.93 at this budget
@@ -53,4 +54,11 @@ h_ge "$pacc" "$ACC" || h_fail "final Polyak test accuracy $pacc is below $ACC"
 loss=$(h_csv_last "$H_DIR/out/eval.csv" test_loss)
 ploss=$(h_csv_last "$H_DIR/out/eval.csv" polyak_loss)
 [ "$loss" != "$ploss" ] || h_fail "the Polyak loss equals the current one ($loss): sgd keeps no Polyak average"
-h_pass "200 sgd steps, test accuracy $acc (polyak $pacc) >= $ACC"
+# The final evaluation outlives the evaluation thread: the summary line
+# and the weights' manifest, both written after it stopped, carry it.
+pct=$(awk -v a="$acc" 'BEGIN { printf "%.2f", 100 * a }')
+grep -q "^done: 200 steps in .*, test acc $pct% " "$H_DIR/out/logs/ps.log" ||
+  h_fail "kfac-ps's summary line does not name the final test accuracy $pct%: $(grep '^done:' "$H_DIR/out/logs/ps.log")"
+grep -q "\"test_acc\": $acc[,}]" "$H_DIR/out/manifest.json" ||
+  h_fail "manifest.json does not hold the final test accuracy $acc"
+h_pass "200 sgd steps, test accuracy $acc (polyak $pacc) >= $ACC; the summary line and the manifest carry it"

@@ -3,7 +3,8 @@
  * drained completely (a reader taking one message per ZMQ_FD wake-up stalls
  * on them: the edge-triggered pitfall), lockstep ping-pong (sends from
  * inside callbacks), zero-copy fan-out, the message size limit, malformed
- * framing, closing inside a callback (the worker pool, the mailbox and the
+ * framing, closing inside a callback, the socket watcher under them with
+ * a multi-frame socket of its own (the worker pool, the mailbox and the
  * signal-driven shutdown path: test_zloop_pool.c; the fixture:
  * tests/lib/zloop_fixture.h).
  *
@@ -493,6 +494,90 @@ START_TEST(test_zloop_malformed_frames_dropped) {
 }
 END_TEST
 
+/* The socket watcher alone (zloop_watch_t, as auth.c uses it for ZAP and
+ * monitor sockets): a PAIR socket with 50 messages of 3 frames queued
+ * before the loop starts; the owner's one function reads whole messages, 4
+ * per loop turn; every message arrives, the drain stopped at the batch with
+ * messages left (n_full_batches), and closing from inside one closes the
+ * socket and then every handle (closed runs once, the loop can close). */
+typedef struct {
+    zloop_watch_t w;
+    int n_msgs, n_frames, n_closed, timed_out;
+    uv_timer_t dog;
+} s_watch_fx_t;
+
+static int s_watch_fx_one(void *owner) {
+    s_watch_fx_t *x = owner;
+    int got = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, x->w.zsock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            ck_assert_int_eq(got, 0); /* frames of one message come together */
+            return 0;
+        }
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        got++;
+    }
+    x->n_frames += got;
+    if (++x->n_msgs == 50) {
+        zloop_watch_close(&x->w);
+        uv_close((uv_handle_t *)&x->dog, NULL);
+    }
+    return 1;
+}
+
+static void s_watch_fx_closed(void *owner) { ((s_watch_fx_t *)owner)->n_closed++; }
+
+static void s_watch_fx_dog(uv_timer_t *h) {
+    s_watch_fx_t *x = h->data;
+    x->timed_out = 1;
+    zloop_watch_close(&x->w);
+    uv_close((uv_handle_t *)&x->dog, NULL);
+}
+
+START_TEST(test_zloop_watch_multiframe_batches_and_close) {
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    void *zctx = zmq_ctx_new();
+    void *rx = zmq_socket(zctx, ZMQ_PAIR), *tx = zmq_socket(zctx, ZMQ_PAIR);
+    ck_assert_int_eq(zmq_bind(rx, "inproc://watch-test"), 0);
+    ck_assert_int_eq(zmq_connect(tx, "inproc://watch-test"), 0);
+    for (int i = 0; i < 50; i++) {
+        ck_assert_int_eq(zmq_send(tx, "a", 1, ZMQ_SNDMORE), 1);
+        ck_assert_int_eq(zmq_send(tx, "bb", 2, ZMQ_SNDMORE), 2);
+        ck_assert_int_eq(zmq_send(tx, "ccc", 3, 0), 3);
+    }
+    s_watch_fx_t *x = calloc(1, sizeof *x);
+    x->w.zsock = rx;
+    x->w.owner = x;
+    x->w.one = s_watch_fx_one;
+    x->w.closed = s_watch_fx_closed;
+    x->w.batch = 4;
+    uv_timer_init(&loop, &x->dog);
+    x->dog.data = x;
+    uv_timer_start(&x->dog, s_watch_fx_dog, 3000, 0);
+    ck_assert_int_eq(zloop_watch_start(&x->w, &loop), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(x->timed_out, 0);
+    ck_assert_int_eq(x->n_msgs, 50);
+    ck_assert_int_eq(x->n_frames, 150);
+    ck_assert_uint_ge(x->w.n_full_batches, 1);
+    ck_assert_int_eq(x->n_closed, 1);
+    ck_assert_ptr_null(x->w.zsock);
+    zloop_watch_close(&x->w); /* idempotent */
+    ck_assert_int_eq(x->n_closed, 1);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    int zero = 0;
+    zmq_setsockopt(tx, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(tx);
+    zmq_ctx_term(zctx);
+    free(x);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("zloop");
     TCase *tc = tcase_create("core");
@@ -506,6 +591,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_zloop_send_buf_shared_refilled);
     tcase_add_test(tc, test_zloop_max_msg_size_enforced);
     tcase_add_test(tc, test_zloop_malformed_frames_dropped);
+    tcase_add_test(tc, test_zloop_watch_multiframe_batches_and_close);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -311,6 +311,16 @@ START_TEST(test_ps_round_state_commit_once) {
     ck_assert_int_eq((int)rs.t, 7);
     ck_assert_uint_eq(rs.steps_done, 7);
 
+    /* A resume restores the run's steps, not this process's; a step adds
+     * one to both (steps_run 0 is what round 0's rules look at). */
+    ps_round_state_restore(&rs, 12, 12, 0);
+    ck_assert_uint_eq(rs.steps_run, 0);
+    ps_round_state_advance(&rs, 1000);
+    ck_assert_int_eq((int)rs.t, 13);
+    ck_assert_uint_eq(rs.steps_done, 13);
+    ck_assert_uint_eq(rs.steps_run, 1);
+    ck_assert_uint_eq(rs.last_step_ns, 1000);
+
     /* The Params cache: dropped, it is empty and marks no version. */
     rs.pbuf[1] = zloop_buf_new(16);
     rs.plen[1] = 16;
