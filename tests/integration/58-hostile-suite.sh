@@ -5,7 +5,9 @@
 # curvature daemons at normal priority so that the curvature does not
 # depend on the load), with the seed of 3 clean runs of the same
 # configuration (asynchronous runs are not deterministic: the clean runs
-# give the spread). Each attacker (tools/kfac-poke) joins after step 20:
+# give the spread; they run between the attacks, so that a change in the
+# host's load reaches both alike). Each attacker (tools/kfac-poke) joins
+# after step 20:
 #   inverses   3 inverse daemons answering every job wrongly
 #              (inv-indefinite, inv-scaled, inv-other)
 #   scaled     a worker pushing 100 x the parameters it was sent, 40 rounds
@@ -25,8 +27,9 @@
 #
 # For each attack it prints one line: the test accuracy at step $STEPS
 # (whole test set) against the clean runs' spread, the counter of the
-# Prometheus endpoint that counted the attacker, the log line that named
-# it, and kfac-ps's peak resident memory. Passes when every run finishes
+# Prometheus endpoint that counted the attacker, the mean inverse age and
+# steps/s after the join, kfac-ps's peak resident memory, and the log line
+# that named the attacker. Passes when every run finishes
 # its steps, every attack is counted and named, every attacked accuracy
 # is at least the clean minimum less $SLACK (a fourth run lands outside
 # the range of 3 by chance about half the time; the line says where it
@@ -133,6 +136,9 @@ finish() {
     [ "$H_STATUS" = 0 ] || h_fail "$1: an attacker exited with status $H_STATUS (not welcomed?)"
   done
   POKES=""
+  # two more steps: the endpoint's view is published at each step
+  n0=$(awk 'NR > 1' "$H_DIR/$1/out/steps.csv" 2>/dev/null | wc -l)
+  wait_steps "$1" $((n0 + 2 < $2 ? n0 + 2 : $2))
   METRICS=$H_DIR/$1/metrics.txt
   t=0
   until curl -fsS --max-time 5 "http://$MET/metrics" >"$METRICS" 2>/dev/null; do
@@ -149,35 +155,43 @@ finish() {
     NR > 1 && $c == s { print $a }' "$H_DIR/$1/out/eval.csv")
   [ -n "$ACC" ] || h_fail "$1: no evaluation at step $STEPS in eval.csv"
   HWM=$(cat "$H_DIR/$1/hwm" 2>/dev/null)
+  # the curvature's age and the pace after the join: what an attack may
+  # change besides the parameters
+  AGE=$(awk -F, -v j="$JOIN" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "inv_age_mean") c = i }
+    NR > j + 1 && c { s += $c; n++ } END { printf "%.1f", n ? s / n : -1 }' "$H_DIR/$1/out/steps.csv")
+  SPS=$(awk -F, -v j="$JOIN" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "wall_s") c = i }
+    NR == j + 1 { a = $c } NR > 1 { b = $c; n = NR - 1 } END { printf "%.1f", (b > a) ? (n - j) / (b - a) : 0 }' \
+    "$H_DIR/$1/out/steps.csv")
 }
 
 # metric NAME: the value of one line of the metrics (exact name and labels).
 metric() { awk -v m="$1" '$1 == m { print $2 }' "$METRICS"; }
 
-# clean runs: the spread
-for i in 1 2 3; do
-  cluster "clean$i" "$STEPS"
-  wait_steps "clean$i" "$JOIN"
-  finish "clean$i" "$STEPS"
-  eval "CLEAN$i=\$ACC"
-  echo "58-hostile-suite: clean run $i: test accuracy $ACC at step $STEPS, kfac-ps peak resident memory $HWM kB"
-done
-LO=$(printf '%s\n%s\n%s\n' "$CLEAN1" "$CLEAN2" "$CLEAN3" | sort -n | head -n 1)
-HI=$(printf '%s\n%s\n%s\n' "$CLEAN1" "$CLEAN2" "$CLEAN3" | sort -n | tail -n 1)
-echo "58-hostile-suite: clean spread $LO-$HI ($CLEAN1, $CLEAN2, $CLEAN3)"
+# clean NAME: one clean run, with the attacks' schedule but no attacker.
+clean() {
+  cluster "$1" "$STEPS"
+  wait_steps "$1" "$JOIN"
+  finish "$1" "$STEPS"
+  CLEANS="$CLEANS $ACC"
+  echo "58-hostile-suite: $1: test accuracy $ACC at step $STEPS; after the join: inverse age $AGE, $SPS steps/s; kfac-ps peak resident memory $HWM kB"
+}
+CLEANS=""
 
-# judge NAME COUNTER_TEXT NAMED_RE: the accuracy against the spread, the
-# counter, the attacker named in the log; prints the attack's line.
+# judge NAME COUNTER_TEXT NAMED_RE: the attacker named in the log; the
+# accuracy, counter and named line kept for the verdict at the end (the
+# clean runs are spread among the attacks, so that a change in the host's
+# load reaches both alike).
+RESULTS=$H_DIR/results
+: >"$RESULTS"
 judge() {
   grep -Eq "$3" "$H_DIR/$1-ps.log" || h_fail "$1: kfac-ps's log never named the attacker (no line matching: $3)"
-  named=$(grep -E "$3" "$H_DIR/$1-ps.log" | head -n 1 | cut -c1-160)
-  h_ge "$ACC" "$(awk -v a="$LO" -v s="$SLACK" 'BEGIN { print a - s }')" ||
-    h_fail "$1: test accuracy $ACC at step $STEPS is more than $SLACK below the clean runs' $LO-$HI"
-  if h_ge "$ACC" "$LO" && h_ge "$HI" "$ACC"; then where="within"
-  elif h_ge "$ACC" "$HI"; then where="above"
-  else where="below (within $SLACK)"; fi
-  echo "58-hostile-suite: $1: accuracy $ACC, $where the clean $LO-$HI; counted: $2; kfac-ps peak resident memory $HWM kB; named: $named"
+  named=$(grep -E "$3" "$H_DIR/$1-ps.log" | head -n 1 | sed 's/^[^ ]* [A-Z]* *//' | cut -c1-150)
+  printf '%s\t%s\t%s; after the join: inverse age %s, %s steps/s; kfac-ps peak resident memory %s kB\t%s\n' \
+    "$1" "$ACC" "$2" "$AGE" "$SPS" "$HWM" "$named" >>"$RESULTS"
+  echo "58-hostile-suite: $1: test accuracy $ACC at step $STEPS; $2; inverse age $AGE, $SPS steps/s; peak $HWM kB"
 }
+
+clean clean1
 
 # inverses: 3 inverse daemons, every result wrong
 cluster inverses "$STEPS"
@@ -202,6 +216,8 @@ r=$(metric 'kfac_rejected_messages_total{type="grad_push"}')
 judge scaled "kfac_grad_clipped_total $n, kfac_rejected_messages_total{type=grad_push} $r" \
   "worker#[0-9]* \(pid [0-9]* .*(clipped|median)"
 
+clean clean2
+
 # poison: gradients no honest worker sends
 cluster poison "$STEPS"
 wait_steps poison "$JOIN"
@@ -213,23 +229,33 @@ r=$(metric 'kfac_rejected_messages_total{type="grad_push"}')
 [ "${r:-0}" -ge 15 ] || h_fail "poison: kfac_rejected_messages_total{type=grad_push} is '${r:-}', expected at least 15"
 judge poison "kfac_rejected_messages_total{type=grad_push} $r" "rejected grad_push from worker#[0-9]* \(pid [0-9]*"
 
-# flood: 20,000 GetParams never read
+# flood: 20,000 GetParams never read. The peak is measured over the flood
+# alone (VmHWM reset through /proc/PID/clear_refs just before it): the
+# clean runs' peaks differ by tens of MB (evaluation, heaps), far more than
+# the 4 Params messages of the bound.
 cluster flood "$STEPS"
 wait_steps flood "$JOIN"
 rss0=$(kb "$PS_PID" VmRSS)
+reset=1
+echo 5 >"/proc/$PS_PID/clear_refs" 2>/dev/null || reset=0
+hwm0=$(kb "$PS_PID" VmHWM)
 poke flood --member_id 45 --member_kind flood --count 20000 --wait_ms 3000
+h_wait "$H_PID" 120
+[ "$H_STATUS" = 0 ] || h_fail "flood: the flooding member exited with status $H_STATUS (not welcomed?)"
+POKES=""
+hwm1=$(kb "$PS_PID" VmHWM)
 finish flood "$STEPS"
 grep -q "20000 GetParams sent" "$H_DIR/flood.log" || h_fail "flood: the flood was not sent: $(tail -n 2 "$H_DIR/flood.log")"
-# the peak of the whole run: the clean runs' peaks bound the steady size too
-base=$rss0
-for c in "$H_DIR"/clean*/hwm; do v=$(cat "$c"); [ "$v" -gt "$base" ] && base=$v; done
-bound=$(( base + 4 * PARAMS_KB ))
-[ "$HWM" -le "$bound" ] ||
-  h_fail "flood: kfac-ps's peak resident memory $HWM kB is more than its steady size $base kB plus 4 Params messages ($bound kB)"
+bound=$(( rss0 + 4 * PARAMS_KB ))
+[ "$reset" = 1 ] || bound=$(( bound > hwm0 ? bound : hwm0 ))
+[ "$hwm1" -le "$bound" ] ||
+  h_fail "flood: kfac-ps's peak resident memory during the flood, $hwm1 kB, is more than $rss0 kB before it plus 4 Params messages ($bound kB)"
 r=$(metric 'kfac_rejected_messages_total{type="get_params"}')
 [ "${r:-0}" -ge 1 ] || h_fail "flood: kfac_rejected_messages_total{type=get_params} is '${r:-}'"
-judge flood "kfac_rejected_messages_total{type=get_params} $r; bound $bound kB" \
+judge flood "kfac_rejected_messages_total{type=get_params} $r; peak during the flood $hwm1 kB, $rss0 kB before it (+$((hwm1 - rss0)) kB, bound +$((4 * PARAMS_KB)) kB)" \
   "rejected get_params from worker#[0-9]* .*more than 20 GetParams and JobRequest a second"
+
+clean clean3
 
 # id: Hello with the member id of a live worker
 cluster id "$STEPS"
@@ -270,4 +296,18 @@ gap=$(awk -F, -v c="$wc_" -v j="$JOIN" 'NR > j + 1 { g = $c - prev; if (g > m) m
 h_ge 5 "$gap" || h_fail "slow: a step gap of $gap s after the members joined (at most 5 s)"
 judge slow "largest step gap $gap s" "worker#[0-9]* \(pid [0-9]* .*heartbeats but has not pushed its gradient"
 
-h_pass "7 attacks on the demo model, each counted, named and within $SLACK of the clean runs' $LO-$HI at step $STEPS"
+# the verdict: each attack's accuracy against the clean runs' spread
+LO=$(printf '%s\n' $CLEANS | sort -n | head -n 1)
+HI=$(printf '%s\n' $CLEANS | sort -n | tail -n 1)
+FLOOR=$(awk -v a="$LO" -v s="$SLACK" 'BEGIN { print a - s }')
+echo "58-hostile-suite: clean runs:$CLEANS (spread $LO-$HI); every attack must reach $FLOOR"
+bad=""
+while IFS="$(printf '\t')" read -r name acc counted named; do
+  if h_ge "$acc" "$LO" && h_ge "$HI" "$acc"; then where="within"
+  elif h_ge "$acc" "$HI"; then where="above"
+  elif h_ge "$acc" "$FLOOR"; then where="below, within $SLACK of"
+  else where="MORE THAN $SLACK BELOW"; bad="$bad $name"; fi
+  echo "58-hostile-suite: $name: accuracy $acc, $where the clean $LO-$HI; counted: $counted; named: $named"
+done <"$RESULTS"
+[ -z "$bad" ] || h_fail "attacks whose accuracy at step $STEPS fell more than $SLACK below the clean runs' $LO-$HI:$bad"
+h_pass "7 attacks on the demo model, each counted and named, each within $SLACK of the clean runs' $LO-$HI at step $STEPS"
