@@ -117,11 +117,11 @@ int ps_stats_guard_check(const ps_stats_guard_t *g, const kfac_stats_t *st, doub
             double med = ps_norm_hist_median(&g->hist[g->first[j] + k]);
             if (!(med > 0.0)) continue;
             double tr = ps_stats_guard_trace(f);
-            if (tr > max_ratio * med || tr < med / max_ratio) {
+            if (tr > max_ratio * med) {
                 snprintf(err, err_len,
-                         "stats: %s factor %s: trace %.3g is %s than [ps] stats_trace_max_ratio = %g times the median "
-                         "%.3g of its last %d accepted",
-                         lname, role, tr, tr > med ? "more" : "less", max_ratio, med,
+                         "stats: %s factor %s: trace %.3g is more than [ps] stats_trace_max_ratio = %g times the "
+                         "median %.3g of its last %d accepted",
+                         lname, role, tr, max_ratio, med,
                          g->hist[g->first[j] + k].n);
                 return -1;
             }

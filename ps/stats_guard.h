@@ -12,10 +12,12 @@
  *     semi-definiteness, O(n^2), as cheap as the fold itself; an indefinite
  *     matrix whose every 2 x 2 minor is >= 0 passes it: the trace rule and
  *     one push per version bound what such a push can do);
- *   - its trace (a Gram matrix's: the mean squared norm of its vectors)
- *     within [ps] stats_trace_max_ratio of the median of that factor's last
- *     accepted traces, above and below (no rule before PS_NORM_MIN_HISTORY
- *     are recorded).
+ *   - its trace (a Gram matrix's: the mean squared norm of its vectors) at
+ *     most [ps] stats_trace_max_ratio times the median of that factor's
+ *     last accepted traces (no rule before PS_NORM_MIN_HISTORY are
+ *     recorded). No lower bound: an honest output-gradient factor of the
+ *     true Fisher falls 20x below its median when the model is sure of a
+ *     batch, and a small push only moves the factor by its fold weight.
  * Finiteness and non-negative diagonals are checked by the unpack
  * (kfac_stats_layer_unpack). Owns only the trace histories; no I/O. */
 #ifndef KFAC_PS_STATS_GUARD_H

@@ -53,8 +53,11 @@
  *             GetParams without reading a reply, heartbeats for --wait_ms
  *             and leaves (replies far larger than requests)
  *   stats     as a statistics worker: for the Params it gets, a StatsPush
- *             with n_examples = 1000000, then two with 1 example and no
- *             factors (the second for the same version)
+ *             with n_examples = 1000000, then two with 1 example and
+ *             identity factors (the second for the same version); then,
+ *             each for a newer version, one whose full factors are
+ *             indefinite (I + 2 (e0 e1^T + e1 e0^T)) and one of 1e6 x the
+ *             identity
  *   negvar    small gradients, with batch-norm running statistics of -1
  *             (a negative running variance)
  * or, as an inverse daemon (Hello with role invertd), answers --count jobs

@@ -149,7 +149,7 @@ typedef struct runcfg {
     runcfg_priority_t ps_eval_priority; /* of the evaluation thread(s) */
     int ps_eval_threads;     /* threads of each evaluation */
     double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
-    double stats_trace_max_ratio; /* reject statistics whose factor traces are this far from their median (0: off) */
+    double stats_trace_max_ratio; /* reject statistics whose factor traces are this far above their median (0: off) */
     double grad_clip_ratio;      /* clip a layer's gradient to this many times its median norm (0: off) */
     runcfg_aggregate_t aggregate; /* how the round's gradients are combined */
     int aggregate_trim;          /* trimmed_mean: gradients dropped at each end of every coordinate */

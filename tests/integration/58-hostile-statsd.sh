@@ -4,7 +4,8 @@
 # MLP trains with K-FAC (2 workers, 1 honest kfac-statsd, 1 kfac-invertd),
 # a hostile statistics worker joins and pushes, for one parameter version,
 # statistics of 1000000 examples, then two pushes of one example (the
-# second for the same version). Before, n_examples had no upper bound and
+# second for the same version), then, for newer versions, indefinite
+# factors and factors of 1e6 x the identity (ps/stats_guard.h). Before, n_examples had no upper bound and
 # a burst of pushes (about 60 at stat_decay 0.95) replaced the curvature.
 # Passes when the first is refused for its example count, the third for
 # being a second push of one version, each line naming the sender, the
@@ -17,7 +18,7 @@ ep="tcp://127.0.0.1:$port"
 cat >"$H_DIR/run.ini" <<EOF2
 [run]
 seed = 7
-steps = 120
+steps = 300
 eval_every = 1000
 eval_n = 1000
 out_dir = $H_DIR/out
@@ -28,6 +29,9 @@ batch = 32
 train_n = 5000
 [kfac]
 stats = async
+[statsd]
+# the history the trace rule judges by must exist under any load
+priority = normal
 [cluster]
 ps = $ep
 workers = 2
@@ -43,7 +47,7 @@ h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
 h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini"
 HONEST=$H_PID
 h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
-h_wait_steps 10
+h_wait_steps 100 # a history of accepted statistics for the trace rule (about 20 folds)
 h_start poke-stats "$BUILD/kfac-poke" --endpoint "$ep" --member_id 61 --member_kind stats --wait_ms 4000 --print 20
 h_wait "$H_PID" 40
 [ "$H_STATUS" = 0 ] || h_fail "the hostile statistics worker exited with status $H_STATUS (not welcomed?)"
@@ -54,9 +58,14 @@ grep -q "rejected stats_push from statsd#[0-9]* (pid [0-9]* .*n_examples = 10000
   h_fail "no rejection of n_examples = 1000000 naming the sender"
 grep -q "already pushed version [0-9]* (one push per version)" "$H_DIR/poke-stats.log" ||
   h_fail "the second push of one version was not refused (kfac-poke's replies)"
+# kfac-ps logs one refusal line a second per cause: the replies carry each
+grep -q "invalid: stats: layer fc1 factor A: F\[0\]\[1\]^2 = .*not positive semi-definite" "$H_DIR/poke-stats.log" ||
+  h_fail "the indefinite statistics were not refused with the factor and entry named (kfac-poke's replies)"
+grep -q "invalid: stats: layer .* trace .* is more than \[ps\] stats_trace_max_ratio" "$H_DIR/poke-stats.log" ||
+  h_fail "the statistics of 1e6 x the identity were not refused by the trace rule (kfac-poke's replies)"
 n_honest=$(grep -c "rejected stats_push from statsd#[0-9]* (pid $HONEST \|answered with error" "$log" "$H_DIR/statsd.log" |
   awk -F: '{ n += $NF } END { print n + 0 }')
 [ "$n_honest" = 0 ] || h_fail "the honest kfac-statsd (pid $HONEST) had $n_honest pushes refused"
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
-[ "$rows" -eq 120 ] || h_fail "steps.csv has $rows steps, expected 120"
-h_pass "the oversized and the repeated statistics pushes refused, their sender named"
+[ "$rows" -eq 300 ] || h_fail "steps.csv has $rows steps, expected 300"
+h_pass "the oversized, the repeated, the indefinite and the huge statistics pushes refused, their sender named; the honest kfac-statsd never refused"

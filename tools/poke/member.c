@@ -322,7 +322,55 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
             msg_t x;
             if (s_wait_for(sock, c, MSG_PARAMS, &x, &t) == 0) msg_clear(&x); /* each push is answered with Params */
         }
-        printf("member %d: 3 statistics pushes for version %" PRIu64 "; errors INVALID %" PRIu64 "\n", c->member_id,
+        /* Then, each for a newer version (one push per version): every full
+         * factor symmetric with a positive diagonal but indefinite
+         * (I + 2 (e0 e1^T + e1 e0^T)), and every factor the identity times
+         * 1e6 (a trace far beyond any batch's). */
+        uint64_t last = v;
+        for (int bad = 0; bad < 2; bad++) {
+            msg_t x;
+            uint64_t nv = 0;
+            msg_init(&m, MSG_GET_PARAMS, role, (uint32_t)c->member_id); /* the next version */
+            m.get_params.min_version = last + 1;
+            s_send_msg(sock, &m);
+            for (int tries = 0; tries < 50 && nv <= last; tries++) { /* older Params still on their way: skipped */
+                if (s_wait_for(sock, c, MSG_PARAMS, &x, &t) != 0) break;
+                nv = x.params.version;
+                msg_clear(&x);
+            }
+            if (nv <= last) break;
+            last = nv;
+            wire_stats_release(&ms, &packed);
+            for (int j = 0; j < ks->n_layers; j++)
+                for (int k = 0; k < ks->layers[j].n_factors; k++) {
+                    kfac_factor_t *f = &ks->layers[j].f[k];
+                    if (bad == 0 && f->kind == KFAC_FACTOR_SYM && f->dim >= 2) {
+                        for (int a = 0; a < f->dim; a++) f->data[(size_t)a * f->dim + a] = 1.0f;
+                        f->data[1] = f->data[f->dim] = 2.0f;
+                    } else if (bad == 1) {
+                        for (size_t e = 0; e < kfac_factor_len(f); e++) f->data[e] *= 1e6f;
+                        if (f->kind == KFAC_FACTOR_SYM && f->dim >= 2) f->data[1] = f->data[f->dim] = 0.0f;
+                    }
+                }
+            if (wire_stats_to_msg(ks, &ms, &packed) < 0) break;
+            msg_init(&m, MSG_STATS_PUSH, role, (uint32_t)c->member_id);
+            m.stats_push.params_version = nv;
+            m.stats_push.n_examples = 64;
+            m.stats_push.stats = ms;
+            s_send_msg(sock, &m);
+            printf("member %d: %s statistics pushed for version %" PRIu64 "\n", c->member_id,
+                   bad == 0 ? "indefinite" : "1e6 x identity", nv);
+            fflush(stdout);
+            /* its answer: an Error (then Params), or, taken, the next version's Params */
+            uint64_t e0 = t.by_error[MSG_ERR_INVALID];
+            for (int tries = 0; tries < 50; tries++) {
+                if (s_wait_for(sock, c, MSG_PARAMS, &x, &t) != 0) break;
+                uint64_t got = x.params.version;
+                msg_clear(&x);
+                if (t.by_error[MSG_ERR_INVALID] > e0 || got > nv) break;
+            }
+        }
+        printf("member %d: 5 statistics pushes from version %" PRIu64 "; errors INVALID %" PRIu64 "\n", c->member_id,
                v, t.by_error[MSG_ERR_INVALID]);
         wire_stats_release(&ms, &packed);
         kfac_stats_free(&ks);
