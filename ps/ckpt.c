@@ -28,7 +28,15 @@
 #define S_SCHD S_TAG('S', 'C', 'H', 'D')
 #define S_RFSH S_TAG('R', 'F', 'S', 'H')
 #define S_NORM S_TAG('N', 'O', 'R', 'M')
-#define S_N_TAGS 10
+#define S_OWNR S_TAG('O', 'W', 'N', 'R')
+#define S_N_TAGS 11
+
+/* OWNR: u32 n, then n bindings of S_OWNR_LEN bytes each: u32 role code
+ * (S_ROLE_*), u32 member id, the key's AUTH_KEY_Z85_LEN Z85 characters.
+ * Its own role codes: the file does not depend on proto/'s numbering. */
+#define S_OWNR_LEN (8u + AUTH_KEY_Z85_LEN)
+#define S_ROLE_WORKER 1u
+#define S_ROLE_STATSD 2u
 
 /* Inverse counters stored, in this order (kfac_inverse_stats_t). */
 #define S_N_INV_STATS 12
@@ -331,6 +339,25 @@ int ps_ckpt_encode(const ps_ckpt_state_t *st, uint8_t **out, size_t *out_len, ch
         for (int i = 0; i < n; i++) s_f64(&w, h->v[i]);
     }
     s_rec_end(&w, at);
+    at = s_rec_begin(&w, S_OWNR);
+    {
+        int n = ps_owners_count(st->owners), m = 0;
+        for (int i = 0; i < n; i++) {
+            msg_role_t role = ps_owners_at(st->owners, i)->role;
+            m += role == MSG_ROLE_WORKER || role == MSG_ROLE_STATSD;
+        }
+        s_u32(&w, (uint32_t)m);
+        for (int i = 0; i < n; i++) {
+            const ps_owner_t *b = ps_owners_at(st->owners, i);
+            if (b->role != MSG_ROLE_WORKER && b->role != MSG_ROLE_STATSD) continue; /* never bound */
+            char key[AUTH_KEY_Z85_LEN] = {0};
+            memcpy(key, b->key, strnlen(b->key, sizeof key));
+            s_u32(&w, b->role == MSG_ROLE_WORKER ? S_ROLE_WORKER : S_ROLE_STATSD);
+            s_u32(&w, b->id);
+            s_put(&w, key, sizeof key);
+        }
+    }
+    s_rec_end(&w, at);
     if (w.oom) {
         free(w.p);
         snprintf(err, err_len, "checkpoint: out of memory encoding %zu bytes", w.len);
@@ -363,6 +390,7 @@ typedef struct {
     size_t err_len;
     int rc;             /* first error */
     uint32_t flags;     /* META: what the file holds */
+    uint32_t version;   /* the file's format version */
 } s_dec_t;
 
 static int s_fail(s_dec_t *d, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -650,6 +678,45 @@ static int s_dec_norm(s_dec_t *d, s_rbuf_t *r) {
     return 0;
 }
 
+/* OWNR (see S_OWNR_LEN): checked whole (ps_owners_validate) before the
+ * table is replaced (ps_owners_load); with st->owners NULL, checked only. */
+static int s_dec_ownr(s_dec_t *d, s_rbuf_t *r) {
+    uint32_t n = s_ru32(r);
+    if (r->bad) return s_short(d, "OWNR");
+    if (n > PS_OWNERS_MAX)
+        return s_fail(d, -EBADMSG, "OWNR (member ids bound to CURVE keys) holds %u bindings, more than %d", n,
+                      PS_OWNERS_MAX);
+    if ((uint64_t)n * S_OWNR_LEN > r->len - r->at) return s_short(d, "OWNR");
+    ps_owner_t *v = n ? calloc(n, sizeof *v) : NULL;
+    if (n && !v) return s_fail(d, -ENOMEM, "out of memory reading %u member-id bindings", n);
+    for (uint32_t i = 0; i < n && d->rc == 0; i++) {
+        uint32_t code = s_ru32(r), id = s_ru32(r);
+        const uint8_t *key = s_take(r, AUTH_KEY_Z85_LEN);
+        if (!key) {
+            s_short(d, "OWNR");
+            break;
+        }
+        if (code != S_ROLE_WORKER && code != S_ROLE_STATSD) {
+            s_fail(d, -EBADMSG, "OWNR (member ids bound to CURVE keys): binding %u (id %u) has role code %u (1: worker, 2: statsd)",
+                   i, id, code);
+            break;
+        }
+        v[i].role = code == S_ROLE_WORKER ? MSG_ROLE_WORKER : MSG_ROLE_STATSD;
+        v[i].id = id;
+        memcpy(v[i].key, key, AUTH_KEY_Z85_LEN);
+        v[i].key[AUTH_KEY_Z85_LEN] = 0;
+    }
+    if (d->rc == 0) {
+        char why[256];
+        int rc = d->apply && d->st->owners ? ps_owners_load(d->st->owners, v, (int)n, why, sizeof why)
+                                           : ps_owners_validate(v, (int)n, why, sizeof why);
+        if (rc < 0)
+            s_fail(d, rc == -ENOMEM ? rc : -EBADMSG, "OWNR (member ids bound to CURVE keys): %s", why);
+    }
+    free(v);
+    return d->rc;
+}
+
 static const char *s_tag_name(uint32_t tag, char buf[5]) {
     for (int i = 0; i < 4; i++) {
         char c = (char)(tag >> (8 * i));
@@ -661,8 +728,8 @@ static const char *s_tag_name(uint32_t tag, char buf[5]) {
 
 /* One pass over the records. */
 static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
-    static const uint32_t tags[S_N_TAGS] = {S_META, S_PRMS, S_BNST, S_SGDV, S_KOPT,
-                                            S_FACT, S_BLCK, S_SCHD, S_RFSH, S_NORM};
+    static const uint32_t tags[S_N_TAGS] = {S_META, S_PRMS, S_BNST, S_SGDV, S_KOPT, S_FACT,
+                                            S_BLCK, S_SCHD, S_RFSH, S_NORM, S_OWNR};
     int seen[S_N_TAGS] = {0};
     s_rbuf_t all = {.p = payload, .len = len};
     d->flags = 0;
@@ -676,7 +743,8 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         int ti = -1;
         for (int i = 0; i < S_N_TAGS; i++)
             if (tags[i] == tag) ti = i;
-        if (ti < 0) return s_fail(d, -EBADMSG, "unknown record '%s'", s_tag_name(tag, tn));
+        if (ti < 0 || (tag == S_OWNR && d->version < 2))
+            return s_fail(d, -EBADMSG, "unknown record '%s' in a version-%u file", s_tag_name(tag, tn), d->version);
         if (seen[ti]++) return s_fail(d, -EBADMSG, "record '%s' appears twice", s_tag_name(tag, tn));
         if (ti != 0 && !seen[0]) return s_fail(d, -EBADMSG, "record '%s' before META", s_tag_name(tag, tn));
         s_rbuf_t r = {.p = all.p + all.at, .len = (size_t)n};
@@ -705,6 +773,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
             if ((need = d->st->refresh != NULL)) s_dec_rfsh(d, &r);
             break;
         case S_NORM: s_dec_norm(d, &r); break;
+        case S_OWNR: s_dec_ownr(d, &r); break;
         }
         if (!need) return s_fail(d, -EINVAL, "record '%s' is not used by this run's configuration", s_tag_name(tag, tn));
         if (d->rc == 0 && r.at != r.len)
@@ -724,11 +793,14 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
                        {S_BLCK, d->st->kfac != NULL},
                        {S_SCHD, d->st->sched != NULL},
                        {S_RFSH, d->st->refresh != NULL},
-                       {S_NORM, 1}};
+                       {S_NORM, 1},
+                       {S_OWNR, d->version >= 2}};
     for (int i = 0; i < S_N_TAGS; i++) {
         char tn[5];
         if (req[i].need && !seen[i]) return s_fail(d, -EBADMSG, "record '%s' is missing (truncated file?)", s_tag_name(req[i].tag, tn));
     }
+    /* version 1 knew no bindings: its member ids belong to no key, as on a fresh start */
+    if (d->apply && d->version < 2 && d->st->owners) ps_owners_release(d->st->owners);
     return 0;
 }
 
@@ -745,9 +817,11 @@ int ps_ckpt_decode(ps_ckpt_state_t *st, const uint8_t *buf, size_t len, double i
     if (memcmp(buf, PS_CKPT_MAGIC, 8) != 0) return s_fail(&d, -EBADMSG, "not a kfac checkpoint (bad magic)");
     if (s_le32(buf + 28) != s_crc(buf, 28)) return s_fail(&d, -EBADMSG, "the header's checksum does not match (corrupt header)");
     uint32_t version = s_le32(buf + 8), hlen = s_le32(buf + 12);
-    if (version != PS_CKPT_VERSION)
-        return s_fail(&d, -EPROTO, "format version %u; this kfac-ps reads version %u (written by another release)",
-                      version, PS_CKPT_VERSION);
+    if (version < PS_CKPT_VERSION_MIN || version > PS_CKPT_VERSION)
+        return s_fail(&d, -EPROTO,
+                      "format version %u; this kfac-ps reads versions %u to %u (written by another release)", version,
+                      PS_CKPT_VERSION_MIN, PS_CKPT_VERSION);
+    d.version = version;
     if (hlen != PS_CKPT_HEADER_LEN) return s_fail(&d, -EBADMSG, "header length %u, expected %u", hlen, PS_CKPT_HEADER_LEN);
     uint64_t payload = (uint64_t)s_le32(buf + 16) | (uint64_t)s_le32(buf + 20) << 32;
     if (payload != len - PS_CKPT_HEADER_LEN)

@@ -12,7 +12,9 @@
  *   from, the inverse counters; the scheduler's per-block versions and
  *   refresh marks; the adaptive refresh history (SP-NGD Algorithm 2);
  *   SGD: the velocity; the norms of the last accepted gradients (the
- *   outlier rule's history).
+ *   outlier rule's history); under CURVE, which key each member id
+ *   belongs to (ps/owner.h: role, member id, the key's Z85 text), so that
+ *   after a restart no other key can take a member's id.
  * Derived from t on resume, not stored: the learning-rate schedule, the KL
  * rule's k = floor(t / kl_decay_every), the interval and damping milestones.
  * Not stored: jobs in flight (no daemon holds them after a restart; blocks
@@ -21,7 +23,9 @@
  * initialisation; the workers own their data position and random streams,
  * see docs/operations.md).
  *
- * File format (version PS_CKPT_VERSION; integers little-endian, floats
+ * File format (version PS_CKPT_VERSION; version 1, without the record
+ * OWNR, is still read: its member ids are then bound to no key, as on a
+ * fresh start; integers little-endian, floats
  * IEEE-754 binary32 little-endian, doubles binary64):
  *   header, 32 bytes:
  *     0  magic "KFACCKPT"        8 bytes
@@ -52,10 +56,12 @@
 #include "common/nn/nn.h"
 #include "common/nn/sgd.h"
 #include "ps/member.h"
+#include "ps/owner.h"
 #include "ps/sched.h"
 
 #define PS_CKPT_MAGIC "KFACCKPT"
-#define PS_CKPT_VERSION 1u
+#define PS_CKPT_VERSION 2u     /* written; 2: the record OWNR (member ids bound to CURVE keys) */
+#define PS_CKPT_VERSION_MIN 1u /* the oldest read */
 #define PS_CKPT_HEADER_LEN 32u
 
 /* Counters carried across a restart so that steps.csv and the summary go on
@@ -97,6 +103,8 @@ typedef struct ps_ckpt_state {
     int n_refresh;
     int n_blocks;
     ps_norm_hist_t *norms;    /* recent gradient norms ([ps] grad_norm_max_ratio), or NULL (stored empty, not restored) */
+    ps_owners_t *owners;      /* member ids bound to CURVE keys (ps/owner.h), or NULL (stored empty, not restored);
+                               * a version-1 file restores it empty */
 } ps_ckpt_state_t;
 
 /* Encode st into a new buffer (*out, malloc'd, caller frees; *out_len

@@ -38,6 +38,8 @@ void ps_hello_free(ps_hello_t **h_p) {
 
 void ps_hello_forget_key(ps_server_t *s, const char *key) { ps_owners_forget_key(&s->hello->owners, key); }
 
+ps_owners_t *ps_hello_owners(ps_server_t *s) { return &s->hello->owners; }
+
 /* ---- small helpers -------------------------------------------------------- */
 
 /* A Hello asks for an id whose holder was heard lately: a restarted daemon

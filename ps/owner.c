@@ -58,6 +58,87 @@ int ps_owners_forget_key(ps_owners_t *o, const char *key) {
     return n - j;
 }
 
+int ps_owners_forget_id(ps_owners_t *o, msg_role_t role, uint32_t id) {
+    for (int i = 0; i < o->n; i++)
+        if (o->v[i].role == role && o->v[i].id == id) {
+            o->v[i] = o->v[--o->n];
+            return 1;
+        }
+    return 0;
+}
+
+int ps_owners_count(const ps_owners_t *o) { return o ? o->n : 0; }
+
+const ps_owner_t *ps_owners_at(const ps_owners_t *o, int i) { return o && i >= 0 && i < o->n ? &o->v[i] : NULL; }
+
+/* Is key 40 characters of the Z85 alphabet (ZeroMQ RFC 32), NUL-terminated? */
+static int s_z85_key(const char *key) {
+    static const char alphabet[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+    for (int i = 0; i < AUTH_KEY_Z85_LEN; i++)
+        if (!key[i] || !strchr(alphabet, key[i])) return 0;
+    return key[AUTH_KEY_Z85_LEN] == 0;
+}
+
+/* Order of (role, id), for finding a member id saved twice. */
+static int s_cmp_member(const void *a, const void *b) {
+    const ps_owner_t *x = *(const ps_owner_t *const *)a, *y = *(const ps_owner_t *const *)b;
+    if (x->role != y->role) return x->role < y->role ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int ps_owners_validate(const ps_owner_t *v, int n, char *why, size_t why_len) {
+    if (n < 0 || n > PS_OWNERS_MAX) {
+        snprintf(why, why_len, "%d bindings, more than the %d a table holds", n, PS_OWNERS_MAX);
+        return -EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!s_has_ids(v[i].role)) {
+            snprintf(why, why_len, "binding %d (id %u) is of role %d, not a worker or statsd", i, v[i].id,
+                     (int)v[i].role);
+            return -EINVAL;
+        }
+        if (!s_z85_key(v[i].key)) {
+            snprintf(why, why_len, "binding %d (%s id %u) has a key that is not %d characters of Z85", i,
+                     msg_role_name(v[i].role), v[i].id, AUTH_KEY_Z85_LEN);
+            return -EINVAL;
+        }
+    }
+    if (n < 2) return 0;
+    const ps_owner_t **by = malloc((size_t)n * sizeof *by);
+    if (!by) {
+        snprintf(why, why_len, "out of memory checking %d bindings", n);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n; i++) by[i] = &v[i];
+    qsort(by, (size_t)n, sizeof *by, s_cmp_member);
+    int rc = 0;
+    for (int i = 1; i < n && rc == 0; i++)
+        if (s_cmp_member(&by[i - 1], &by[i]) == 0) {
+            snprintf(why, why_len, "binding %d (%s id %u) binds a member id bound already", (int)(by[i] - v),
+                     msg_role_name(by[i]->role), by[i]->id);
+            rc = -EINVAL;
+        }
+    free(by);
+    return rc;
+}
+
+int ps_owners_load(ps_owners_t *o, const ps_owner_t *v, int n, char *why, size_t why_len) {
+    int rc = ps_owners_validate(v, n, why, why_len);
+    if (rc < 0) return rc;
+    ps_owner_t *nv = NULL;
+    int cap = n > 16 ? n : 16;
+    if (!(nv = malloc((size_t)cap * sizeof *nv))) {
+        snprintf(why, why_len, "out of memory loading %d bindings", n);
+        return -ENOMEM;
+    }
+    if (n > 0) memcpy(nv, v, (size_t)n * sizeof *nv);
+    free(o->v);
+    o->v = nv;
+    o->n = n;
+    o->cap = cap;
+    return 0;
+}
+
 ps_owner_verdict_t ps_owners_check(const ps_owners_t *o, const ps_peers_t *peers, msg_role_t role, uint32_t id,
                                    const char *key, int per_key, uint64_t now_ns, uint64_t live_ns,
                                    ps_peer_t **holder) {

@@ -14,6 +14,11 @@
  * no record left (each key holds at most as many bindings as records, plus
  * one, so the table stays as small as the allowlists).
  *
+ * The bindings outlive a restart: a checkpoint stores them (ps/ckpt.h,
+ * record OWNR, through ps_owners_count/ps_owners_at) and a resumed kfac-ps
+ * loads them back (ps_owners_load), so the first key to say Hello after a
+ * restart cannot take another key's id.
+ *
  * Keys are Z85 text (40 characters); "" means no CURVE: then nothing is
  * bound and nothing refused. Threads: the loop thread only. Peers are
  * borrowed.
@@ -21,6 +26,7 @@
 #ifndef KFAC_PS_OWNER_H
 #define KFAC_PS_OWNER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ps/peers.h"
@@ -53,6 +59,32 @@ int ps_owners_bind(ps_owners_t *o, const ps_peers_t *peers, msg_role_t role, uin
 
 /* Drop every binding of key (it left the allowlists). Returns how many. */
 int ps_owners_forget_key(ps_owners_t *o, const char *key);
+
+/* Drop the binding of id of role, if any. Returns 1 when there was one,
+ * else 0. */
+int ps_owners_forget_id(ps_owners_t *o, msg_role_t role, uint32_t id);
+
+/* The number of bindings, and binding i (0 <= i < count; borrowed: valid
+ * until the table changes), in no particular order: what a checkpoint
+ * saves. */
+int ps_owners_count(const ps_owners_t *o);
+const ps_owner_t *ps_owners_at(const ps_owners_t *o, int i);
+
+/* Most bindings a table loads (a checkpoint's record holds at most these). */
+#define PS_OWNERS_MAX 65536
+
+/* Check n saved bindings v (as a checkpoint holds them) without loading
+ * them: each of role worker or statsd, with a key of AUTH_KEY_Z85_LEN
+ * characters of the Z85 alphabet, no (role, id) twice, n <= PS_OWNERS_MAX.
+ * Returns 0, or -EINVAL with the first fault in why (naming the binding by
+ * its index, role and id). */
+int ps_owners_validate(const ps_owner_t *v, int n, char *why, size_t why_len);
+
+/* Replace the table's bindings with the n saved ones of v (a resume from
+ * a checkpoint), after ps_owners_validate: either all of them or none (the
+ * table is unchanged on error). v is borrowed (copied). Returns 0, -EINVAL
+ * (with why) or -ENOMEM. */
+int ps_owners_load(ps_owners_t *o, const ps_owner_t *v, int n, char *why, size_t why_len);
 
 /* The decision on a Hello of role with member id `id` from key. */
 typedef enum {

@@ -236,6 +236,9 @@ ps_hello_t *ps_hello_new(void);
 void ps_hello_free(ps_hello_t **h_p);
 /* ps/hello.c: a key removed from the allowlist no longer holds member ids. */
 void ps_hello_forget_key(ps_server_t *s, const char *key);
+/* ps/hello.c: the member ids bound to CURVE keys (borrowed; a checkpoint
+ * saves and restores them, ps/persist.c). */
+ps_owners_t *ps_hello_owners(ps_server_t *s);
 /* ps/hello.c: answer a Hello from route (p: its record, NULL when new):
  * Refuse, an answer to try again later, or Welcome with the client's slot. */
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m);

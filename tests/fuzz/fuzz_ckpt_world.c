@@ -31,6 +31,7 @@ typedef struct {
     ps_sched_block_t *sched; /* (n_blocks) with kfac */
     kfac_refresh_t **refresh; /* (n_blocks) adaptive only */
     ps_norm_hist_t norms;
+    ps_owners_t owners;      /* member ids bound to CURVE keys */
     ps_ckpt_state_t st;
 } s_world_t;
 
@@ -74,6 +75,7 @@ static int s_build(int i, s_world_t *w) {
     w->st.refresh = w->refresh;
     w->st.n_blocks = w->kfac ? w->kfac->n_blocks : 0;
     w->st.norms = &w->norms;
+    w->st.owners = &w->owners;
     return 0;
 }
 
@@ -127,6 +129,23 @@ int fuzz_ckpt_world_randomize(int i, uint64_t seed) {
     memset(&w->norms, 0, sizeof w->norms);
     int n_norms = (int)rng_below(&r, 2 * PS_NORM_HISTORY);
     for (int k = 0; k < n_norms; k++) ps_norm_hist_add(&w->norms, exp(rng_normal(&r)));
+    /* 0 to 5 member ids bound to keys (ids distinct per role) */
+    {
+        static const char z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+        ps_owner_t v[5];
+        int n = (int)rng_below(&r, 6);
+        for (int k = 0; k < n; k++) {
+            v[k].role = k % 2 ? MSG_ROLE_STATSD : MSG_ROLE_WORKER;
+            v[k].id = (uint32_t)k + 1;
+            for (int c = 0; c < AUTH_KEY_Z85_LEN; c++) v[k].key[c] = z85[rng_below(&r, (uint32_t)sizeof z85 - 1)];
+            v[k].key[AUTH_KEY_Z85_LEN] = 0;
+        }
+        char why[256];
+        if (ps_owners_load(&w->owners, v, n, why, sizeof why) < 0) {
+            fprintf(stderr, "fuzz_ckpt: %s\n", why);
+            return -1;
+        }
+    }
     if (w->sgd) {
         s_fill(&r, w->sgd->v, w->sgd->n);
         s_fill(&r, w->sgd_polyak, w->net->n_params);

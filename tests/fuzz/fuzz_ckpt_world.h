@@ -28,7 +28,7 @@ const char *fuzz_ckpt_world_name(int i);
 /* Random content in every field world i's checkpoint holds, from seed:
  * parameters, state, counters, norms, momentum, Polyak averages, SPD
  * factors with real inverses (a random quarter of them dropped), scheduler
- * and refresh state. Returns 0, or -1 (reason on stderr). */
+ * and refresh state, member ids bound to CURVE keys. Returns 0, or -1 (reason on stderr). */
 int fuzz_ckpt_world_randomize(int i, uint64_t seed);
 
 #endif

@@ -6,7 +6,10 @@
  * (truncation at random offsets, a flipped bit anywhere, a bad magic, a
  * future format version, another model) is refused and leaves the state
  * untouched; files are written atomically, listed newest first, pruned,
- * and a damaged newest file falls back to the previous one. Fresh seed
+ * and a damaged newest file falls back to the previous one. The member ids
+ * bound to CURVE keys survive too; a version-1 file (without them) loads
+ * with none bound; a cut or corrupt record of them is refused, naming the
+ * file and the record, and leaves the bindings as they were. Fresh seed
  * per run (printed on failure). */
 #include <check.h>
 #include <errno.h>
@@ -49,6 +52,7 @@ typedef struct {
     ps_sched_block_t *sched;
     kfac_refresh_t **refresh;
     ps_norm_hist_t norms;
+    ps_owners_t owners;
     ps_ckpt_state_t st;
 } world_t;
 
@@ -110,6 +114,7 @@ static void s_world(world_t *w, const char *kind, const char *model) {
     w->st.n_refresh = w->refresh ? w->kfac->n_blocks : 0;
     w->st.n_blocks = w->kfac ? w->kfac->n_blocks : 0;
     w->st.norms = &w->norms;
+    w->st.owners = &w->owners;
 }
 
 static void s_world_free(world_t *w) {
@@ -120,7 +125,24 @@ static void s_world_free(world_t *w) {
     kfac_opt_free(&w->kfac);
     sgd_free(&w->sgd);
     free(w->sgd_polyak);
+    ps_owners_release(&w->owners);
     net_free(&w->net);
+}
+
+static const char s_z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+/* n random bindings (worker and statsd ids, random keys) into w. */
+static void s_random_owners(rng_t *r, world_t *w, int n) {
+    ps_owner_t v[16];
+    ck_assert_int_le(n, 16);
+    for (int k = 0; k < n; k++) {
+        v[k].role = rng_below(r, 2) ? MSG_ROLE_STATSD : MSG_ROLE_WORKER;
+        v[k].id = (uint32_t)(2 * k + (rng_below(r, 2) ? 1 : 0)); /* distinct */
+        for (int c = 0; c < AUTH_KEY_Z85_LEN; c++) v[k].key[c] = s_z85[rng_below(r, (uint32_t)sizeof s_z85 - 1)];
+        v[k].key[AUTH_KEY_Z85_LEN] = 0;
+    }
+    char why[256];
+    ck_assert_msg(ps_owners_load(&w->owners, v, n, why, sizeof why) == 0, "%s", why);
 }
 
 /* Random content in every field a checkpoint holds. */
@@ -136,6 +158,7 @@ static void s_randomize(rng_t *r, world_t *w) {
     for (int i = 0; i < PS_CKPT_COUNTERS; i++) w->st.counters[i] = rng_u64(r) >> 16;
     int n_norms = (int)rng_below(r, 2 * PS_NORM_HISTORY);
     for (int i = 0; i < n_norms; i++) ps_norm_hist_add(&w->norms, exp(3.0 * rng_normal(r)));
+    s_random_owners(r, w, 1 + (int)rng_below(r, 8));
     if (w->sgd) {
         s_fill(r, w->sgd->v, w->sgd->n);
         s_fill(r, w->sgd_polyak, net->n_params);
@@ -211,6 +234,13 @@ static void s_expect_equal(const world_t *a, const world_t *b, double inv_now_s)
     ck_assert_int_eq(a->norms.next, b->norms.next);
     ck_assert(memcmp(a->norms.v, b->norms.v, (size_t)a->norms.n * sizeof(double)) == 0);
     ck_assert(ps_norm_hist_median(&a->norms) == ps_norm_hist_median(&b->norms));
+    ck_assert_int_eq(ps_owners_count(&a->owners), ps_owners_count(&b->owners));
+    for (int i = 0; i < ps_owners_count(&a->owners); i++) {
+        const ps_owner_t *o = ps_owners_at(&a->owners, i);
+        const char *k = ps_owners_find(&b->owners, o->role, o->id);
+        ck_assert_msg(k && strcmp(k, o->key) == 0, "%s id %u: key %s, restored %s", msg_role_name(o->role), o->id,
+                      o->key, k ? k : "(none)");
+    }
     if (a->sgd) {
         EQF(a->sgd->v, b->sgd->v, a->sgd->n, "sgd velocity");
         EQF(a->sgd_polyak, b->sgd_polyak, na->n_params, "sgd polyak");
@@ -409,6 +439,148 @@ START_TEST(test_ps_ckpt_other_run_refused) {
 }
 END_TEST
 
+/* image with its record OWNR replaced by body (NULL: none) and format
+ * version `version`, CRCs recomputed: a new buffer (*out_len bytes). */
+static uint8_t *s_with_ownr(const uint8_t *buf, size_t len, const uint8_t *body, size_t body_len, uint32_t version,
+                            size_t *out_len) {
+    uint8_t *o = malloc(len + body_len + 16);
+    ck_assert_ptr_nonnull(o);
+    memcpy(o, buf, PS_CKPT_HEADER_LEN);
+    size_t at = PS_CKPT_HEADER_LEN, n = PS_CKPT_HEADER_LEN;
+    int found = 0;
+    while (at < len) {
+        uint64_t rl = 0;
+        for (int i = 0; i < 8; i++) rl |= (uint64_t)buf[at + 8 + (size_t)i] << (8 * i);
+        if (memcmp(buf + at, "OWNR", 4) == 0) found = 1;
+        else {
+            memcpy(o + n, buf + at, 16 + (size_t)rl);
+            n += 16 + (size_t)rl;
+        }
+        at += 16 + (size_t)rl;
+    }
+    ck_assert(found);
+    if (body) {
+        memcpy(o + n, "OWNR\0\0\0\0", 8);
+        for (int i = 0; i < 8; i++) o[n + 8 + (size_t)i] = (uint8_t)((uint64_t)body_len >> (8 * i));
+        memcpy(o + n + 16, body, body_len);
+        n += 16 + body_len;
+    }
+    uint64_t payload = n - PS_CKPT_HEADER_LEN;
+    for (int i = 0; i < 4; i++) o[8 + i] = (uint8_t)(version >> (8 * i));
+    for (int i = 0; i < 8; i++) o[16 + i] = (uint8_t)(payload >> (8 * i));
+    uint32_t c = (uint32_t)crc32(crc32(0L, Z_NULL, 0), o + PS_CKPT_HEADER_LEN, (uInt)payload);
+    for (int i = 0; i < 4; i++) o[24 + i] = (uint8_t)(c >> (8 * i));
+    c = (uint32_t)crc32(crc32(0L, Z_NULL, 0), o, 28);
+    for (int i = 0; i < 4; i++) o[28 + i] = (uint8_t)(c >> (8 * i));
+    *out_len = n;
+    return o;
+}
+
+/* One binding of OWNR: role code, id, key. */
+static size_t s_ownr_entry(uint8_t *p, uint32_t code, uint32_t id, const char *key) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(code >> (8 * i));
+    for (int i = 0; i < 4; i++) p[4 + i] = (uint8_t)(id >> (8 * i));
+    memcpy(p + 8, key, AUTH_KEY_Z85_LEN);
+    return 8 + AUTH_KEY_Z85_LEN;
+}
+
+#define KEY_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define KEY_B "B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-"
+
+/* The member ids bound to CURVE keys: saved and restored (replacing what
+ * the table held); a version-1 checkpoint, which has no such record, loads
+ * with none bound; a version-1 file with one, and every kind of damage to
+ * it (cut short, a count past its end, a role code, a key that is not Z85,
+ * an id bound twice, too many) are refused with the file's name and the
+ * record's, and leave the bindings untouched. */
+START_TEST(test_ps_ckpt_owners_survive) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    world_t a, b;
+    s_world(&a, "sgd", s_model);
+    s_world(&b, "sgd", s_model);
+    s_randomize(&r, &a);
+    s_random_owners(&r, &a, 16);
+    s_random_owners(&r, &b, 3); /* replaced by the restore */
+    uint8_t *buf, *bad;
+    size_t len, blen;
+    char err[600] = "";
+    ck_assert_int_eq(ps_ckpt_encode(&a.st, &buf, &len, err, sizeof err), 0);
+    ck_assert_msg(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err) == 0, "seed %" PRIu64 ": %s",
+                  seed, err);
+    s_expect_equal(&a, &b, 1.0);
+    ck_assert_int_eq(ps_owners_count(&b.owners), 16);
+    /* a restored id stays with its key: another key is refused it */
+    const ps_owner_t *o0 = ps_owners_at(&a.owners, 0);
+    ps_peers_t none;
+    ck_assert_int_eq(ps_peers_init(&none, 4), 0);
+    const char *other = strcmp(o0->key, KEY_A) ? KEY_A : KEY_B;
+    ck_assert_int_eq(ps_owners_check(&b.owners, &none, o0->role, o0->id, other, 1, 10, 3, NULL), PS_OWNER_OTHER_KEY);
+    ck_assert_int_eq(ps_owners_check(&b.owners, &none, o0->role, o0->id, o0->key, 1, 10, 3, NULL), PS_OWNER_ADMIT);
+    ps_peers_release(&none);
+
+    /* version 1 (no OWNR): loads, nothing bound */
+    uint8_t *v1 = s_with_ownr(buf, len, NULL, 0, 1, &blen);
+    ck_assert_msg(ps_ckpt_decode(&b.st, v1, blen, 1.0, "v1.kfc", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(ps_owners_count(&b.owners), 0);
+    free(v1);
+    /* version 2 without OWNR: missing */
+    ck_assert_int_eq(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err), 0);
+    bad = s_with_ownr(buf, len, NULL, 0, 2, &blen);
+    ck_assert_int_eq(ps_ckpt_decode(&b.st, bad, blen, 1.0, "cut.kfc", err, sizeof err), -EBADMSG);
+    ck_assert_msg(strstr(err, "cut.kfc") && strstr(err, "OWNR") && strstr(err, "missing"), "%s", err);
+    free(bad);
+
+    uint8_t body[4 + 3 * (8 + AUTH_KEY_Z85_LEN) + 8];
+    struct {
+        const char *why, *expect;
+        uint32_t n, code1, id1;
+        const char *key1;
+        size_t cut; /* bytes dropped from the end */
+        uint32_t version;
+    } cases[] = {
+        {"a count past the end", "shorter", 3, 1, 2, KEY_B, 0, 2},
+        {"cut inside a key", "shorter", 2, 1, 2, KEY_B, 5, 2},
+        {"cut inside the count", "shorter", 2, 1, 2, KEY_B, 2 * (8 + AUTH_KEY_Z85_LEN) + 2, 2},
+        {"role code 3", "role code 3", 2, 3, 2, KEY_B, 0, 2},
+        {"a key with a space", "Z85", 2, 2, 2, "B-B-B-B-B-B-B-B-B B-B-B-B-B-B-B-B-B-B-B-", 0, 2},
+        {"a key with a NUL", "Z85", 2, 2, 2, "B-B-B-B-B-B-B-B-B\0B-B-B-B-B-B-B-B-B-B-", 0, 2},
+        {"worker id 1 twice", "worker id 1", 2, 1, 1, KEY_B, 0, 2},
+        {"too many", "more than", PS_OWNERS_MAX + 1, 1, 2, KEY_B, 0, 2},
+        {"OWNR in a version-1 file", "unknown record 'OWNR'", 2, 1, 2, KEY_B, 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ck_assert_int_eq(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err), 0);
+        size_t n = 0;
+        for (int i = 0; i < 4; i++) body[n++] = (uint8_t)(cases[c].n >> (8 * i));
+        n += s_ownr_entry(body + n, 1, 1, KEY_A);
+        n += s_ownr_entry(body + n, cases[c].code1, cases[c].id1, cases[c].key1);
+        n -= cases[c].cut;
+        bad = s_with_ownr(buf, len, body, n, cases[c].version, &blen);
+        int rc = ps_ckpt_decode(&b.st, bad, blen, 1.0, "bad.kfc", err, sizeof err);
+        ck_assert_msg(rc == -EBADMSG, "%s: rc %d (%s)", cases[c].why, rc, err);
+        ck_assert_msg(strstr(err, "bad.kfc") && strstr(err, "OWNR") && strstr(err, cases[c].expect),
+                      "%s reported as: %s", cases[c].why, err);
+        s_expect_equal(&a, &b, 1.0); /* untouched */
+        free(bad);
+    }
+    /* the same record, undamaged, is accepted */
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) body[n++] = (uint8_t)(2u >> (8 * i));
+    n += s_ownr_entry(body + n, 1, 1, KEY_A);
+    n += s_ownr_entry(body + n, 2, 1, KEY_B);
+    bad = s_with_ownr(buf, len, body, n, 2, &blen);
+    ck_assert_msg(ps_ckpt_decode(&b.st, bad, blen, 1.0, "ok.kfc", err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(ps_owners_find(&b.owners, MSG_ROLE_WORKER, 1), KEY_A);
+    ck_assert_str_eq(ps_owners_find(&b.owners, MSG_ROLE_STATSD, 1), KEY_B);
+    free(bad);
+    free(buf);
+    s_world_free(&a);
+    s_world_free(&b);
+}
+END_TEST
+
 /* Files: atomic writes (no temporary left), newest first, pruning, and a
  * damaged newest file falls back to the one before. */
 START_TEST(test_ps_ckpt_files_and_fallback) {
@@ -540,6 +712,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_ckpt_other_run_refused);
     tcase_add_test(tc, test_ps_ckpt_files_and_fallback);
     tcase_add_test(tc, test_ps_ckpt_files_private_and_safe);
+    tcase_add_test(tc, test_ps_ckpt_owners_survive);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,8 +3,10 @@
  * id of another key is refused, a key at its limit is refused while its
  * records are live and may replace a silent one, rejoining its own id
  * never counts against it, no key ("" : no CURVE) is never refused, and
- * bindings are dropped with their key or when the key moves on. */
+ * bindings are dropped with their key or when the key moves on; saved
+ * bindings load back whole or not at all (a resume from a checkpoint). */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,12 +126,62 @@ START_TEST(test_ps_owner_bindings_stay_bounded) {
 }
 END_TEST
 
+/* Saved bindings (a checkpoint's) replace the table whole, with no record
+ * in the peers table: the ids stay with their keys after a restart; a bad
+ * set (a role without member ids, a key not of Z85, an id twice) changes
+ * nothing. */
+START_TEST(test_ps_owner_load_saved_bindings) {
+    ps_peers_t t;
+    ps_owners_t o = {0};
+    ck_assert_int_eq(ps_peers_init(&t, 8), 0);
+    ck_assert_int_eq(ps_owners_bind(&o, &t, MSG_ROLE_WORKER, 9, K1), 0);
+    ps_owner_t v[3] = {{MSG_ROLE_WORKER, 1, K1}, {MSG_ROLE_WORKER, 2, K2}, {MSG_ROLE_STATSD, 1, K2}};
+    char why[256] = "";
+    ck_assert_int_eq(ps_owners_load(&o, v, 3, why, sizeof why), 0);
+    ck_assert_int_eq(ps_owners_count(&o), 3);
+    ck_assert_ptr_null(ps_owners_find(&o, MSG_ROLE_WORKER, 9)); /* replaced */
+    for (int i = 0; i < 3; i++) {
+        const ps_owner_t *b = ps_owners_at(&o, i);
+        ck_assert_str_eq(ps_owners_find(&o, b->role, b->id), b->key);
+    }
+    ck_assert_ptr_null(ps_owners_at(&o, 3));
+    uint64_t now = 100 * SEC, live = 3 * SEC;
+    ck_assert_int_eq(ps_owners_check(&o, &t, MSG_ROLE_WORKER, 2, K1, 1, now, live, NULL), PS_OWNER_OTHER_KEY);
+    ck_assert_int_eq(ps_owners_check(&o, &t, MSG_ROLE_WORKER, 2, K2, 1, now, live, NULL), PS_OWNER_ADMIT);
+    /* bad sets leave the table as it was */
+    ps_owner_t bad[2] = {{MSG_ROLE_WORKER, 5, K1}, {MSG_ROLE_INVERTD, 1, K2}};
+    ck_assert_int_eq(ps_owners_load(&o, bad, 2, why, sizeof why), -EINVAL);
+    ck_assert_msg(strstr(why, "binding 1") != NULL, "%s", why);
+    bad[1] = (ps_owner_t){MSG_ROLE_WORKER, 5, K2};
+    ck_assert_int_eq(ps_owners_load(&o, bad, 2, why, sizeof why), -EINVAL);
+    ck_assert_msg(strstr(why, "worker id 5") != NULL, "%s", why);
+    bad[1] = (ps_owner_t){MSG_ROLE_WORKER, 6, "short"};
+    ck_assert_int_eq(ps_owners_load(&o, bad, 2, why, sizeof why), -EINVAL);
+    ck_assert_msg(strstr(why, "Z85") != NULL, "%s", why);
+    bad[1] = (ps_owner_t){MSG_ROLE_WORKER, 6, "k2-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"b"};
+    ck_assert_int_eq(ps_owners_load(&o, bad, 2, why, sizeof why), -EINVAL);
+    ck_assert_int_eq(ps_owners_count(&o), 3);
+    ck_assert_str_eq(ps_owners_find(&o, MSG_ROLE_WORKER, 2), K2);
+    /* one id dropped alone */
+    ck_assert_int_eq(ps_owners_forget_id(&o, MSG_ROLE_WORKER, 2), 1);
+    ck_assert_int_eq(ps_owners_forget_id(&o, MSG_ROLE_WORKER, 2), 0);
+    ck_assert_str_eq(ps_owners_find(&o, MSG_ROLE_STATSD, 1), K2);
+    ck_assert_int_eq(ps_owners_count(&o), 2);
+    /* an empty set empties it */
+    ck_assert_int_eq(ps_owners_load(&o, NULL, 0, why, sizeof why), 0);
+    ck_assert_int_eq(ps_owners_count(&o), 0);
+    ps_owners_release(&o);
+    ps_peers_release(&t);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_owner");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_ps_owner_id_stays_with_its_key);
     tcase_add_test(tc, test_ps_owner_members_per_key);
     tcase_add_test(tc, test_ps_owner_bindings_stay_bounded);
+    tcase_add_test(tc, test_ps_owner_load_saved_bindings);
     suite_add_tcase(s, tc);
     return s;
 }
