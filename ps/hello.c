@@ -40,6 +40,25 @@ void ps_hello_forget_key(ps_server_t *s, const char *key) { ps_owners_forget_key
 
 ps_owners_t *ps_hello_owners(ps_server_t *s) { return &s->hello->owners; }
 
+int ps_hello_keep_listed(ps_server_t *s) {
+    ps_owners_t *o = &s->hello->owners;
+    int enabled = s->auth && auth_server_enabled(s->auth), dropped = 0;
+    for (int i = 0; i < ps_owners_count(o);) {
+        const ps_owner_t *b = ps_owners_at(o, i);
+        if (enabled && auth_server_key_role(s->auth, b->key) == b->role) {
+            i++;
+            continue;
+        }
+        ps_owners_forget_id(o, b->role, b->id); /* moves another binding to i */
+        dropped++;
+    }
+    if (dropped > 0)
+        log_info("%d member id%s no longer bound to a CURVE key (%s)", dropped, dropped == 1 ? "" : "s",
+                 enabled ? "the key is no longer listed for its role: the id is free again"
+                         : "this run has no CURVE keys: nothing is bound");
+    return dropped;
+}
+
 /* ---- small helpers -------------------------------------------------------- */
 
 /* A Hello asks for an id whose holder was heard lately: a restarted daemon

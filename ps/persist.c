@@ -38,27 +38,6 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->owners = ps_hello_owners(s);
 }
 
-/* After a resume: the restored bindings of keys no longer listed for their
- * role are dropped, as a reload drops them (those ids are free again);
- * without CURVE, all of them (nothing is bound). Returns how many are left. */
-static int s_keep_listed_owners(ps_server_t *s) {
-    ps_owners_t *o = ps_hello_owners(s);
-    int enabled = s->auth && auth_server_enabled(s->auth), dropped = 0;
-    for (int i = 0; i < ps_owners_count(o);) {
-        const ps_owner_t *b = ps_owners_at(o, i);
-        if (enabled && auth_server_key_role(s->auth, b->key) == b->role) {
-            i++;
-            continue;
-        }
-        ps_owners_forget_id(o, b->role, b->id); /* moves another binding to i */
-        dropped++;
-    }
-    if (dropped > 0)
-        log_info("[checkpoint] resume: %d member-id binding%s dropped (%s)", dropped, dropped == 1 ? "" : "s",
-                 enabled ? "their CURVE keys are no longer listed for their role" : "this run has no CURVE keys");
-    return ps_owners_count(o);
-}
-
 struct ps_persist {
     char dir[4096];                /* [checkpoint] dir, or out_dir/checkpoints ("": not chosen yet) */
     long resumed_from;             /* the step resumed from (-1: a fresh start) */
@@ -142,7 +121,7 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
     s->persist->resumed_from = s->round.t;
     /* the wall clock of steps.csv goes on from where it was */
     s->persist->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
-    int n_owners = s_keep_listed_owners(s);
+    int n_owners = ps_owners_count(ps_hello_owners(s)); /* those of keys no longer listed go once the allowlists are read */
     log_info("resumed from %s: step %ld, %.1fs of training so far, %d member id%s bound to CURVE keys; metrics are "
              "appended to",
              path, s->round.t, st.wall_s, n_owners, n_owners == 1 ? "" : "s");

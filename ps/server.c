@@ -333,6 +333,7 @@ static void s_on_auth_reload(void *user) {
         ps_round_peer_gone(s, p, "let go: its key was removed from the allowlist");
         ps_peers_remove(&s->peers, p);
     }
+    ps_hello_keep_listed(s); /* and the ids of keys with no client now (bound before a restart) */
     s_settle(s);
 }
 
@@ -603,6 +604,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         goto fail;
     }
     if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
+    ps_hello_keep_listed(s); /* bindings restored from a checkpoint, of keys listed no more */
     if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
         /* a busy port is not the configuration's fault: exit 1 */
         if ((rc = ps_report_http_start(s, cfg->ps_metrics, err, err_len)) < 0) goto fail;

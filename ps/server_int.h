@@ -239,6 +239,10 @@ void ps_hello_forget_key(ps_server_t *s, const char *key);
 /* ps/hello.c: the member ids bound to CURVE keys (borrowed; a checkpoint
  * saves and restores them, ps/persist.c). */
 ps_owners_t *ps_hello_owners(ps_server_t *s);
+/* ps/hello.c: drop the bindings of keys not listed for their role (all of
+ * them without CURVE): after a resume, once the allowlists are read, and
+ * after each reload. Returns how many were dropped (logged). */
+int ps_hello_keep_listed(ps_server_t *s);
 /* ps/hello.c: answer a Hello from route (p: its record, NULL when new):
  * Refuse, an answer to try again later, or Welcome with the client's slot. */
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m);
