@@ -194,7 +194,7 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
         char name[160];
         uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+        if (ps_io_peer_log_ok(s, &skipped))
             log_info("%s asks for work while holding a job: that job goes back to the queue",
                      ps_peer_name(p, name, sizeof name));
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);

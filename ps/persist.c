@@ -34,7 +34,7 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->refresh = s->kfac && s->refresh ? s->refresh->plan->tr : NULL;
     st->n_refresh = st->refresh ? s->refresh->plan->n_trackers : 0;
     st->n_blocks = s->kfac ? s->n_blocks : 0;
-    st->norms = &s->norms;
+    st->norms = ps_guard_norms(s->guard);
 }
 
 struct ps_persist {

@@ -19,7 +19,7 @@
  *              waiting for it.
  */
 #include "ps/server_int.h"
-#include "ps/recover.h"
+#include "ps/guard.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "ps/report.h"
@@ -287,7 +287,7 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
     }
     char text[300];
-    if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+    if (ps_io_peer_log_ok(s, &skipped))
         log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code),
                  log_escape(m->error.text, text, sizeof text), b >= 0 ? " (its job counts as failed)" : "");
 }
@@ -519,7 +519,7 @@ static void s_aggregate(ps_server_t *s) {
     }
     ps_counters_bump(&s->ctr, PS_CTR_ROBUST_FALLBACKS);
     uint64_t skipped = 0;
-    if (ratelimit_ok(&s->rl_robust, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_ROBUST), clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
                  " such steps so far)",
                  s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
@@ -537,10 +537,9 @@ static void s_apply_step(ps_server_t *s) {
     row.curv_ms = s->round.curv_ms;
     row.eval_busy = s->round.eval_busy || ps_eval_pending(s->eval) > 0;
     /* The parameters this round's gradients were taken at, and none was an
-     * outlier: good ones to come back to (ps/recover.h). */
-    s->recoveries_in_a_row = 0;
-    if (s->round.norm_rejects == 0 && s->round.steps_done % PS_RECOVER_EVERY == 0)
-        ps_recover_save(s->recover, s->net->params, s->net->state, s->round.t, clock_now_ms() * 1e-3);
+     * outlier: good ones to come back to (ps/guard.h). */
+    ps_guard_step(s->guard, s->round.norm_rejects, s->round.steps_done, s->net->params, s->net->state, s->round.t,
+                  clock_now_ms() * 1e-3);
     s_aggregate(s);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
@@ -565,7 +564,10 @@ static void s_apply_step(ps_server_t *s) {
  * norm histories reset; then a new version without a step. */
 static void s_recover(ps_server_t *s) {
     ps_counters_bump(&s->ctr, PS_CTR_RECOVERIES);
-    if (++s->recoveries_in_a_row > PS_RECOVER_MAX_IN_A_ROW) {
+    long back = -1;
+    double snap_s = 0.0;
+    if (ps_guard_recover(s->guard, s->round.norm_rejects, s->net->params, s->net->state, &back, &snap_s) ==
+        PS_GUARD_RECOVER_GIVE_UP) {
         snprintf(s->reason, sizeof s->reason,
                  "every worker's gradient was refused in %d rounds in a row, even after going back to the last good "
                  "parameters: check [ps] grad_norm_max_ratio and the workers' logs",
@@ -575,9 +577,6 @@ static void s_recover(ps_server_t *s) {
         return;
     }
     char what[256] = "the same parameters again";
-    double snap_s = 0.0;
-    long back = s->round.norm_rejects > 0 ? ps_recover_restore(s->recover, s->net->params, s->net->state, &snap_s)
-                                          : -1;
     if (back >= 0) {
         int forgot = 0;
         if (s->kfac) {
@@ -594,8 +593,6 @@ static void s_recover(ps_server_t *s) {
                  "the parameters of step %ld (momentum zeroed, %d inverse%s installed since forgotten)", back, forgot,
                  forgot == 1 ? "" : "s");
     }
-    memset(&s->norms, 0, sizeof s->norms);
-    if (s->layer_norms) memset(s->layer_norms, 0, (size_t)s->net->n_layers * sizeof *s->layer_norms);
     log_warn("step %ld: every worker's gradient was refused (%d as norm outliers): publishing %s as version %ld, "
              "without a step, with the norm histories reset (recovery %" PRIu64 ")",
              s->round.t, s->round.norm_rejects, what, s->round.t + 1, ps_counter(&s->ctr, PS_CTR_RECOVERIES));
@@ -690,7 +687,7 @@ static void s_drop_stalled(ps_server_t *s) {
     ps_peer_t *out[PS_MAX_PEERS];
     uint64_t now = clock_now_ns();
     const uint64_t stall_ns = ps_member_stall_ns(s->cfg->stall_timeout_ms * 1000000ULL,
-                                                 ps_norm_hist_median(&s->push_ns), s->cfg->stall_factor,
+                                                 ps_guard_push_median_ns(s->guard), s->cfg->stall_factor,
                                                  s->cfg->stall_min_ms * 1000000ULL);
     int n = ps_member_stalled(&s->peers, now, s->round.open_ns, stall_ns, out, PS_MAX_PEERS);
     for (int i = 0; i < n; i++) {
@@ -707,7 +704,7 @@ static void s_drop_stalled(ps_server_t *s) {
                      "refused", name, p->n_stalls);
         }
         uint64_t held = 0;
-        if (ratelimit_ok(&s->rl_stall, now, PS_LOG_EVERY_MS, &held)) {
+        if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_STALL), now, PS_LOG_EVERY_MS, &held)) {
             log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs (the stall timeout is %.1fs: "
                      "[ps] stall_factor x the median push time, or stall_timeout_ms): dropped from the rounds until it "
                      "pushes (%" PRIu64 " so far%s)",

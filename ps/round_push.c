@@ -4,6 +4,7 @@
  * 0), per-layer clipping against each layer's own history ([ps]
  * grad_clip_ratio), and holding it for the step (ps/round.c). */
 #include "ps/server_int.h"
+#include "ps/guard.h"
 #include "ps/io.h"
 #include "ps/member.h"
 
@@ -75,7 +76,6 @@ static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
 static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
     if (!(s->cfg->grad_clip_ratio > 0.0)) return;
     const net_t *net = s->net;
-    if (!s->layer_norms && !(s->layer_norms = calloc((size_t)net->n_layers, sizeof *s->layer_norms))) return;
     for (int li = 0; li < net->n_layers; li++) {
         const layer_t *l = &net->layers[li];
         if (l->n_w + l->n_b == 0) continue;
@@ -85,9 +85,10 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
         double n2 = e ? kfac_lowrank_norm2(e) : 0.0; /* the weight slice is zero then: dW = D^T X */
         for (size_t i = 0; i < l->n_w; i++) n2 += (double)w[i] * w[i];
         for (size_t i = 0; i < l->n_b; i++) n2 += (double)b[i] * b[i];
-        double norm = sqrt(n2), med = ps_norm_hist_median(&s->layer_norms[li]);
-        double bound = s->cfg->grad_clip_ratio * med;
-        if (med > 0.0 && norm > bound) {
+        double norm = sqrt(n2), med = 0.0;
+        int n_recent = 0;
+        const double bound = ps_guard_clip(s->guard, li, norm, s->cfg->grad_clip_ratio, &med, &n_recent);
+        if (bound > 0.0) {
             float scale = (float)(bound / norm);
             for (size_t i = 0; i < l->n_w; i++) w[i] *= scale;
             for (size_t i = 0; i < l->n_b; i++) b[i] *= scale;
@@ -96,15 +97,13 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
             p->n_clipped++;
             uint64_t skipped = 0;
             char name[160];
-            if (ratelimit_ok(&s->rl_clip, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+            if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_CLIP), clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
                 log_warn("step %ld: %s: layer %s's gradient norm %.3g is more than [ps] grad_clip_ratio = %g times "
                          "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
                          " from this worker)",
                          s->round.t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
-                         s->layer_norms[li].n, bound, ps_counter(&s->ctr, PS_CTR_CLIPPED), p->n_clipped);
-            norm = bound;
+                         n_recent, bound, ps_counter(&s->ctr, PS_CTR_CLIPPED), p->n_clipped);
         }
-        ps_norm_hist_add(&s->layer_norms[li], norm);
     }
 }
 
@@ -150,21 +149,23 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     double norm2 = 0.0;
     for (size_t i = 0; i < g->n_grad; i++) norm2 += (double)g->grad[i] * g->grad[i];
     for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->net, &g->lowrank[i]);
-    double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
-    switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
+    double norm = sqrt(norm2), med = 0.0;
+    int n_recent = 0;
+    switch (ps_guard_check_grad(s->guard, g->n_examples, s->cfg->batch, norm, s->cfg->grad_norm_max_ratio, &med,
+                                &n_recent)) {
     case PS_GRAD_TOO_MANY_EXAMPLES:
         ps_counters_bump(&s->ctr, PS_CTR_REJ_EXAMPLES);
-        ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+        ps_io_reject_rl(s, ps_guard_rl(s->guard, PS_GUARD_LINE_EXAMPLES), &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_NORM_OUTLIER:
         ps_counters_bump(&s->ctr, PS_CTR_REJ_NORM);
         ps_round_state_norm_reject(&s->round);
-        ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+        ps_io_reject_rl(s, ps_guard_rl(s->guard, PS_GUARD_LINE_NORM), &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
                      "last %d accepted (%" PRIu64 " rejected so far)",
-                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, ps_counter(&s->ctr, PS_CTR_REJ_NORM));
+                     norm, s->cfg->grad_norm_max_ratio, med, n_recent, ps_counter(&s->ctr, PS_CTR_REJ_NORM));
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_OK:
@@ -206,10 +207,9 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
         p->has_stats = 1;
     }
-    ps_norm_hist_add(&s->norms, norm);
     {
         const uint64_t now = clock_now_ns(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
-        if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
+        ps_guard_accepted(s->guard, norm, now > since ? now - since : 0);
     }
     if (s_hold_grad(s, p, g) < 0) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");

@@ -3,7 +3,6 @@
  * heartbeats, liveness) and the shutdown path. A Hello's admission is
  * ps/hello.c; the training logic is ps/round.c and ps/jobs.c. */
 #include "ps/server_int.h"
-#include "ps/recover.h"
 #include "ps/export.h"
 #include "ps/io.h"
 #include "ps/member.h"
@@ -424,8 +423,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     /* factored fc gradients (GradPush.factored): at most a batch of rows each */
     s->shape.limits.max_rows = c->batch > 0 ? (uint32_t)c->batch : 0;
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
-    s->recover = ps_recover_new(s->net->n_params, s->net->n_state);
-    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf || !s->recover) {
+    s->guard = ps_guard_new(s->net->n_layers, s->net->n_params, s->net->n_state);
+    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf || !s->guard) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -671,8 +670,7 @@ void ps_server_free(ps_server_t **s_p) {
     }
     ps_eval_free(&s->eval);
     ps_report_free(&s->report);
-    free(s->layer_norms);
-    ps_recover_free(&s->recover);
+    ps_guard_free(&s->guard);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);

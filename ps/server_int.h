@@ -9,12 +9,13 @@
  * ps_round_request_shutdown). Each field has one writer
  * (tools/check-fields.sh): the counters are ps/counters.h's table, the life
  * cycle ps/life.h's, the round ps/round_state.h's; the state of the jobs,
- * Hello, sending, the operator's view, the evaluation and the checkpoints
- * is opaque, defined in jobs.c, hello.c, io.c, report.c, eval.c and
- * persist.c
- * (docs/architecture.md, section 4, "Who owns which state"); the decisions
- * are in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
- * ps/owner.h, ps/sched.h). Not for other modules.
+ * Hello, sending, the operator's view, the evaluation, the checkpoints and
+ * the gradient defences is opaque, defined in jobs.c, hello.c, io.c,
+ * report.c, eval.c, persist.c and guard.c (docs/architecture.md, section
+ * 4, "Who owns which state"). What is left here is the loop's own state,
+ * the model and the optimizer, and one handle per unit. The decisions are
+ * in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
+ * ps/owner.h, ps/sched.h, ps/guard.h). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
@@ -38,6 +39,7 @@
 #include "proto/msg.h"
 #include "ps/counters.h"
 #include "ps/eval.h"
+#include "ps/guard.h"
 #include "ps/life.h"
 #include "ps/member.h"
 #include "ps/http.h"
@@ -153,15 +155,9 @@ struct ps_server {
 
     /* counters: every event count of the run (ps/counters.h; written there only) */
     ps_counters_t ctr;
-    ratelimit_t rl_peer;
 
     /* members that may not poison or hold the run */
-    ps_norm_hist_t norms;          /* norms of recently accepted gradients */
-    ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
-    ratelimit_t rl_stall, rl_examples, rl_norm, rl_robust, rl_clip; /* round.c's and round_push.c's lines */
-    ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
-    struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
-    int recoveries_in_a_row;
+    ps_guard_t *guard;             /* norm histories, per-layer norms, the last good parameters (ps/guard.h) */
     ratelimit_t rl_rate, rl_expired; /* server.c's lines: requests over the rate limit, handshakes expired */
     /* checkpoints (ps/persist.c) */
     ps_persist_t *persist;         /* the checkpoint folder, the step resumed from (ps/persist.c's, opaque) */
