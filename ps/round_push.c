@@ -35,7 +35,7 @@ static double s_msg_lowrank_norm2(const net_t *net, const msg_lowrank_t *f) {
  * weighted mean, yes (kfac_opt_step_lowrank decides per layer); SGD and
  * the robust rules see dense gradients, densified here at the push. */
 static int s_keep_lowrank(const ps_server_t *s) {
-    return s->kfac && s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN;
+    return s->model.kfac && s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN;
 }
 
 /* The push's gradient into p: grad (with the factored layers' weights left
@@ -43,7 +43,7 @@ static int s_keep_lowrank(const ps_server_t *s) {
  * either kept in p->lowrank (zeros in p->grad's weight slice) or densified
  * into it. Returns 0 or -ENOMEM. */
 static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
-    const net_t *net = s->net;
+    const net_t *net = s->model.net;
     if (p->lowrank.v) kfac_lowrank_set_clear(&p->lowrank);
     if (g->n_lowrank == 0) {
         memcpy(p->grad, g->grad, net->n_params * sizeof(float));
@@ -75,7 +75,7 @@ static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
 
 static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
     if (!(s->cfg->grad_clip_ratio > 0.0)) return;
-    const net_t *net = s->net;
+    const net_t *net = s->model.net;
     for (int li = 0; li < net->n_layers; li++) {
         const layer_t *l = &net->layers[li];
         if (l->n_w + l->n_b == 0) continue;
@@ -148,7 +148,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
      * a norm near the recent ones (msg_validate rejected NaN and Inf). */
     double norm2 = 0.0;
     for (size_t i = 0; i < g->n_grad; i++) norm2 += (double)g->grad[i] * g->grad[i];
-    for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->net, &g->lowrank[i]);
+    for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->model.net, &g->lowrank[i]);
     double norm = sqrt(norm2), med = 0.0;
     int n_recent = 0;
     switch (ps_guard_check_grad(s->guard, g->n_examples, s->cfg->batch, norm, s->cfg->grad_norm_max_ratio, &med,
@@ -173,11 +173,11 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     /* Batch-norm running statistics: a variance below 0 would make the
      * evaluation and the exported weights NaN (msg_validate rejected NaN and Inf). */
-    if (s->net->n_state && g->n_state == s->net->n_state)
-        for (int li = 0; li < s->net->n_layers; li++) {
-            const layer_t *l = &s->net->layers[li];
+    if (s->model.net->n_state && g->n_state == s->model.net->n_state)
+        for (int li = 0; li < s->model.net->n_layers; li++) {
+            const layer_t *l = &s->model.net->layers[li];
             if (l->kind != LAYER_BATCHNORM || !l->run_var) continue;
-            const size_t off = (size_t)(l->run_var - s->net->state);
+            const size_t off = (size_t)(l->run_var - s->model.net->state);
             for (int c = 0; c < l->c; c++)
                 if (!(g->state[off + c] >= 0.0f)) {
                     ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
@@ -189,16 +189,16 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
     /* Held until the step (or the fold, for statistics) and summed there in
      * rank order: the round's result does not depend on arrival order. */
-    const size_t np = s->net->n_params, ns = s->net->n_state;
+    const size_t np = s->model.net->n_params, ns = s->model.net->n_state;
     if ((!p->grad && !(p->grad = malloc(np * sizeof(float)))) ||
         (ns && g->n_state == ns && !p->state && !(p->state = malloc(ns * sizeof(float)))) ||
-        (g->stats.n_layers > 0 && s->kfac && !p->stats && !(p->stats = kfac_stats_new(s->net)))) {
+        (g->stats.n_layers > 0 && s->model.kfac && !p->stats && !(p->stats = kfac_stats_new(s->model.net)))) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
         ps_round_after_reject(s, p, m);
         return;
     }
     p->has_stats = 0;
-    if (g->stats.n_layers > 0 && s->kfac) {
+    if (g->stats.n_layers > 0 && s->model.kfac) {
         if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
                                  sizeof err) < 0) {
             ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);

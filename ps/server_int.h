@@ -12,8 +12,11 @@
  * Hello, sending, the operator's view, the evaluation, the checkpoints and
  * the gradient defences is opaque, defined in jobs.c, hello.c, io.c,
  * report.c, eval.c, persist.c and guard.c (docs/architecture.md, section
- * 4, "Who owns which state"). What is left here is the loop's own state,
- * the model and the optimizer, and one handle per unit. The decisions are
+ * 4, "Who owns which state"); the model and the optimizer are
+ * ps/model.h's (ps_model_t, read directly, changed through its
+ * functions). What is left here is the loop's own state, one handle or
+ * embedded struct per unit, and the buffers, limits and scheduling records
+ * the model's messages need. The decisions are
  * in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
  * ps/owner.h, ps/sched.h, ps/guard.h). Not for other modules.
  *
@@ -42,6 +45,7 @@
 #include "ps/guard.h"
 #include "ps/life.h"
 #include "ps/member.h"
+#include "ps/model.h"
 #include "ps/http.h"
 #include "ps/metrics.h"
 #include "ps/owner.h"
@@ -116,14 +120,7 @@ struct ps_server {
     uint64_t t0_ns;                /* start (clock_now_ns) */
 
     /* model and optimizer */
-    net_t *net;                    /* params (n_params) and state (n_state) live here */
-    kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
-    struct nn_par *update_par;     /* [ps] update_threads > 1: the preconditioning's pool, else NULL */
-    sgd_t *sgd;                    /* optimizer sgd, else NULL */
-    float *sgd_polyak;             /* (n_params) sgd's Polyak average of the iterates, else NULL */
-    long sgd_polyak_count;         /* iterates averaged into sgd_polyak so far */
-    double sgd_polyak_decay;       /* runcfg_polyak_decay() */
-    sgd_lr_sched_t lr;
+    ps_model_t model;              /* net, K-FAC or SGD, Polyak, the update (ps/model.h) */
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
     wire_shape_t shape;            /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
