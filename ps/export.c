@@ -8,7 +8,7 @@
 #include "common/run/export.h"
 
 int ps_export_weights(ps_server_t *s) {
-    if (!s->metrics || !s->net) return 0;
+    if (!s->metrics || !s->model.net) return 0;
     export_info_t info;
     memset(&info, 0, sizeof info);
     info.step = (uint64_t)s->round.t;
@@ -30,11 +30,10 @@ int ps_export_weights(ps_server_t *s) {
         /* no evaluation finished: the manifest says so with null figures */
         info.test_loss = info.test_acc = info.polyak_loss = info.polyak_acc = NAN;
     }
-    const float *polyak = s->kfac && s->kfac->polyak_count > 0   ? s->kfac->polyak
-                          : s->sgd && s->sgd_polyak_count > 0 ? s->sgd_polyak
-                                                               : NULL;
+    const float *polyak = ps_model_polyak(&s->model);
     char err[600];
-    int rc = export_write(s->metrics, s->net, s->net->params, polyak, s->net->state, &info, err, sizeof err);
+    int rc = export_write(s->metrics, s->model.net, s->model.net->params, polyak, s->model.net->state, &info, err,
+                          sizeof err);
     if (rc < 0) log_error("weights not saved: %s", err);
     else log_info("weights of step %ld saved in %s (params.npy, params_polyak.npy, manifest.json)", s->round.t,
                   rundir_path(s->metrics));

@@ -319,11 +319,11 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     log_escape(m->hello.build_id, build, sizeof build);
     msg_t w;
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
-    w.welcome.model_text = s->net->source;
+    w.welcome.model_text = s->model.net->source;
     w.welcome.config_text = s->config_text;
     w.welcome.params_version = (uint64_t)s->round.t;
-    w.welcome.n_params = s->net->n_params;
-    w.welcome.n_state = s->net->n_state;
+    w.welcome.n_params = s->model.net->n_params;
+    w.welcome.n_state = s->model.net->n_state;
     w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;
     w.welcome.n_ranks = (uint32_t)p->n_ranks;
     w.welcome.assigned_id = p->id;

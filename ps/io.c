@@ -15,6 +15,7 @@
 struct ps_io {
     ratelimit_t rl_send;                                     /* "sending ... failed" lines */
     ratelimit_t rl_reject_by[MSG_TYPE_COUNT][MSG_ERR_COUNT]; /* rejection lines, one a second per cause */
+    ratelimit_t rl_peer;                                     /* lines about what a client reports or asks */
 };
 
 ps_io_t *ps_io_new(void) { return calloc(1, sizeof(ps_io_t)); }
@@ -42,6 +43,10 @@ static ratelimit_t *s_reject_rl(ps_server_t *s, msg_type_t type, msg_error_code_
 
 int ps_io_reject_log_ok(ps_server_t *s, msg_type_t type, msg_error_code_t code, char *more, size_t more_len) {
     return ps_refusal_log_ok(s_reject_rl(s, type, code), more, more_len);
+}
+
+int ps_io_peer_log_ok(ps_server_t *s, uint64_t *skipped) {
+    return ratelimit_ok(&s->io->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, skipped);
 }
 
 

@@ -44,4 +44,9 @@ int ps_refusal_log_ok(ratelimit_t *rl, char *more, size_t more_len);
  * refusal answered otherwise than with Error (a Refuse). */
 int ps_io_reject_log_ok(ps_server_t *s, msg_type_t type, msg_error_code_t code, char *more, size_t more_len);
 
+/* Whether a line about what a client reports or asks (an Error it sends,
+ * a job request while it holds a job) may be logged now: one a second for
+ * all of them; *skipped receives how many were held back since the last. */
+int ps_io_peer_log_ok(ps_server_t *s, uint64_t *skipped);
+
 #endif

@@ -83,17 +83,17 @@ void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
  * again, and the free jobs are dispatched. */
 void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p) {
     if (s->life.phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
-    if (s->kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+    if (s->model.kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
     ps_round_wait_job(s, p);
     ps_round_dispatch_jobs(s);
 }
 
 static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
-    const kfac_block_t *kb = &s->kfac->blocks[b];
+    const kfac_block_t *kb = &s->model.kfac->blocks[b];
     ps_sched_block_t *sb = &s->sched[b];
     float damping = 0.0f;
     long fv = -1;
-    int rc = kfac_opt_block_job(s->kfac, b, s->jobs->F, &damping, &fv);
+    int rc = kfac_opt_block_job(s->model.kfac, b, s->jobs->F, &damping, &fv);
     if (rc < 0) {
         log_error("cutting a job for layer %d factor %d failed (%s)", kb->layer, kb->factor, strerror(-rc));
         ps_sched_failed(sb, sb->factor_version);
@@ -121,7 +121,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     m.job.layer = (uint32_t)kb->layer;
     m.job.factor = (uint32_t)kb->factor;
     m.job.factor_version = (uint64_t)fv;
-    m.job.method = ps_wire_method(s->kfac->opts.method);
+    m.job.method = ps_wire_method(s->model.kfac->opts.method);
     m.job.damping = damping;
     m.job.n = (uint32_t)kb->n;
     m.job.packed = s->jobs->packed;
@@ -137,7 +137,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
 }
 
 void ps_round_dispatch_jobs(ps_server_t *s) {
-    if (!s->kfac || s->life.phase != PS_PHASE_RUNNING || !s->sock) return;
+    if (!s->model.kfac || s->life.phase != PS_PHASE_RUNNING || !s->sock) return;
     const double timeout = (double)s->cfg->job_timeout_ms;
     ps_sched_waiter_t waiters[PS_MAX_PEERS];
     ps_peer_t *who[PS_MAX_PEERS];
@@ -191,10 +191,10 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                      "this inverse daemon is distrusted: %d of its results failed verification", p->n_bad_inverses);
         return;
     }
-    if (s->kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
+    if (s->model.kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
         char name[160];
         uint64_t skipped = 0;
-        if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+        if (ps_io_peer_log_ok(s, &skipped))
             log_info("%s asks for work while holding a job: that job goes back to the queue",
                      ps_peer_name(p, name, sizeof name));
         ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
@@ -208,7 +208,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_job_result_t *r = &m->job_result;
     char err[600], name[160];
     ps_peer_name(p, name, sizeof name);
-    int b = ps_wire_block_of(s->kfac, r->layer, r->factor);
+    int b = ps_wire_block_of(s->model.kfac, r->layer, r->factor);
     if (b < 0) {
         ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
                       "job_result: layer %u factor %u is not a block of this model's optimizer", r->layer, r->factor);
@@ -267,14 +267,14 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     } else {
         /* PS_RESULT_CHECK, or NO_PROBE / BAD_DAMPING with the reason in why: refused below */
         double t_inst = clock_now_ms();
-        kfac_inverse_t *inv = why[0] ? NULL : ps_wire_result_inverse(r, s->kfac->blocks[b].n, d_used, s->jobs->F, err,
-                                                                     sizeof err);
+        kfac_inverse_t *inv =
+            why[0] ? NULL : ps_wire_result_inverse(r, s->model.kfac->blocks[b].n, d_used, s->jobs->F, err, sizeof err);
         double resid = NAN;
         int vrc = inv ? ps_verify_check(s->jobs->verify, b, r->job_id, inv, d_used, &resid, why, sizeof why) : -EDOM;
         if (!inv && !why[0]) snprintf(why, sizeof why, "%s", err[0] ? err : "the inverse could not be loaded");
         if (inv && vrc == 0)
             log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
-        int rc = inv && vrc == 0 ? kfac_opt_block_install(s->kfac, b, inv, version) : -EINVAL;
+        int rc = inv && vrc == 0 ? kfac_opt_block_install(s->model.kfac, b, inv, version) : -EINVAL;
         kfac_inverse_free(&inv);
         ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_inst);
         if (vrc != 0) {

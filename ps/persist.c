@@ -18,23 +18,23 @@
 
 static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     memset(st, 0, sizeof *st);
-    st->model_text = s->net->source;
+    st->model_text = s->model.net->source;
     st->t = s->round.t;
     st->steps_done = s->round.steps_done;
     st->wall_s = ps_io_wall_s(s);
     st->round_folded = s->round.folded;
     st->next_job_id = ps_jobs_next_id(s);
     ps_counters_save(&s->ctr, st->counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
-    st->net = s->net;
-    st->kfac = s->kfac;
-    st->sgd = s->sgd;
-    st->sgd_polyak = s->sgd ? s->sgd_polyak : NULL;
-    st->sgd_polyak_count = s->sgd ? &s->sgd_polyak_count : NULL;
-    st->sched = s->kfac ? s->sched : NULL;
-    st->refresh = s->kfac && s->refresh ? s->refresh->plan->tr : NULL;
+    st->net = s->model.net;
+    st->kfac = s->model.kfac;
+    st->sgd = s->model.sgd;
+    st->sgd_polyak = s->model.sgd ? s->model.sgd_polyak : NULL;
+    st->sgd_polyak_count = s->model.sgd ? &s->model.sgd_polyak_count : NULL;
+    st->sched = s->model.kfac ? s->sched : NULL;
+    st->refresh = s->model.kfac && s->refresh ? s->refresh->plan->tr : NULL;
     st->n_refresh = st->refresh ? s->refresh->plan->n_trackers : 0;
-    st->n_blocks = s->kfac ? s->n_blocks : 0;
-    st->norms = &s->norms;
+    st->n_blocks = s->model.kfac ? s->n_blocks : 0;
+    st->norms = ps_guard_norms(s->guard);
     st->owners = ps_hello_owners(s);
 }
 

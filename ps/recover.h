@@ -4,9 +4,10 @@
  * after a step that wrecked the parameters, or a norm rule whose median no
  * longer fits the run) has no gradient to step with, and every member
  * waits for the next version: without a way out the run would wait
- * forever. The way out (ps/round.c) restores the last good parameters kept
- * here, forgets the inverses installed since, resets the norm histories
- * and publishes a new version without a step.
+ * forever. The way out (ps/round.c, through ps/guard.h, which holds the
+ * snapshot) restores the last good parameters kept here, forgets the
+ * inverses installed since, resets the norm histories and publishes a new
+ * version without a step.
  *
  * "Good": the parameters at the start of a step whose round refused no
  * gradient as a norm outlier, kept every PS_RECOVER_EVERY steps (one copy

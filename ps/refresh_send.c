@@ -25,10 +25,10 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p) {
     }
     m.params.n_stats_layers = (size_t)n;
     m.params.version = (uint64_t)s->round.t;
-    m.params.params = s->net->params;
-    m.params.n_params = s->net->n_params;
-    m.params.state = s->net->n_state ? s->net->state : NULL;
-    m.params.n_state = s->net->n_state;
+    m.params.params = s->model.net->params;
+    m.params.n_params = s->model.net->n_params;
+    m.params.state = s->model.net->n_state ? s->model.net->state : NULL;
+    m.params.n_state = s->model.net->n_state;
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc = msg_encode(&m, &buf, &len);

@@ -92,7 +92,7 @@ void ps_report_progress(ps_server_t *s) {
     char test[64] = "test -", age[48] = "", eta[32] = "?";
     const ps_eval_result_t *ev = ps_eval_last(s->eval);
     if (ev) snprintf(test, sizeof test, "test %.1f%% (polyak %.1f%%)", 100.0 * ev->acc, 100.0 * ev->polyak_acc);
-    if (s->kfac) {
+    if (s->model.kfac) {
         if (s->report->last_inv_age_max >= 0)
             snprintf(age, sizeof age, "  inv age %.1f/%ld", s->report->last_inv_age_mean, s->report->last_inv_age_max);
         else
@@ -102,7 +102,7 @@ void ps_report_progress(ps_server_t *s) {
     /* Curvature that falls behind says so on every line while it lasts (the
      * warning of ps_report_curvature comes once). */
     char behind[96] = "";
-    if (s->kfac && (s->report->curv_stale_inv || s->report->curv_stale_stats))
+    if (s->model.kfac && (s->report->curv_stale_inv || s->report->curv_stale_stats))
         snprintf(behind, sizeof behind, "  CURVATURE BEHIND: no %s for %.0fs",
                  s->report->curv_stale_inv ? "inverse installed" : "statistics folded",
                  (double)(now - (s->report->curv_stale_inv ? s->report->curv_inv_ns : s->report->curv_stats_ns)) * 1e-9);
@@ -140,7 +140,7 @@ void ps_report_wait(ps_server_t *s) {
     } else if (s->round.steps_done == 0 && !s->round.gate_open) {
         snprintf(what, sizeof what, "[cluster] workers = %d gradient workers to join (%d so far)", s->cfg->workers,
                  n_members);
-    } else if (s->kfac && s->cfg->max_inverse_staleness >= 0) {
+    } else if (s->model.kfac && s->cfg->max_inverse_staleness >= 0) {
         int blocking = 0;
         ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, s->cfg->max_inverse_staleness, &blocking);
         int no_stats = 0;
@@ -157,7 +157,7 @@ void ps_report_wait(ps_server_t *s) {
 }
 
 void ps_report_curvature(ps_server_t *s) {
-    if (!s->kfac || !s->report->first_step_ns) return;
+    if (!s->model.kfac || !s->report->first_step_ns) return;
     uint64_t now = clock_now_ns();
     if (!s->report->curv_inv_ns) s->report->curv_inv_ns = s->report->curv_stats_ns = s->report->first_step_ns;
     if (ps_counter(&s->ctr, PS_CTR_INSTALLED) != s->report->curv_installed_seen) {
@@ -188,7 +188,7 @@ void ps_report_curvature(ps_server_t *s) {
 void ps_report_no_statsd(ps_server_t *s) {
     /* Only when it is so: a kfac-statsd that is connected but slow to deliver
      * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
-    if (s->kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 &&
+    if (s->model.kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 &&
         s->round.steps_run == 20 && ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 &&
         !s->report->warned_no_stats++)
         log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
@@ -219,7 +219,7 @@ void ps_report_publish(ps_server_t *s) {
     x.grad_clipped = ps_counter(&s->ctr, PS_CTR_CLIPPED);
     x.robust_steps = ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS);
     x.recoveries = ps_counter(&s->ctr, PS_CTR_RECOVERIES);
-    if (s->kfac) {
+    if (s->model.kfac) {
         uint64_t now = clock_now_ns();
         x.kfac = 1;
         x.inverses_installed = ps_counter(&s->ctr, PS_CTR_INSTALLED);
@@ -231,9 +231,9 @@ void ps_report_publish(ps_server_t *s) {
         x.stale_inverses = s->report->curv_stale_inv;
         x.stale_stats = s->report->curv_stale_stats;
         for (int b = 0; b < s->n_blocks && s->report->http_blocks; b++) {
-            const kfac_block_t *k = &s->kfac->blocks[b];
+            const kfac_block_t *k = &s->model.kfac->blocks[b];
             ps_http_block_t *o = &s->report->http_blocks[b];
-            snprintf(o->layer, sizeof o->layer, "%s", s->net->layers[k->layer].name);
+            snprintf(o->layer, sizeof o->layer, "%s", s->model.net->layers[k->layer].name);
             o->factor = k->factor;
             o->age_steps = k->inv->valid && k->inv_version >= 0 ? s->round.t - k->inv_version : -1;
         }
@@ -260,14 +260,14 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
         S_ADD(", test acc n/a");
     }
     S_ADD(", %.1f steps/s", wall > 0 ? (double)s->round.steps_done / wall : 0.0);
-    if (s->kfac)
+    if (s->model.kfac)
         S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, ps_counter(&s->ctr, PS_CTR_INSTALLED),
               s->report->last_inv_age_mean, s->report->last_inv_age_max, ps_counter(&s->ctr, PS_CTR_FOLDS));
-    if (s->kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
+    if (s->model.kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
         S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_INV_BAD),
               ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));
-    if (s->kfac && s->kfac->n_lowrank_layers)
-        S_ADD(", layer updates in factored form %" PRIu64, s->kfac->n_lowrank_layers);
+    if (s->model.kfac && s->model.kfac->n_lowrank_layers)
+        S_ADD(", layer updates in factored form %" PRIu64, s->model.kfac->n_lowrank_layers);
     if (s->round.steps_done)
         S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));

@@ -19,7 +19,7 @@
  *              waiting for it.
  */
 #include "ps/server_int.h"
-#include "ps/recover.h"
+#include "ps/guard.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "ps/report.h"
@@ -42,7 +42,7 @@
 
 /* Does a worker sent Params now compute statistics with its next gradient? */
 static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
-    return p->role == MSG_ROLE_WORKER && s->kfac && s->cfg->stats_mode == RUNCFG_STATS_SYNC &&
+    return p->role == MSG_ROLE_WORKER && s->model.kfac && s->cfg->stats_mode == RUNCFG_STATS_SYNC &&
            (s->refresh ? ps_refresh_wanted(s->refresh, s->round.t, NULL) > 0
                        : kfac_schedule_due(s->round.t, s->fac_interval));
 }
@@ -71,10 +71,10 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         msg_t m;
         msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 0);
         m.params.version = (uint64_t)s->round.t;
-        m.params.params = s->net->params;
-        m.params.n_params = s->net->n_params;
-        m.params.state = s->net->n_state ? s->net->state : NULL;
-        m.params.n_state = s->net->n_state;
+        m.params.params = s->model.net->params;
+        m.params.n_params = s->model.net->n_params;
+        m.params.state = s->model.net->n_state ? s->model.net->state : NULL;
+        m.params.n_state = s->model.net->n_state;
         m.params.want_stats = ws;
         if (ws && s->refresh) /* adaptive: only the layers due (ps/refresh.h) */
             m.params.n_stats_layers = (size_t)ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
@@ -156,7 +156,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
         /* It may be forgotten before the step: its gradient counts now
          * (before the others', which keeps the sum deterministic for the
          * same sequence of events). */
-        ps_round_state_commit_grad(&s->round, s->net, p);
+        ps_round_state_commit_grad(&s->round, s->model.net, p);
         if (!s->round.folded) ps_round_state_commit_stats(&s->round, p);
     }
     char name[160];
@@ -169,12 +169,12 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
             log_info("%s %s", name, why);
         }
     } else if (p->role == MSG_ROLE_INVERTD) {
-        int b = s->kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
+        int b = s->model.kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
         if (b >= 0) {
             uint64_t id = s->sched[b].cur.id;
             ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
             log_warn("%s %s: its job %" PRIu64 " (layer %d factor %d, n=%d) goes back to the queue", name, why, id,
-                     s->kfac->blocks[b].layer, s->kfac->blocks[b].factor, s->kfac->blocks[b].n);
+                     s->model.kfac->blocks[b].layer, s->model.kfac->blocks[b].factor, s->model.kfac->blocks[b].n);
         } else if (!p->present) {
             log_info("%s %s", name, why);
         }
@@ -193,7 +193,7 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 
 /* After new statistics: the scheduler's versions follow the optimizer's. */
 static void s_sync_factor_versions(ps_server_t *s) {
-    for (int b = 0; b < s->n_blocks; b++) ps_sched_folded(&s->sched[b], s->kfac->blocks[b].factor_version);
+    for (int b = 0; b < s->n_blocks; b++) ps_sched_folded(&s->sched[b], s->model.kfac->blocks[b].factor_version);
 }
 
 /* The name of net layer `layer` for ps_stats_guard_check's lines. */
@@ -205,7 +205,7 @@ static const char *s_layer_name(const void *net, int layer) {
 void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_stats_push_t *sp = &m->stats_push;
     char err[600];
-    if (!s->kfac) {
+    if (!s->model.kfac) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_UNEXPECTED,
                       "[optimizer] kind is sgd: this run takes no statistics");
         return;
@@ -246,14 +246,14 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_send_params(s, p);
         return;
     }
-    if (ps_stats_guard_check(s->stats_guard, s->scratch, s->cfg->stats_trace_max_ratio, s_layer_name, s->net, err,
+    if (ps_stats_guard_check(s->stats_guard, s->scratch, s->cfg->stats_trace_max_ratio, s_layer_name, s->model.net, err,
                              sizeof err) < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
         ps_round_send_params(s, p);
         return;
     }
     double t_fold = clock_now_ms();
-    int rc = kfac_opt_fold(s->kfac, s->scratch, (long)sp->params_version);
+    int rc = kfac_opt_fold(s->model.kfac, s->scratch, (long)sp->params_version);
     ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
     if (rc < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
@@ -265,7 +265,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_stats_guard_accept(s->stats_guard, s->scratch);
     p->n_accepted++;
     s_sync_factor_versions(s);
-    if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->kfac, s->sched);
+    if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->model.kfac, s->sched);
     /* Its next statistics are of the next version: one push per version. */
     s_wait_params(s, p, sp->params_version + 1);
     ps_round_dispatch_jobs(s);
@@ -276,7 +276,7 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     char name[160];
     uint64_t skipped = 0;
     ps_peer_name(p, name, sizeof name);
-    int b = p->role == MSG_ROLE_INVERTD && s->kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
+    int b = p->role == MSG_ROLE_INVERTD && s->model.kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
     if (b >= 0) {
         /* The daemon gave up on its job: like a JobResult with an error, the
          * block waits for newer statistics before it is tried again. */
@@ -287,7 +287,7 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
     }
     char text[300];
-    if (ratelimit_ok(&s->rl_peer, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+    if (ps_io_peer_log_ok(s, &skipped))
         log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code),
                  log_escape(m->error.text, text, sizeof text), b >= 0 ? " (its job counts as failed)" : "");
 }
@@ -330,25 +330,24 @@ void ps_round_schedule(ps_server_t *s) {
                  s->round.t, fi, ii);
     s->fac_interval = fi;
     s->inv_interval = ii;
-    if (s->kfac && d != s->kfac->opts.damping) {
-        if (s->round.t > 0) log_info("step %ld: damping milestone: damping %g -> %g", s->round.t, s->kfac->opts.damping, d);
-        s->kfac->opts.damping = d; /* read when the next job is cut */
+    if (s->model.kfac && d != s->model.kfac->opts.damping) {
+        if (s->round.t > 0)
+            log_info("step %ld: damping milestone: damping %g -> %g", s->round.t, s->model.kfac->opts.damping, d);
+        s->model.kfac->opts.damping = d; /* read when the next job is cut */
     }
 }
 
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
     ps_member_open_round(&s->peers);
-    ps_round_state_open(&s->round, s->net, clock_now_ns());
+    ps_round_state_open(&s->round, s->model.net, clock_now_ns());
 }
 
 static void s_submit_eval(ps_server_t *s, int final) {
     if (!s->eval) return;
-    const float *polyak = s->kfac && s->kfac->polyak_count > 0   ? s->kfac->polyak
-                          : s->sgd && s->sgd_polyak_count > 0 ? s->sgd_polyak
-                                                               : NULL;
-    const float *state = s->net->n_state ? s->net->state : NULL;
-    int rc = ps_eval_submit(s->eval, (uint64_t)s->round.t, ps_io_wall_s(s), s->net->params, polyak, state, final);
+    const float *polyak = ps_model_polyak(&s->model);
+    const float *state = s->model.net->n_state ? s->model.net->state : NULL;
+    int rc = ps_eval_submit(s->eval, (uint64_t)s->round.t, ps_io_wall_s(s), s->model.net->params, polyak, state, final);
     if (rc < 0 && rc != -EBUSY) { /* -EBUSY: skipped, evaluations fall behind (logged once) */
         log_error("could not queue an evaluation: %s", strerror(-rc));
         return;
@@ -377,84 +376,64 @@ static void s_finish(ps_server_t *s, const char *reason) {
     if (ps_eval_queued_step(s->eval) != s->round.t) ps_round_request_shutdown(s, 0);
 }
 
-/* Index of the first value of v[0..n) that is not finite, or n. */
-static size_t s_first_nonfinite(const float *v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i])) return i;
-    return n;
-}
-
 /* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
  * the workers' batch-norm state. Fills the row's step size and inverse
  * ages. Returns 0, or -1 when the run must stop (too many non-finite
  * updates in a row; s->reason says why). */
 static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     double step_size = 0.0, t_math = clock_now_ms();
-    if (s->kfac) {
-        kfac_step_info_t info;
-        memset(&info, 0, sizeof info);
-        int rc = kfac_opt_step_lowrank(s->kfac, s->net->params, s->round.grad_acc, &s->round.lowrank, s->round.t,
-                                       &info);
-        if (rc < 0) {
-            ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
-            int in_a_row = ps_round_state_step_failed(&s->round);
+    size_t bad = 0;
+    const int rc = ps_model_update(&s->model, s->round.grad_acc, &s->round.lowrank, s->round.t, &step_size, &bad);
+    if (rc < 0) {
+        ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
+        int in_a_row = ps_round_state_step_failed(&s->round);
+        if (s->model.kfac)
             log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->round.t, strerror(-rc));
-            if (in_a_row >= PS_MAX_STEP_FAILURES) {
+        else
+            log_error("step %ld: the mean gradient is not finite (parameter %zu is %g); parameters left unchanged",
+                      s->round.t, bad, (double)s->round.grad_acc[bad]);
+        if (in_a_row >= PS_MAX_STEP_FAILURES) {
+            if (s->model.kfac)
                 snprintf(s->reason, sizeof s->reason,
                          "the update was not finite for %d steps in a row (diverged: lower eta_max/kl_c0 or lr, raise "
                          "damping)",
                          PS_MAX_STEP_FAILURES);
-                log_error("%s", s->reason);
-                return -1;
-            }
-        } else {
-            ps_round_state_step_ok(&s->round);
-            step_size = info.step;
+            else
+                snprintf(s->reason, sizeof s->reason,
+                         "the mean gradient was not finite for %d steps in a row (diverged: lower lr)",
+                         PS_MAX_STEP_FAILURES);
+            log_error("%s", s->reason);
+            return -1;
         }
+        if (!s->model.kfac) {
+            row->step_size = 0.0;
+            return 0;
+        }
+    } else {
+        ps_round_state_step_ok(&s->round);
+    }
+    if (s->model.kfac) {
         ps_sched_ages(s->sched, s->n_blocks, s->round.t, &row->inv_age_mean, &row->inv_age_max, &row->stats_age_mean);
         double now_s = clock_now_ms() * 1e-3, ms = 0.0;
         int n_inv = 0;
         for (int b = 0; b < s->n_blocks; b++)
-            if (s->kfac->blocks[b].inv->valid) {
-                ms += (now_s - s->kfac->blocks[b].inv_time_s) * 1e3;
+            if (s->model.kfac->blocks[b].inv->valid) {
+                ms += (now_s - s->model.kfac->blocks[b].inv_time_s) * 1e3;
                 n_inv++;
             }
         row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
-    } else {
-        step_size = sgd_lr_at(&s->lr, s->round.t);
-        /* The mean of finite gradients can still overflow: checked as the
-         * K-FAC path checks its update. */
-        size_t bad = s_first_nonfinite(s->round.grad_acc, s->net->n_params);
-        if (bad < s->net->n_params) {
-            ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
-            int in_a_row = ps_round_state_step_failed(&s->round);
-            log_error("step %ld: the mean gradient is not finite (parameter %zu is %g); parameters left unchanged",
-                      s->round.t, bad, (double)s->round.grad_acc[bad]);
-            if (in_a_row >= PS_MAX_STEP_FAILURES) {
-                snprintf(s->reason, sizeof s->reason,
-                         "the mean gradient was not finite for %d steps in a row (diverged: lower lr)",
-                         PS_MAX_STEP_FAILURES);
-                log_error("%s", s->reason);
-                return -1;
-            }
-            row->step_size = 0.0;
-            return 0;
-        }
-        ps_round_state_step_ok(&s->round);
-        sgd_step(s->sgd, s->net->params, s->round.grad_acc, step_size);
-        /* The decay was validated with the configuration: this cannot fail. */
-        kfac_step_polyak(s->sgd_polyak, s->net->params, s->net->n_params, s->sgd_polyak_decay, &s->sgd_polyak_count);
     }
     if (s->round.state_n > 0) {
         /* state = state_acc / sum(n_examples): the mean of the workers' running statistics */
-        for (size_t i = 0; i < s->net->n_state; i++) s->net->state[i] = (float)(s->round.state_acc[i] / s->round.state_n);
+        for (size_t i = 0; i < s->model.net->n_state; i++)
+            s->model.net->state[i] = (float)(s->round.state_acc[i] / s->round.state_n);
     }
     /* The update runs on the loop thread: watch how long it holds it. */
     double math_ms = clock_now_ms() - t_math;
     if (ps_round_state_step_time(&s->round, math_ms, PS_SLOW_STEP_MS))
         log_warn("step %ld: the update took %.0f ms on the loop thread and %d preconditioning thread(s) (messages "
                  "wait meanwhile; [ps] update_threads sets the threads)",
-                 s->round.t, math_ms, nn_par_threads(s->update_par));
+                 s->round.t, math_ms, nn_par_threads(s->model.update_par));
     row->step_size = step_size;
     return 0;
 }
@@ -508,18 +487,18 @@ static void s_step_publish(ps_server_t *s) {
  * the robust rule of [ps] aggregate. */
 static void s_aggregate(ps_server_t *s) {
     if (s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN) {
-        ps_round_state_average(&s->round, s->net, &s->peers);
+        ps_round_state_average(&s->round, s->model.net, &s->peers);
         return;
     }
     int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
-    int k = ps_round_state_robust(&s->round, s->net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
+    int k = ps_round_state_robust(&s->round, s->model.net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
     if (k > 0) {
         ps_counters_bump(&s->ctr, PS_CTR_ROBUST_STEPS);
         return;
     }
     ps_counters_bump(&s->ctr, PS_CTR_ROBUST_FALLBACKS);
     uint64_t skipped = 0;
-    if (ratelimit_ok(&s->rl_robust, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+    if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_ROBUST), clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
                  " such steps so far)",
                  s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
@@ -537,10 +516,9 @@ static void s_apply_step(ps_server_t *s) {
     row.curv_ms = s->round.curv_ms;
     row.eval_busy = s->round.eval_busy || ps_eval_pending(s->eval) > 0;
     /* The parameters this round's gradients were taken at, and none was an
-     * outlier: good ones to come back to (ps/recover.h). */
-    s->recoveries_in_a_row = 0;
-    if (s->round.norm_rejects == 0 && s->round.steps_done % PS_RECOVER_EVERY == 0)
-        ps_recover_save(s->recover, s->net->params, s->net->state, s->round.t, clock_now_ms() * 1e-3);
+     * outlier: good ones to come back to (ps/guard.h). */
+    ps_guard_step(s->guard, s->round.norm_rejects, s->round.steps_done, s->model.net->params, s->model.net->state,
+                  s->round.t, clock_now_ms() * 1e-3);
     s_aggregate(s);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
@@ -555,7 +533,7 @@ static void s_apply_step(ps_server_t *s) {
     /* The row after the publish (it holds publish_ms); the ages are those
      * of the version the step was computed at. */
     rundir_step(s->metrics, &row);
-    if (s->kfac) rundir_ages(s->metrics, s->kfac, row.step, s->round.t - 1);
+    if (s->model.kfac) rundir_ages(s->metrics, s->model.kfac, row.step, s->round.t - 1);
 }
 
 /* Every member's gradient of this round was refused: no gradient to step
@@ -565,7 +543,10 @@ static void s_apply_step(ps_server_t *s) {
  * norm histories reset; then a new version without a step. */
 static void s_recover(ps_server_t *s) {
     ps_counters_bump(&s->ctr, PS_CTR_RECOVERIES);
-    if (++s->recoveries_in_a_row > PS_RECOVER_MAX_IN_A_ROW) {
+    long back = -1;
+    double snap_s = 0.0;
+    if (ps_guard_recover(s->guard, s->round.norm_rejects, s->model.net->params, s->model.net->state, &back, &snap_s) ==
+        PS_GUARD_RECOVER_GIVE_UP) {
         snprintf(s->reason, sizeof s->reason,
                  "every worker's gradient was refused in %d rounds in a row, even after going back to the last good "
                  "parameters: check [ps] grad_norm_max_ratio and the workers' logs",
@@ -575,27 +556,12 @@ static void s_recover(ps_server_t *s) {
         return;
     }
     char what[256] = "the same parameters again";
-    double snap_s = 0.0;
-    long back = s->round.norm_rejects > 0 ? ps_recover_restore(s->recover, s->net->params, s->net->state, &snap_s)
-                                          : -1;
     if (back >= 0) {
-        int forgot = 0;
-        if (s->kfac) {
-            memset(s->kfac->mom, 0, s->net->n_params * sizeof(float));
-            for (int b = 0; b < s->n_blocks; b++)
-                if (s->kfac->blocks[b].inv->valid && s->kfac->blocks[b].inv_time_s >= snap_s) {
-                    s->kfac->blocks[b].inv->valid = 0;
-                    forgot++;
-                }
-        } else if (s->sgd) {
-            memset(s->sgd->v, 0, s->net->n_params * sizeof(float));
-        }
+        const int forgot = ps_model_forget(&s->model, snap_s);
         snprintf(what, sizeof what,
                  "the parameters of step %ld (momentum zeroed, %d inverse%s installed since forgotten)", back, forgot,
                  forgot == 1 ? "" : "s");
     }
-    memset(&s->norms, 0, sizeof s->norms);
-    if (s->layer_norms) memset(s->layer_norms, 0, (size_t)s->net->n_layers * sizeof *s->layer_norms);
     log_warn("step %ld: every worker's gradient was refused (%d as norm outliers): publishing %s as version %ld, "
              "without a step, with the norm histories reset (recovery %" PRIu64 ")",
              s->round.t, s->round.norm_rejects, what, s->round.t + 1, ps_counter(&s->ctr, PS_CTR_RECOVERIES));
@@ -613,8 +579,8 @@ static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
     v->now_ns = clock_now_ns();
     v->timeout_ns = s->cfg->worker_timeout_ms * 1000000ULL;
     v->quorum = s->cfg->quorum;
-    v->curvature = s->kfac != NULL;
-    v->bounded = s->kfac && s->cfg->max_inverse_staleness >= 0;
+    v->curvature = s->model.kfac != NULL;
+    v->bounded = s->model.kfac && s->cfg->max_inverse_staleness >= 0;
     v->bound_ok = !v->bounded || ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, s->cfg->max_inverse_staleness, NULL);
 }
 
@@ -622,12 +588,12 @@ static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
 static void s_fold_round(ps_server_t *s) {
     if (!ps_round_state_merge_stats(&s->round, &s->peers)) return;
     double t_fold = clock_now_ms();
-    int rc = kfac_opt_fold(s->kfac, s->round.stats, s->round.t);
+    int rc = kfac_opt_fold(s->model.kfac, s->round.stats, s->round.t);
     ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
     if (rc == 0) {
         ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
         s_sync_factor_versions(s);
-        if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->kfac, s->sched);
+        if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->model.kfac, s->sched);
     } else {
         log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
     }
@@ -674,7 +640,7 @@ void ps_round_try_step(ps_server_t *s) {
             s_dispatch_for_step(s);
             return;
         case PS_ROUND_STEP:
-            if (s->kfac && s_dispatch_for_step(s) < 0) return;
+            if (s->model.kfac && s_dispatch_for_step(s) < 0) return;
             s_apply_step(s);
             return;
         }
@@ -690,7 +656,7 @@ static void s_drop_stalled(ps_server_t *s) {
     ps_peer_t *out[PS_MAX_PEERS];
     uint64_t now = clock_now_ns();
     const uint64_t stall_ns = ps_member_stall_ns(s->cfg->stall_timeout_ms * 1000000ULL,
-                                                 ps_norm_hist_median(&s->push_ns), s->cfg->stall_factor,
+                                                 ps_guard_push_median_ns(s->guard), s->cfg->stall_factor,
                                                  s->cfg->stall_min_ms * 1000000ULL);
     int n = ps_member_stalled(&s->peers, now, s->round.open_ns, stall_ns, out, PS_MAX_PEERS);
     for (int i = 0; i < n; i++) {
@@ -707,7 +673,7 @@ static void s_drop_stalled(ps_server_t *s) {
                      "refused", name, p->n_stalls);
         }
         uint64_t held = 0;
-        if (ratelimit_ok(&s->rl_stall, now, PS_LOG_EVERY_MS, &held)) {
+        if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_STALL), now, PS_LOG_EVERY_MS, &held)) {
             log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs (the stall timeout is %.1fs: "
                      "[ps] stall_factor x the median push time, or stall_timeout_ms): dropped from the rounds until it "
                      "pushes (%" PRIu64 " so far%s)",

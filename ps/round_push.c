@@ -4,6 +4,7 @@
  * 0), per-layer clipping against each layer's own history ([ps]
  * grad_clip_ratio), and holding it for the step (ps/round.c). */
 #include "ps/server_int.h"
+#include "ps/guard.h"
 #include "ps/io.h"
 #include "ps/member.h"
 
@@ -34,7 +35,7 @@ static double s_msg_lowrank_norm2(const net_t *net, const msg_lowrank_t *f) {
  * weighted mean, yes (kfac_opt_step_lowrank decides per layer); SGD and
  * the robust rules see dense gradients, densified here at the push. */
 static int s_keep_lowrank(const ps_server_t *s) {
-    return s->kfac && s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN;
+    return s->model.kfac && s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN;
 }
 
 /* The push's gradient into p: grad (with the factored layers' weights left
@@ -42,7 +43,7 @@ static int s_keep_lowrank(const ps_server_t *s) {
  * either kept in p->lowrank (zeros in p->grad's weight slice) or densified
  * into it. Returns 0 or -ENOMEM. */
 static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
-    const net_t *net = s->net;
+    const net_t *net = s->model.net;
     if (p->lowrank.v) kfac_lowrank_set_clear(&p->lowrank);
     if (g->n_lowrank == 0) {
         memcpy(p->grad, g->grad, net->n_params * sizeof(float));
@@ -74,8 +75,7 @@ static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
 
 static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
     if (!(s->cfg->grad_clip_ratio > 0.0)) return;
-    const net_t *net = s->net;
-    if (!s->layer_norms && !(s->layer_norms = calloc((size_t)net->n_layers, sizeof *s->layer_norms))) return;
+    const net_t *net = s->model.net;
     for (int li = 0; li < net->n_layers; li++) {
         const layer_t *l = &net->layers[li];
         if (l->n_w + l->n_b == 0) continue;
@@ -85,9 +85,10 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
         double n2 = e ? kfac_lowrank_norm2(e) : 0.0; /* the weight slice is zero then: dW = D^T X */
         for (size_t i = 0; i < l->n_w; i++) n2 += (double)w[i] * w[i];
         for (size_t i = 0; i < l->n_b; i++) n2 += (double)b[i] * b[i];
-        double norm = sqrt(n2), med = ps_norm_hist_median(&s->layer_norms[li]);
-        double bound = s->cfg->grad_clip_ratio * med;
-        if (med > 0.0 && norm > bound) {
+        double norm = sqrt(n2), med = 0.0;
+        int n_recent = 0;
+        const double bound = ps_guard_clip(s->guard, li, norm, s->cfg->grad_clip_ratio, &med, &n_recent);
+        if (bound > 0.0) {
             float scale = (float)(bound / norm);
             for (size_t i = 0; i < l->n_w; i++) w[i] *= scale;
             for (size_t i = 0; i < l->n_b; i++) b[i] *= scale;
@@ -96,15 +97,13 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
             p->n_clipped++;
             uint64_t skipped = 0;
             char name[160];
-            if (ratelimit_ok(&s->rl_clip, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+            if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_CLIP), clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
                 log_warn("step %ld: %s: layer %s's gradient norm %.3g is more than [ps] grad_clip_ratio = %g times "
                          "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
                          " from this worker)",
                          s->round.t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
-                         s->layer_norms[li].n, bound, ps_counter(&s->ctr, PS_CTR_CLIPPED), p->n_clipped);
-            norm = bound;
+                         n_recent, bound, ps_counter(&s->ctr, PS_CTR_CLIPPED), p->n_clipped);
         }
-        ps_norm_hist_add(&s->layer_norms[li], norm);
     }
 }
 
@@ -149,22 +148,24 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
      * a norm near the recent ones (msg_validate rejected NaN and Inf). */
     double norm2 = 0.0;
     for (size_t i = 0; i < g->n_grad; i++) norm2 += (double)g->grad[i] * g->grad[i];
-    for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->net, &g->lowrank[i]);
-    double norm = sqrt(norm2), med = ps_norm_hist_median(&s->norms);
-    switch (ps_member_check_grad(g->n_examples, s->cfg->batch, norm, &s->norms, s->cfg->grad_norm_max_ratio)) {
+    for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->model.net, &g->lowrank[i]);
+    double norm = sqrt(norm2), med = 0.0;
+    int n_recent = 0;
+    switch (ps_guard_check_grad(s->guard, g->n_examples, s->cfg->batch, norm, s->cfg->grad_norm_max_ratio, &med,
+                                &n_recent)) {
     case PS_GRAD_TOO_MANY_EXAMPLES:
         ps_counters_bump(&s->ctr, PS_CTR_REJ_EXAMPLES);
-        ps_io_reject_rl(s, &s->rl_examples, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+        ps_io_reject_rl(s, ps_guard_rl(s->guard, PS_GUARD_LINE_EXAMPLES), &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "grad_push.n_examples = %" PRIu64 " is more than [data] batch = %d", g->n_examples, s->cfg->batch);
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_NORM_OUTLIER:
         ps_counters_bump(&s->ctr, PS_CTR_REJ_NORM);
         ps_round_state_norm_reject(&s->round);
-        ps_io_reject_rl(s, &s->rl_norm, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+        ps_io_reject_rl(s, ps_guard_rl(s->guard, PS_GUARD_LINE_NORM), &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
                      "last %d accepted (%" PRIu64 " rejected so far)",
-                     norm, s->cfg->grad_norm_max_ratio, med, s->norms.n, ps_counter(&s->ctr, PS_CTR_REJ_NORM));
+                     norm, s->cfg->grad_norm_max_ratio, med, n_recent, ps_counter(&s->ctr, PS_CTR_REJ_NORM));
         ps_round_after_reject(s, p, m);
         return;
     case PS_GRAD_OK:
@@ -172,11 +173,11 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     /* Batch-norm running statistics: a variance below 0 would make the
      * evaluation and the exported weights NaN (msg_validate rejected NaN and Inf). */
-    if (s->net->n_state && g->n_state == s->net->n_state)
-        for (int li = 0; li < s->net->n_layers; li++) {
-            const layer_t *l = &s->net->layers[li];
+    if (s->model.net->n_state && g->n_state == s->model.net->n_state)
+        for (int li = 0; li < s->model.net->n_layers; li++) {
+            const layer_t *l = &s->model.net->layers[li];
             if (l->kind != LAYER_BATCHNORM || !l->run_var) continue;
-            const size_t off = (size_t)(l->run_var - s->net->state);
+            const size_t off = (size_t)(l->run_var - s->model.net->state);
             for (int c = 0; c < l->c; c++)
                 if (!(g->state[off + c] >= 0.0f)) {
                     ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
@@ -188,16 +189,16 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
     /* Held until the step (or the fold, for statistics) and summed there in
      * rank order: the round's result does not depend on arrival order. */
-    const size_t np = s->net->n_params, ns = s->net->n_state;
+    const size_t np = s->model.net->n_params, ns = s->model.net->n_state;
     if ((!p->grad && !(p->grad = malloc(np * sizeof(float)))) ||
         (ns && g->n_state == ns && !p->state && !(p->state = malloc(ns * sizeof(float)))) ||
-        (g->stats.n_layers > 0 && s->kfac && !p->stats && !(p->stats = kfac_stats_new(s->net)))) {
+        (g->stats.n_layers > 0 && s->model.kfac && !p->stats && !(p->stats = kfac_stats_new(s->model.net)))) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");
         ps_round_after_reject(s, p, m);
         return;
     }
     p->has_stats = 0;
-    if (g->stats.n_layers > 0 && s->kfac) {
+    if (g->stats.n_layers > 0 && s->model.kfac) {
         if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
                                  sizeof err) < 0) {
             ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
@@ -206,10 +207,9 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         }
         p->has_stats = 1;
     }
-    ps_norm_hist_add(&s->norms, norm);
     {
         const uint64_t now = clock_now_ns(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
-        if (now > since) ps_norm_hist_add(&s->push_ns, (double)(now - since));
+        ps_guard_accepted(s->guard, norm, now > since ? now - since : 0);
     }
     if (s_hold_grad(s, p, g) < 0) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INTERNAL, "out of memory holding the gradient");

@@ -3,7 +3,6 @@
  * heartbeats, liveness) and the shutdown path. A Hello's admission is
  * ps/hello.c; the training logic is ps/round.c and ps/jobs.c. */
 #include "ps/server_int.h"
-#include "ps/recover.h"
 #include "ps/export.h"
 #include "ps/io.h"
 #include "ps/member.h"
@@ -381,52 +380,22 @@ int ps_config_check(const runcfg_t *c, char *err, size_t err_len) {
 
 static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     const runcfg_t *c = s->cfg;
-    char perr[512] = "";
-    if (!(s->net = net_load(c->model, 1, perr, sizeof perr))) {
-        snprintf(err, err_len, "%s", perr);
-        return -EINVAL;
+    int rc = ps_model_init(&s->model, c, err, err_len);
+    if (rc < 0) return rc;
+    if (s->model.kfac &&
+        (!(s->scratch = kfac_stats_new(s->model.net)) || !(s->stats_guard = ps_stats_guard_new(s->scratch)))) {
+        snprintf(err, err_len, "out of memory (statistics)");
+        return -ENOMEM;
     }
-    s->net->fc_doubly_min_in = c->doubly_min_in;
-    net_init_params(s->net, c->seed);
-    if (c->optimizer == RUNCFG_OPTIMIZER_KFAC) {
-        kfac_opts_t ko;
-        runcfg_kfac_opts(c, &ko);
-        if (!(s->kfac = kfac_opt_new(s->net, &ko, err, err_len))) return -EINVAL;
-        /* The update's large products on every core while the workers
-         * wait for it (the threads sleep between updates). */
-        int n_up = c->ps_update_threads > 0 ? c->ps_update_threads : affinity_count();
-        if (n_up > 64) n_up = 64;
-        if (n_up > 1) {
-            if (!(s->update_par = nn_par_new(n_up)))
-                log_warn("cannot start %d update threads; the update runs on the loop thread alone", n_up);
-            kfac_opt_set_par(s->kfac, s->update_par);
-        }
-        log_info("update: preconditioning on %d thread%s", nn_par_threads(s->update_par),
-                 nn_par_threads(s->update_par) == 1 ? "" : "s");
-        if (!(s->scratch = kfac_stats_new(s->net)) || !(s->stats_guard = ps_stats_guard_new(s->scratch))) {
-            snprintf(err, err_len, "out of memory (statistics)");
-            return -ENOMEM;
-        }
-    } else {
-        /* SGD keeps the same Polyak average of the iterates that K-FAC
-         * keeps, evaluated beside the current parameters. */
-        if (!(s->sgd = sgd_new(s->net, c->momentum, c->weight_decay)) ||
-            !(s->sgd_polyak = malloc(s->net->n_params * sizeof(float) + 1))) {
-            snprintf(err, err_len, "out of memory (sgd)");
-            return -ENOMEM;
-        }
-        runcfg_lr_sched(c, &s->lr);
-        s->sgd_polyak_decay = runcfg_polyak_decay(c);
-    }
-    if (wire_shape_init(&s->shape, s->net, s->kfac ? s->kfac->avg : NULL) < 0) {
+    if (wire_shape_init(&s->shape, s->model.net, s->model.kfac ? s->model.kfac->avg : NULL) < 0) {
         snprintf(err, err_len, "out of memory (model shape)");
         return -ENOMEM;
     }
     /* factored fc gradients (GradPush.factored): at most a batch of rows each */
     s->shape.limits.max_rows = c->batch > 0 ? (uint32_t)c->batch : 0;
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
-    s->recover = ps_recover_new(s->net->n_params, s->net->n_state);
-    if (ps_round_state_init(&s->round, s->net, s->kfac != NULL) < 0 || !s->unpack_buf || !s->recover) {
+    s->guard = ps_guard_new(s->model.net->n_layers, s->model.net->n_params, s->model.net->n_state);
+    if (ps_round_state_init(&s->round, s->model.net, s->model.kfac != NULL) < 0 || !s->unpack_buf || !s->guard) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -435,20 +404,20 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
                                                         : PS_SCHED_CONTINUOUS;
     if (runcfg_kfac_schedule(c, &s->schedule, err, err_len) < 0) return -EINVAL;
     ps_round_schedule(s);
-    if (s->kfac) {
-        s->n_blocks = s->kfac->n_blocks;
+    if (s->model.kfac) {
+        s->n_blocks = s->model.kfac->n_blocks;
         s->sched = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->sched);
         if (!s->sched) goto oom;
         for (int b = 0; b < s->n_blocks; b++) {
-            ps_sched_block_init(&s->sched[b], s->kfac->blocks[b].n);
+            ps_sched_block_init(&s->sched[b], s->model.kfac->blocks[b].n);
         }
-        if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->kfac, c->refresh_alpha, 0))) {
+        if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->model.kfac, c->refresh_alpha, 0))) {
             snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
                      c->refresh_alpha);
             return -EINVAL;
         }
     }
-    if (!(s->jobs = ps_jobs_new(s->kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
+    if (!(s->jobs = ps_jobs_new(s->model.kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
     return 0;
 oom:
@@ -497,7 +466,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     int64_t max_bytes = msg_limits_max_bytes(&s->shape.limits);
     o.max_msg_bytes = max_bytes > 0 ? max_bytes : -1;
     log_info("largest message accepted: %" PRId64 " bytes (ZMQ_MAXMSGSIZE, from the model's shapes)", max_bytes);
-    int64_t grad_bytes = (int64_t)(s->net->n_params + s->net->n_state) * (int64_t)sizeof(float);
+    int64_t grad_bytes = (int64_t)(s->model.net->n_params + s->model.net->n_state) * (int64_t)sizeof(float);
     s_malloc_prime(max_bytes, (int64_t)s->cfg->workers * grad_bytes);
     o.linger_ms = PS_LINGER_MS;
     o.sndhwm = PS_SNDHWM;
@@ -599,7 +568,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         }
     }
     rc = -EIO;
-    if (!(s->eval = ps_eval_new(&s->loop, s->net->source, cfg, s_on_eval_done, s, &rc, why, sizeof why))) {
+    if (!(s->eval = ps_eval_new(&s->loop, s->model.net->source, cfg, s_on_eval_done, s, &rc, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
@@ -616,8 +585,8 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     /* A run resumed from its checkpoint goes on in its own folder: rows are
      * appended (docs/operations.md); a new run may not take a used folder. */
     rundir_mode_t mode = ps_persist_resumed_from(s) >= 0 ? RUNDIR_APPEND : rundir_mode_of(cfg);
-    if ((rc = rundir_open_run(cfg, RUNCFG_ROLE_PS, s->net->source, mode, &s->metrics, why, sizeof why)) < 0 ||
-        (s->kfac && (rc = rundir_ages_begin(s->metrics, s->kfac, why, sizeof why)) < 0)) {
+    if ((rc = rundir_open_run(cfg, RUNCFG_ROLE_PS, s->model.net->source, mode, &s->metrics, why, sizeof why)) < 0 ||
+        (s->model.kfac && (rc = rundir_ages_begin(s->metrics, s->model.kfac, why, sizeof why)) < 0)) {
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
@@ -630,16 +599,16 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     ps_round_state_start(&s->round, now_ns);
     ps_report_start(s, now_ns);
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
-    if (s->kfac) {
+    if (s->model.kfac) {
         char bound[32];
         if (cfg->max_inverse_staleness < 0) snprintf(bound, sizeof bound, "none");
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
+                 cfg->model, s->model.net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
                  ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
-        log_info("model %s: %zu parameters; sgd", cfg->model, s->net->n_params);
+        log_info("model %s: %zu parameters; sgd", cfg->model, s->model.net->n_params);
     }
     log_info("run: %" PRIu64 " steps, %d gradient workers per round, evaluation every %" PRIu64
              " steps on %d test examples, metrics in %s",
@@ -673,8 +642,7 @@ void ps_server_free(ps_server_t **s_p) {
     }
     ps_eval_free(&s->eval);
     ps_report_free(&s->report);
-    free(s->layer_norms);
-    ps_recover_free(&s->recover);
+    ps_guard_free(&s->guard);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ps_round_state_release(&s->round);
     ps_peers_release(&s->peers);
@@ -690,10 +658,6 @@ void ps_server_free(ps_server_t **s_p) {
     ps_stats_guard_free(s->stats_guard);
     s->stats_guard = NULL;
     kfac_stats_free(&s->scratch);
-    kfac_opt_free(&s->kfac);
-    nn_par_free(&s->update_par);
-    sgd_free(&s->sgd);
-    free(s->sgd_polyak);
-    net_free(&s->net);
+    ps_model_release(&s->model);
     free(s);
 }

@@ -9,12 +9,16 @@
  * ps_round_request_shutdown). Each field has one writer
  * (tools/check-fields.sh): the counters are ps/counters.h's table, the life
  * cycle ps/life.h's, the round ps/round_state.h's; the state of the jobs,
- * Hello, sending, the operator's view, the evaluation and the checkpoints
- * is opaque, defined in jobs.c, hello.c, io.c, report.c, eval.c and
- * persist.c
- * (docs/architecture.md, section 4, "Who owns which state"); the decisions
- * are in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
- * ps/owner.h, ps/sched.h). Not for other modules.
+ * Hello, sending, the operator's view, the evaluation, the checkpoints and
+ * the gradient defences is opaque, defined in jobs.c, hello.c, io.c,
+ * report.c, eval.c, persist.c and guard.c (docs/architecture.md, section
+ * 4, "Who owns which state"); the model and the optimizer are
+ * ps/model.h's (ps_model_t, read directly, changed through its
+ * functions). What is left here is the loop's own state, one handle or
+ * embedded struct per unit, and the buffers, limits and scheduling records
+ * the model's messages need. The decisions are
+ * in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
+ * ps/owner.h, ps/sched.h, ps/guard.h). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
  * gradients of version t; the step turns t into t + 1 and publishes it.
@@ -38,8 +42,10 @@
 #include "proto/msg.h"
 #include "ps/counters.h"
 #include "ps/eval.h"
+#include "ps/guard.h"
 #include "ps/life.h"
 #include "ps/member.h"
+#include "ps/model.h"
 #include "ps/http.h"
 #include "ps/metrics.h"
 #include "ps/owner.h"
@@ -114,14 +120,7 @@ struct ps_server {
     uint64_t t0_ns;                /* start (clock_now_ns) */
 
     /* model and optimizer */
-    net_t *net;                    /* params (n_params) and state (n_state) live here */
-    kfac_opt_t *kfac;              /* optimizer kfac, else NULL */
-    struct nn_par *update_par;     /* [ps] update_threads > 1: the preconditioning's pool, else NULL */
-    sgd_t *sgd;                    /* optimizer sgd, else NULL */
-    float *sgd_polyak;             /* (n_params) sgd's Polyak average of the iterates, else NULL */
-    long sgd_polyak_count;         /* iterates averaged into sgd_polyak so far */
-    double sgd_polyak_decay;       /* runcfg_polyak_decay() */
-    sgd_lr_sched_t lr;
+    ps_model_t model;              /* net, K-FAC or SGD, Polyak, the update (ps/model.h) */
     char *config_text;             /* runcfg_shared_text, sent in Welcome */
     wire_shape_t shape;            /* message limits from the model */
     kfac_stats_t *scratch;         /* statistics of one message */
@@ -153,15 +152,9 @@ struct ps_server {
 
     /* counters: every event count of the run (ps/counters.h; written there only) */
     ps_counters_t ctr;
-    ratelimit_t rl_peer;
 
     /* members that may not poison or hold the run */
-    ps_norm_hist_t norms;          /* norms of recently accepted gradients */
-    ps_norm_hist_t push_ns;        /* how long recent accepted gradients took after their round opened (ns) */
-    ratelimit_t rl_stall, rl_examples, rl_norm, rl_robust, rl_clip; /* round.c's and round_push.c's lines */
-    ps_norm_hist_t *layer_norms;   /* (net->n_layers) per-layer norms of recent accepted gradients, for clipping */
-    struct ps_recover *recover;    /* the last good parameters (ps/recover.h) */
-    int recoveries_in_a_row;
+    ps_guard_t *guard;             /* norm histories, per-layer norms, the last good parameters (ps/guard.h) */
     ratelimit_t rl_rate, rl_expired; /* server.c's lines: requests over the rate limit, handshakes expired */
     /* checkpoints (ps/persist.c) */
     ps_persist_t *persist;         /* the checkpoint folder, the step resumed from (ps/persist.c's, opaque) */
