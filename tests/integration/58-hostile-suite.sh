@@ -110,6 +110,7 @@ EOF2
   h_start "$1-worker2" "$BUILD/kfac-worker" --config "$D/run.ini" --worker.id 2
   h_start "$1-statsd" "$BUILD/kfac-statsd" --config "$D/run.ini"
   h_start "$1-invertd" "$BUILD/kfac-invertd" --config "$D/run.ini"
+  INV_PID=$H_PID
 }
 
 # wait_steps NAME N: until NAME's steps.csv has N steps (at most 120 s).
@@ -208,6 +209,14 @@ poke inverses-other --member_id 33 --member_kind inv-other --count 6 --wait_ms 5
 finish inverses "$STEPS"
 n=$(metric kfac_invertd_distrusted_total)
 [ "${n:-0}" -ge 3 ] || h_fail "inverses: kfac_invertd_distrusted_total is '${n:-}', expected 3"
+for k in indefinite scaled other; do
+  grep -q "shut out by kfac-ps" "$H_DIR/inverses-$k.log" ||
+    h_fail "inverses: the inv-$k daemon was not shut out: $(tail -n 2 "$H_DIR/inverses-$k.log")"
+done
+grep -q "(pid $INV_PID[ ,)].*refused" "$H_DIR/inverses-ps.log" &&
+  h_fail "inverses: the honest kfac-invertd (pid $INV_PID) had a result refused"
+installed=$(metric kfac_inverses_installed_total)
+[ "${installed:-0}" -gt 0 ] || h_fail "inverses: no inverse was installed"
 judge inverses "kfac_invertd_distrusted_total $n, kfac_inverses_refused_total $(metric kfac_inverses_refused_total)" \
   "invertd#[0-9]* \(pid [0-9]* .*refused \(1 of 3\)"
 fi
@@ -316,6 +325,10 @@ wc_=$(h_csv_col "$H_DIR/slow/out/steps.csv" wall_s) || h_fail "$wc_"
 gap=$(awk -F, -v c="$wc_" -v j="$JOIN" 'NR > j + 1 { g = $c - prev; if (g > m) m = g } NR > 1 { prev = $c } END { printf "%.2f", m }' \
   "$H_DIR/slow/out/steps.csv")
 h_ge 5 "$gap" || h_fail "slow: a step gap of $gap s after the members joined (at most 5 s)"
+n_drop=$(grep -c "heartbeats but has not pushed its gradient" "$H_DIR/slow-ps.log")
+[ "$n_drop" -ge 2 ] || h_fail "slow: $n_drop stall drops in the log, expected at least 2 (both members)"
+grep -q "worker#[0-9]* (pid [0-9]* .*stalled 3 times (\[ps\] stall_max_drops): no member of the rounds again" \
+  "$H_DIR/slow-ps.log" || h_fail "slow: the alternating member was not demoted after 3 drops (kfac-ps's log)"
 judge slow "largest step gap $gap s" "worker#[0-9]* \(pid [0-9]* .*heartbeats but has not pushed its gradient"
 fi
 
