@@ -18,6 +18,10 @@
  *     recorded). No lower bound: an honest output-gradient factor of the
  *     true Fisher falls 20x below its median when the model is sure of a
  *     batch, and a small push only moves the factor by its fold weight.
+ *     The default (1000) is far above what honest statistics do: the demo
+ *     model's fc2 input factor grew 172x over its first 8 pushes. A bound
+ *     that honest statistics cross refuses them for good (a refused push
+ *     does not enter the history), so it must stay generous.
  * Finiteness and non-negative diagonals are checked by the unpack
  * (kfac_stats_layer_unpack). Owns only the trace histories; no I/O. */
 #ifndef KFAC_PS_STATS_GUARD_H

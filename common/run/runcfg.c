@@ -157,7 +157,7 @@ static const config_option_t s_table[] = {
     O("ps", "grad_norm_max_ratio", OPT_DOUBLE, grad_norm_max_ratio, "100", 0, 1e30,
       "a gradient whose norm is more than this many times the median of the last 32 accepted ones is rejected (0: "
       "off)"),
-    O("ps", "stats_trace_max_ratio", OPT_DOUBLE, stats_trace_max_ratio, "100", 0, 1e30,
+    O("ps", "stats_trace_max_ratio", OPT_DOUBLE, stats_trace_max_ratio, "1000", 0, 1e30,
       "a statistics push whose factor's trace is more than this many times the median of that factor's last 32 "
       "accepted ones is rejected (0: off; the check that each factor is a second moment stays)"),
     O("ps", "grad_clip_ratio", OPT_DOUBLE, grad_clip_ratio, "20", 0, 1e30,
