@@ -9,7 +9,10 @@
 # outdir/steps-vs-KIND-age.png for each kind in `kinds` (two panels: steps
 # and wall time to the target against that age, bars min-max over seeds,
 # each point labelled with its number) and outdir/steps-vs-age.png with
-# every kind.
+# every kind. An optional `note` (a line under the title) names the
+# points left out because no seed of theirs reached the target.
+if (!exists("note")) note = ''
+ttl_note = note eq '' ? '' : "\n".note
 set datafile missing "NaN"
 set grid
 set key top left font ",9"
@@ -19,7 +22,7 @@ do for [k=1:nk] {
   kind = word(kinds, k)
   f = dir.'/age-'.kind.'.dat'
   set output outdir.'/steps-vs-'.kind.'-age.png'
-  set multiplot layout 1,2 title plot_title.' (target '.target.')' font ",12"
+  set multiplot layout 1,2 title plot_title.' (target '.target.')'.ttl_note font ",12"
   set xlabel 'mean '.kind.' age (versions; bars: min-max over seeds)'
   set ylabel 'steps to the target'
   set title 'steps to the target vs '.kind.' age'
@@ -32,7 +35,7 @@ do for [k=1:nk] {
   unset multiplot
 }
 set output outdir.'/steps-vs-age.png'
-set multiplot layout 1,2 title plot_title.': every kind of staleness (target '.target.')' font ",12"
+set multiplot layout 1,2 title plot_title.': every kind of staleness (target '.target.')'.ttl_note font ",12"
 set xlabel 'mean age (versions)'
 set ylabel 'steps to the target'
 set title 'steps to the target vs age'

@@ -1,0 +1,23 @@
+n = 15
+plot_title = "Study 6: mini-batch scaling, same 51200 examples, MNIST MLP (in-process)"
+target = 0
+trade_target = 0
+xunit = "training examples"
+have_ages = 1
+have_trade = 1
+array L[15]
+L[1] = "1: kfac b32"
+L[2] = "2: kfac b128"
+L[3] = "3: kfac b512"
+L[4] = "4: kfac-kl-decay b32"
+L[5] = "5: kfac-kl-decay b128"
+L[6] = "6: kfac-kl-decay b512"
+L[7] = "7: sgd-lr0.02 b32"
+L[8] = "8: sgd-lr0.02 b128"
+L[9] = "9: sgd-lr0.02 b512"
+L[10] = "10: sgd-lr0.05 b32"
+L[11] = "11: sgd-lr0.05 b128"
+L[12] = "12: sgd-lr0.05 b512"
+L[13] = "13: sgd-lr0.1 b32"
+L[14] = "14: sgd-lr0.1 b128"
+L[15] = "15: sgd-lr0.1 b512"
