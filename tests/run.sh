@@ -57,7 +57,7 @@ for t in tests/integration/*.sh; do
   [ -f "$t" ] || continue
   run "$t" sh "$t"
 done
-echo "slowest (s): $(sort -rn "$times" | head -n 8 | awk '{printf "%s%s %s", NR > 1 ? ", " : "", $2, $1}')"
+echo "slowest (s): $(sort -rn "$times" | head -n 8 | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1 }')"
 [ -n "$failed" ] && echo "failed:$failed"
 [ -n "$skipped" ] && echo "skipped:$skipped"
 echo "$pass passed, $fail failed, $skip skipped"
