@@ -293,8 +293,11 @@ EOF
   say "- $(( $(date +%s) - s0 )) s; $(grep -m1 '^exit' "$out/study1.log")"
   [ -r "$work/study1/summary.md" ] && sed -n '1,40p' "$work/study1/summary.md" | tee -a "$S"
 fi
+# Each run's status file too (tools/kfac-sweep --report counts a run only by it)
+# and the sweep file, so that the study can be published from the archive.
+[ -d "$work/study1" ] && cp "$work/gpu-async-vs-sync.sweep" "$work/study1/" 2>/dev/null
 (cd "$work" && find clusters study1 -type f \( -name '*.csv' -o -name '*.ini' -o -name '*.md' -o -name '*.tsv' \
-   -o -name '*.log' -o -name '*.txt' -o -name '*.sweep' \) 2>/dev/null | tar -czf "$out/runs.tar.gz" -T - 2>/dev/null)
+   -o -name '*.log' -o -name '*.txt' -o -name '*.sweep' -o -name status \) 2>/dev/null | tar -czf "$out/runs.tar.gz" -T - 2>/dev/null)
 
 # ---- 8. more seeds, with what time is left ------------------------------------
 if [ "$gpu" = 1 ] && [ "$tests_only" = 0 ] && [ "$(left)" -gt 40 ]; then

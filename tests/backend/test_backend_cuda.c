@@ -160,6 +160,9 @@ static int s_routes_differ(backend_t *bc, backend_t *bg, const net_t *net, int n
 
 #define TWIN_CHECK(err, tol, ...) ck_assert_msg((err) <= (tol), __VA_ARGS__)
 
+/* What gave the worst backward error so far (printed with it). */
+static char s_worst_b_what[128];
+
 /* Every layer's dy and every parameter gradient of the last backward pass. */
 static void s_compare_backward(const char *test, uint64_t seed, const char *pass, backend_t *bc, backend_t *bg,
                                net_t *nc, net_t *ng, int n, int grads, float *yc, float *yg, double tol,
@@ -171,7 +174,10 @@ static void s_compare_backward(const char *test, uint64_t seed, const char *pass
         ck_assert_int_eq(backend_layer_copy(bc, li, NULL, yc), 0);
         ck_assert_int_eq(backend_layer_copy(bg, li, NULL, yg), 0);
         double e = s_rel(yg, yc, len);
-        if (e > *worst) *worst = e;
+        if (e > *worst) {
+            *worst = e;
+            snprintf(s_worst_b_what, sizeof s_worst_b_what, "layer %s dy, %s, batch %d", l->name, pass, n);
+        }
         TWIN_CHECK(e, tol, "%s (seed %llu, %s): layer %s (%s) dy error %.3g > %.3g", test, (unsigned long long)seed,
                    pass, l->name, layer_kind_name(l->kind), e, tol);
     }
@@ -179,7 +185,10 @@ static void s_compare_backward(const char *test, uint64_t seed, const char *pass
     for (int v = 0; v < nc->n_views; v++) {
         const net_view_t *vw = &nc->views[v];
         double e = s_rel(ng->grads + vw->off, nc->grads + vw->off, vw->n);
-        if (e > *worst) *worst = e;
+        if (e > *worst) {
+            *worst = e;
+            snprintf(s_worst_b_what, sizeof s_worst_b_what, "gradient %s, %s, batch %d", vw->name, pass, n);
+        }
         TWIN_CHECK(e, tol, "%s (seed %llu, %s): gradient %s error %.3g > %.3g", test, (unsigned long long)seed, pass,
                    vw->name, e, tol);
     }
@@ -241,6 +250,7 @@ static void s_twin(const char *test, const char *text, int n, twin_opts_t o, twi
     ck_assert(x && pc && pg && y && ys && state0 && yc && yg);
     double worst_f = 0, worst_b = 0, worst_s = 0, worst_l = 0;
     int redraws = 0;
+    s_worst_b_what[0] = '\0';
 
     for (int step = 0; step < n_steps; step++) {
         const int m = sizes[step];
@@ -320,8 +330,9 @@ static void s_twin(const char *test, const char *text, int n, twin_opts_t o, twi
             ck_assert_int_eq(backend_set_params(bg, NULL, NULL), 0);
         }
     }
-    printf("%s: worst relative errors: forward %.2g, backward %.2g, statistics %.2g, loss %.2g (%s)%s\n", test,
-           worst_f, worst_b, worst_s, worst_l, backend_describe(bg), redraws ? " [inputs redrawn: routing ties]" : "");
+    printf("%s: worst relative errors: forward %.2g, backward %.2g, statistics %.2g, loss %.2g (%s)%s; worst "
+           "backward: %s\n", test, worst_f, worst_b, worst_s, worst_l, backend_describe(bg),
+           redraws ? " [inputs redrawn: routing ties]" : "", s_worst_b_what[0] ? s_worst_b_what : "-");
     ck_assert_int_eq(backend_failed(bg), 0);
     free(x); free(pc); free(pg); free(y); free(ys); free(state0); free(yc); free(yg);
     kfac_stats_free(&sc);
