@@ -1,6 +1,7 @@
 /* ps/ckpt_file.c — see ckpt.h: the checkpoint files (atomic writes, the
  * listing newest first, pruning, restoring the newest valid one). The
- * encoding and the checks of a file's contents are in ps/ckpt.c. */
+ * encoding of a file's contents is in ps/ckpt_encode.c, their checks in
+ * ps/ckpt.c, the bytes of a record in ps/ckpt_wire.c. */
 #include "ps/ckpt.h"
 
 #include <dirent.h>

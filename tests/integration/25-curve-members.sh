@@ -21,53 +21,7 @@
 . tests/integration/harness.inc
 h_init 25-curve-members
 STEPS=400
-for b in kfac-keygen kfac-poke; do [ -x "$BUILD/$b" ] || h_fail "missing $BUILD/$b"; done
-K=$H_DIR/keys
-mkdir -m 700 "$K" "$K/workers" || h_fail "mkdir"
-if ! "$BUILD/kfac-keygen" --out "$K/ps" --host none >"$H_DIR/keygen.log" 2>&1; then
-  grep -q "no CURVE support" "$H_DIR/keygen.log" && h_skip "this libzmq has no CURVE ($(cat "$H_DIR/keygen.log"))"
-  h_fail "kfac-keygen failed: $(cat "$H_DIR/keygen.log")"
-fi
-for n in workers/worker-1 workers/worker-2 workers/worker-3 invertd-1; do
-  "$BUILD/kfac-keygen" --out "$K/$n" --host none >>"$H_DIR/keygen.log" 2>&1 || h_fail "kfac-keygen --out $K/$n failed"
-done
-port=$(h_port) || exit 1
-ep=tcp://127.0.0.1:$port
-cat >"$H_DIR/run.ini" <<EOF2
-[run]
-seed = 5
-steps = $STEPS
-eval_every = 1000
-eval_n = 200
-out_dir = $H_DIR/out
-[model]
-file = models/mnist-mlp.model
-[data]
-batch = 16
-train_n = 2000
-[cluster]
-ps = $ep
-workers = 2
-statsd = 0
-invertd = 1
-[ps]
-bind = $ep
-heartbeat_ms = 200
-progress_every = 100
-[security]
-server_public_key = $K/ps.pub
-EOF2
-S="--security.server_secret_key $K/ps.secret --security.allow_workers $K/workers --security.allow_invertd $K/invertd-1.pub"
-# shellcheck disable=SC2086
-h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini" $S
-PS_PID=$H_PID
-h_wait_log "$H_DIR/ps.log" "listening on" 30 || h_fail "kfac-ps does not listen"
-for i in 1 2; do
-  h_start "worker-$i" "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id "$i" \
-    --security.client_secret_key "$K/workers/worker-$i.secret"
-  eval "W$i=\$H_PID"
-done
-h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --security.client_secret_key "$K/invertd-1.secret"
+h_curve_cluster "$STEPS" 100
 h_wait_steps 10
 # poke NAME KEY ID: a client with worker key KEY that says Hello with member id ID
 poke() {

@@ -1,5 +1,6 @@
 /* tests/ps/test_ps_ckpt.c — checkpoints of the parameter server's state
- * (ps/ckpt.c): a random state (parameters, batch-norm state, momentum,
+ * (ps/ckpt_encode.c, ps/ckpt.c,
+ * ps/ckpt_wire.c): a random state (parameters, batch-norm state, momentum,
  * Polyak average, every factor with its counts, inverses in both forms and
  * missing ones, scheduler and adaptive-refresh state, counters) survives a
  * save and a restore bit for bit, field by field; every kind of damage
