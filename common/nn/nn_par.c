@@ -10,11 +10,19 @@
 #include "common/nn/nn_par.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Pause-loop iterations before sleeping: tens of microseconds, about the
- * serial work between two layers. */
+ * serial work between two layers. Only where every thread of the pool has
+ * a CPU of its own (the CPUs this process may run on): with more threads
+ * than CPUs a spinning thread takes the CPU from the one whose part is
+ * still running, and each run then waits for the scheduler's time slice
+ * (measured: the 3-thread finite-difference checks of tests/nn/test_nn_grad
+ * on 2 CPUs took 43 s spinning, against 0.5 s with 1 thread). There the
+ * threads sleep at once, as libgomp does when it is oversubscribed. */
 #define NN_PAR_SPIN 4000
 
 typedef struct s_thread {
@@ -25,6 +33,7 @@ typedef struct s_thread {
 
 struct nn_par {
     int n;                       /* threads in all, the caller included */
+    int spin;                    /* pause iterations before sleeping: NN_PAR_SPIN or 0 */
     s_thread_t *threads;         /* (n - 1) */
     int n_started;
     pthread_mutex_t mu;
@@ -48,7 +57,7 @@ static void *s_main(void *p_) {
     nn_par_t *p = t->pool;
     unsigned seen = 0; /* the generation at creation: a run may start before this thread does */
     for (;;) {
-        for (int i = 0; i < NN_PAR_SPIN && atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++)
+        for (int i = 0; i < p->spin && atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++)
             s_pause();
         if (atomic_load_explicit(&p->gen, memory_order_acquire) == seen) {
             pthread_mutex_lock(&p->mu);
@@ -76,11 +85,21 @@ static void s_launch(nn_par_t *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The CPUs this process may run on (its affinity mask; the online CPUs if
+ * that cannot be read). */
+static int s_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 nn_par_t *nn_par_new(int n_threads) {
     if (n_threads < 1) return NULL;
     nn_par_t *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads;
+    p->spin = n_threads <= s_cpus() ? NN_PAR_SPIN : 0;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->start, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -126,7 +145,7 @@ void nn_par_run(nn_par_t *p, nn_par_fn fn, void *arg) {
     atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
     s_launch(p);
     fn(arg, 0, p->n);
-    for (int i = 0; i < NN_PAR_SPIN && atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) s_pause();
+    for (int i = 0; i < p->spin && atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) s_pause();
     if (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
         pthread_mutex_lock(&p->mu);
         while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
