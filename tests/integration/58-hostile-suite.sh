@@ -7,7 +7,8 @@
 # configuration (asynchronous runs are not deterministic: the clean runs
 # give the spread; they run between the attacks, so that a change in the
 # host's load reaches both alike). Each attacker (tools/kfac-poke) joins
-# after step 20:
+# after step 20 (attacks that other counters count share a run, so the
+# suite is 5 attacked runs and 3 clean ones):
 #   inverses   3 inverse daemons answering every job wrongly
 #              (inv-indefinite, inv-scaled, inv-other)
 #   scaled     a worker pushing 100 x the parameters it was sent, 40 rounds
@@ -16,8 +17,10 @@
 #              values of 3e38, or NaN and Inf
 #   flood      a worker sending 20,000 GetParams without reading a reply
 #   id         a client saying Hello with the member id of a live worker
+#              (in the run of the scaled attack)
 #   stats      a statistics worker pushing 10^6 examples, two pushes for
 #              one version, indefinite factors, and 1e6 x the identity
+#              (in the run of the poison attack)
 #   slow       a worker that asks for Params and only heartbeats for 6 s,
 #              and one that stalls every other round (8 rounds, 3 s each)
 # Not here: negative batch-norm variances (the demo model has no batch
@@ -183,18 +186,18 @@ clean() {
 }
 CLEANS=""
 
-# judge NAME COUNTER_TEXT NAMED_RE: the attacker named in the log; the
-# accuracy, counter and named line kept for the verdict at the end (the
-# clean runs are spread among the attacks, so that a change in the host's
-# load reaches both alike).
+# judge RUN ATTACK COUNTER_TEXT NAMED_RE: the attacker named in RUN's
+# kfac-ps log; the accuracy, counter and named line kept for the verdict at
+# the end (the clean runs are spread among the attacks, so that a change in
+# the host's load reaches both alike).
 RESULTS=$H_DIR/results
 : >"$RESULTS"
 judge() {
-  grep -Eq "$3" "$H_DIR/$1-ps.log" || h_fail "$1: kfac-ps's log never named the attacker (no line matching: $3)"
-  named=$(grep -E "$3" "$H_DIR/$1-ps.log" | head -n 1 | sed 's/^[^ ]* [A-Z]* *//' | cut -c1-150)
+  grep -Eq "$4" "$H_DIR/$1-ps.log" || h_fail "$2: kfac-ps's log never named the attacker (no line matching: $4)"
+  named=$(grep -E "$4" "$H_DIR/$1-ps.log" | head -n 1 | sed 's/^[^ ]* [A-Z]* *//' | cut -c1-150)
   printf '%s\t%s\t%s; after the join: inverse age %s, %s steps/s; kfac-ps peak resident memory %s kB\t%s\n' \
-    "$1" "$ACC" "$2" "$AGE" "$SPS" "$HWM" "$named" >>"$RESULTS"
-  echo "58-hostile-suite: $1: test accuracy $ACC at step $STEPS; $2; inverse age $AGE, $SPS steps/s; peak $HWM kB"
+    "$2" "$ACC" "$3" "$AGE" "$SPS" "$HWM" "$named" >>"$RESULTS"
+  echo "58-hostile-suite: $2 (run $1): test accuracy $ACC at step $STEPS; $3; inverse age $AGE, $SPS steps/s; peak $HWM kB"
 }
 
 clean clean1
@@ -217,40 +220,69 @@ grep -q "(pid $INV_PID[ ,)].*refused" "$H_DIR/inverses-ps.log" &&
   h_fail "inverses: the honest kfac-invertd (pid $INV_PID) had a result refused"
 installed=$(metric kfac_inverses_installed_total)
 [ "${installed:-0}" -gt 0 ] || h_fail "inverses: no inverse was installed"
-judge inverses "kfac_invertd_distrusted_total $n, kfac_inverses_refused_total $(metric kfac_inverses_refused_total)" \
+judge inverses inverses "kfac_invertd_distrusted_total $n, kfac_inverses_refused_total $(metric kfac_inverses_refused_total)" \
   "invertd#[0-9]* \(pid [0-9]* .*refused \(1 of 3\)"
 fi
 
+if want scaled || want id; then
+# scaled: 100 x the parameters, inside every rule but the per-layer bound;
+# id, in the same run: Hello with the member id of a live worker
+cluster scaled-id "$STEPS"
+wait_steps scaled-id "$JOIN"
+want scaled && poke scaled --member_id 41 --member_kind scaled --count 40 --wait_ms 5000
+if want id; then
+  h_start id "$BUILD/kfac-poke" --endpoint "$EP" --member_id 1 --member_kind examples --count 1 --wait_ms 3000
+  h_wait "$H_PID" 30
+  [ "$H_STATUS" = 1 ] || h_fail "id: the Hello with a live worker's id was not refused (kfac-poke status $H_STATUS)"
+  grep -q "worker id 1 is in use by worker#" "$H_DIR/id.log" || h_fail "id: the answer does not say the id is in use"
+fi
+finish scaled-id "$STEPS"
 if want scaled; then
-# scaled: 100 x the parameters, inside every rule but the per-layer bound
-cluster scaled "$STEPS"
-wait_steps scaled "$JOIN"
-poke scaled --member_id 41 --member_kind scaled --count 40 --wait_ms 5000
-finish scaled "$STEPS"
-n=$(metric kfac_grad_clipped_total)
-r=$(metric 'kfac_rejected_messages_total{type="grad_push"}')
-[ $(( ${n:-0} + ${r:-0} )) -ge 1 ] || h_fail "scaled: nothing clipped or rejected (kfac_grad_clipped_total '${n:-}')"
-judge scaled "kfac_grad_clipped_total $n, kfac_rejected_messages_total{type=grad_push} $r" \
-  "worker#[0-9]* \(pid [0-9]* .*(clipped|median)"
+  n=$(metric kfac_grad_clipped_total)
+  r=$(metric 'kfac_rejected_messages_total{type="grad_push"}')
+  [ $(( ${n:-0} + ${r:-0} )) -ge 1 ] || h_fail "scaled: nothing clipped or rejected (kfac_grad_clipped_total '${n:-}')"
+  judge scaled-id scaled "kfac_grad_clipped_total $n, kfac_rejected_messages_total{type=grad_push} $r" \
+    "worker#[0-9]* \(pid [0-9]* .*(clipped|median)"
+fi
+if want id; then
+  r=$(metric 'kfac_rejected_messages_total{type="hello"}')
+  [ "${r:-0}" -ge 1 ] || h_fail "id: kfac_rejected_messages_total{type=hello} is '${r:-}'"
+  judge scaled-id id "kfac_rejected_messages_total{type=hello} $r" "refused a kfac-worker .*worker id 1 is in use"
+fi
 fi
 
 clean clean2
 
+if want poison || want stats; then
+# poison: gradients no honest worker sends; stats, in the same run: more
+# examples than a batch, two pushes for one version, indefinite factors
+cluster poison-stats "$STEPS"
+wait_steps poison-stats "$JOIN"
 if want poison; then
-# poison: gradients no honest worker sends
-cluster poison "$STEPS"
-wait_steps poison "$JOIN"
-poke poison-examples --member_id 42 --member_kind examples --count 5 --wait_ms 5000
-poke poison-huge --member_id 43 --member_kind huge --count 5 --wait_ms 5000
-poke poison-nan --member_id 44 --member_kind nan --count 5 --wait_ms 5000
-finish poison "$STEPS"
-r=$(metric 'kfac_rejected_messages_total{type="grad_push"}')
-for k in examples huge nan; do
-  grep -Eq "errors INVALID [1-9]" "$H_DIR/poison-$k.log" ||
-    h_fail "poison: the $k member's pushes were not refused: $(tail -n 1 "$H_DIR/poison-$k.log")"
-done
-[ "${r:-0}" -ge 3 ] || h_fail "poison: kfac_rejected_messages_total{type=grad_push} is '${r:-}', expected at least 3"
-judge poison "kfac_rejected_messages_total{type=grad_push} $r" "rejected grad_push from worker#[0-9]* \(pid [0-9]*"
+  poke poison-examples --member_id 42 --member_kind examples --count 5 --wait_ms 5000
+  poke poison-huge --member_id 43 --member_kind huge --count 5 --wait_ms 5000
+  poke poison-nan --member_id 44 --member_kind nan --count 5 --wait_ms 5000
+fi
+want stats && poke stats --member_id 46 --member_kind stats --wait_ms 5000
+finish poison-stats "$STEPS"
+if want poison; then
+  r=$(metric 'kfac_rejected_messages_total{type="grad_push"}')
+  for k in examples huge nan; do
+    grep -Eq "errors INVALID [1-9]" "$H_DIR/poison-$k.log" ||
+      h_fail "poison: the $k member's pushes were not refused: $(tail -n 1 "$H_DIR/poison-$k.log")"
+  done
+  [ "${r:-0}" -ge 3 ] || h_fail "poison: kfac_rejected_messages_total{type=grad_push} is '${r:-}', expected at least 3"
+  judge poison-stats poison "kfac_rejected_messages_total{type=grad_push} $r" \
+    "rejected grad_push from worker#[0-9]* \(pid [0-9]*"
+fi
+if want stats; then
+  r=$(metric 'kfac_rejected_messages_total{type="stats_push"}')
+  [ "${r:-0}" -ge 2 ] || h_fail "stats: kfac_rejected_messages_total{type=stats_push} is '${r:-}', expected 2"
+  grep -q "already pushed version [0-9]* (one push per version)" "$H_DIR/stats.log" ||
+    h_fail "stats: the second push for one version was not refused (kfac-poke's replies)"
+  judge poison-stats stats "kfac_rejected_messages_total{type=stats_push} $r" \
+    "rejected stats_push from statsd#[0-9]* \(pid [0-9]* .*n_examples = 1000000 is more than any statistics batch"
+fi
 fi
 
 if want flood; then
@@ -277,40 +309,11 @@ bound=$(( rss0 + 4 * PARAMS_KB ))
   h_fail "flood: kfac-ps's peak resident memory during the flood, $hwm1 kB, is more than $rss0 kB before it plus 4 Params messages ($bound kB)"
 r=$(metric 'kfac_rejected_messages_total{type="get_params"}')
 [ "${r:-0}" -ge 1 ] || h_fail "flood: kfac_rejected_messages_total{type=get_params} is '${r:-}'"
-judge flood "kfac_rejected_messages_total{type=get_params} $r; peak during the flood $hwm1 kB, $rss0 kB before it (+$((hwm1 - rss0)) kB, bound +$((4 * PARAMS_KB)) kB)" \
+judge flood flood "kfac_rejected_messages_total{type=get_params} $r; peak during the flood $hwm1 kB, $rss0 kB before it (+$((hwm1 - rss0)) kB, bound +$((4 * PARAMS_KB)) kB)" \
   "rejected get_params from worker#[0-9]* .*more than 20 GetParams and JobRequest a second"
 fi
 
 clean clean3
-
-if want id; then
-# id: Hello with the member id of a live worker
-cluster id "$STEPS"
-wait_steps id "$JOIN"
-poke id --member_id 1 --member_kind examples --count 1 --wait_ms 3000
-h_wait "$H_PID" 30
-POKES=""
-[ "$H_STATUS" = 1 ] || h_fail "id: the Hello with a live worker's id was not refused (kfac-poke status $H_STATUS)"
-grep -q "worker id 1 is in use by worker#" "$H_DIR/id.log" || h_fail "id: the answer does not say the id is in use"
-finish id "$STEPS"
-r=$(metric 'kfac_rejected_messages_total{type="hello"}')
-[ "${r:-0}" -ge 1 ] || h_fail "id: kfac_rejected_messages_total{type=hello} is '${r:-}'"
-judge id "kfac_rejected_messages_total{type=hello} $r" "refused a kfac-worker .*worker id 1 is in use"
-fi
-
-if want stats; then
-# stats: more examples than a batch, then two pushes for one version
-cluster stats "$STEPS"
-wait_steps stats "$JOIN"
-poke stats --member_id 46 --member_kind stats --wait_ms 5000
-finish stats "$STEPS"
-r=$(metric 'kfac_rejected_messages_total{type="stats_push"}')
-[ "${r:-0}" -ge 2 ] || h_fail "stats: kfac_rejected_messages_total{type=stats_push} is '${r:-}', expected 2"
-grep -q "already pushed version [0-9]* (one push per version)" "$H_DIR/stats.log" ||
-  h_fail "stats: the second push for one version was not refused (kfac-poke's replies)"
-judge stats "kfac_rejected_messages_total{type=stats_push} $r" \
-  "rejected stats_push from statsd#[0-9]* \(pid [0-9]* .*n_examples = 1000000 is more than any statistics batch"
-fi
 
 if want slow; then
 # slow: a member that only heartbeats, one that stalls every other round
@@ -329,7 +332,7 @@ n_drop=$(grep -c "heartbeats but has not pushed its gradient" "$H_DIR/slow-ps.lo
 [ "$n_drop" -ge 2 ] || h_fail "slow: $n_drop stall drops in the log, expected at least 2 (both members)"
 grep -q "worker#[0-9]* (pid [0-9]* .*stalled 3 times (\[ps\] stall_max_drops): no member of the rounds again" \
   "$H_DIR/slow-ps.log" || h_fail "slow: the alternating member was not demoted after 3 drops (kfac-ps's log)"
-judge slow "largest step gap $gap s" "worker#[0-9]* \(pid [0-9]* .*heartbeats but has not pushed its gradient"
+judge slow slow "largest step gap $gap s" "worker#[0-9]* \(pid [0-9]* .*heartbeats but has not pushed its gradient"
 fi
 
 # the verdict: each attack's accuracy against the clean runs' spread

@@ -487,6 +487,7 @@ static size_t s_ownr_entry(uint8_t *p, uint32_t code, uint32_t id, const char *k
 
 #define KEY_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define KEY_B "B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-B-"
+#define KEY_NUL "B-B-B-B-B-B-B-B-B\0B-B-B-B-B-B-B-B-B-B-B-" /* 40 characters (the 18th a NUL), as s_ownr_entry copies */
 
 /* The member ids bound to CURVE keys: saved and restored (replacing what
  * the table held); a version-1 checkpoint, which has no such record, loads
@@ -546,7 +547,7 @@ START_TEST(test_ps_ckpt_owners_survive) {
         {"cut inside the count", "shorter", 2, 1, 2, KEY_B, 2 * (8 + AUTH_KEY_Z85_LEN) + 2, 2},
         {"role code 3", "role code 3", 2, 3, 2, KEY_B, 0, 2},
         {"a key with a space", "Z85", 2, 2, 2, "B-B-B-B-B-B-B-B-B B-B-B-B-B-B-B-B-B-B-B-", 0, 2},
-        {"a key with a NUL", "Z85", 2, 2, 2, "B-B-B-B-B-B-B-B-B\0B-B-B-B-B-B-B-B-B-B-", 0, 2},
+        {"a key with a NUL", "Z85", 2, 2, 2, KEY_NUL, 0, 2},
         {"worker id 1 twice", "worker id 1", 2, 1, 1, KEY_B, 0, 2},
         {"too many", "more than", PS_OWNERS_MAX + 1, 1, 2, KEY_B, 0, 2},
         {"OWNR in a version-1 file", "unknown record 'OWNR'", 2, 1, 2, KEY_B, 0, 1},
