@@ -30,10 +30,11 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->sgd = s->model.sgd;
     st->sgd_polyak = s->model.sgd ? s->model.sgd_polyak : NULL;
     st->sgd_polyak_count = s->model.sgd ? &s->model.sgd_polyak_count : NULL;
-    st->sched = s->model.kfac ? s->sched : NULL;
-    st->refresh = s->model.kfac && s->refresh ? s->refresh->plan->tr : NULL;
-    st->n_refresh = st->refresh ? s->refresh->plan->n_trackers : 0;
-    st->n_blocks = s->model.kfac ? s->n_blocks : 0;
+    ps_refresh_t *refresh = ps_sched_refresh(s->sched);
+    st->sched = s->model.kfac ? ps_sched_blocks(s->sched) : NULL;
+    st->refresh = s->model.kfac && refresh ? refresh->plan->tr : NULL;
+    st->n_refresh = st->refresh ? refresh->plan->n_trackers : 0;
+    st->n_blocks = s->model.kfac ? ps_sched_n_blocks(s->sched) : 0;
     st->norms = ps_guard_norms(s->guard);
     st->owners = ps_hello_owners(s);
 }

@@ -286,7 +286,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
     fflush(stdout);
-    ps_refresh_log_summary(s->refresh);
+    ps_refresh_log_summary(ps_sched_refresh(s->sched));
     const char *why = s->reason[0] ? s->reason : "the run is over";
     int n = 0;
     for (int i = 0; i < s->peers.n; i++) {
@@ -399,24 +399,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
-    s->policy = c->refresh == RUNCFG_REFRESH_EVERY      ? PS_SCHED_EVERY
-                : c->refresh == RUNCFG_REFRESH_ADAPTIVE ? PS_SCHED_ADAPTIVE
-                                                        : PS_SCHED_CONTINUOUS;
-    if (runcfg_kfac_schedule(c, &s->schedule, err, err_len) < 0) return -EINVAL;
+    if (!(s->sched = ps_sched_new(c, s->model.kfac, &rc, err, err_len))) return rc;
     ps_round_schedule(s);
-    if (s->model.kfac) {
-        s->n_blocks = s->model.kfac->n_blocks;
-        s->sched = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->sched);
-        if (!s->sched) goto oom;
-        for (int b = 0; b < s->n_blocks; b++) {
-            ps_sched_block_init(&s->sched[b], s->model.kfac->blocks[b].n);
-        }
-        if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->model.kfac, c->refresh_alpha, 0))) {
-            snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
-                     c->refresh_alpha);
-            return -EINVAL;
-        }
-    }
     if (!(s->jobs = ps_jobs_new(s->model.kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
     return 0;
@@ -605,8 +589,9 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->model.net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
-                 ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
+                 cfg->model, s->model.net->n_params, ps_sched_n_blocks(s->sched), s->shape.limits.max_n,
+                 cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky", ps_sched_policy_name(ps_sched_policy(s->sched)),
+                 bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
         log_info("model %s: %zu parameters; sgd", cfg->model, s->model.net->n_params);
     }
@@ -648,8 +633,7 @@ void ps_server_free(ps_server_t **s_p) {
     ps_peers_release(&s->peers);
     ps_hello_free(&s->hello);
     ps_io_free(&s->io);
-    ps_refresh_free(&s->refresh);
-    free(s->sched);
+    ps_sched_free(&s->sched);
     ps_jobs_free(&s->jobs);
     ps_persist_free(&s->persist);
     free(s->unpack_buf);
