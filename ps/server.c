@@ -540,13 +540,12 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
         ps_round_schedule(s); /* the intervals of the restored step */
-        if (ps_persist_resumed_from(s) >= 0 && s->round.steps_done >= cfg->steps) {
+        if (ps_persist_run_over(s)) {
             /* A finished run started again (a restart after its end): done,
              * exit 0, so that systemd does not restart it in a loop. */
             log_info("the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
                      ": the run is over, nothing left to do (raise --steps to go on)",
                      ps_persist_dir(s), s->round.steps_done, cfg->steps);
-            s->done_at_start = 1;
             if (rc_out) *rc_out = 0;
             return s;
         }
@@ -611,7 +610,7 @@ fail:
 
 int ps_server_run(ps_server_t *s) {
     if (!s) return 1;
-    if (s->done_at_start) return 0;
+    if (ps_persist_run_over(s)) return 0;
     uv_run(&s->loop, UV_RUN_DEFAULT);
     return s->exit_code;
 }

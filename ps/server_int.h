@@ -154,8 +154,8 @@ struct ps_server {
     ps_guard_t *guard;             /* norm histories, per-layer norms, the last good parameters (ps/guard.h) */
     ratelimit_t rl_rate, rl_expired; /* server.c's lines: requests over the rate limit, handshakes expired */
     /* checkpoints (ps/persist.c) */
-    ps_persist_t *persist;         /* the checkpoint folder, the step resumed from (ps/persist.c's, opaque) */
-    int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
+    ps_persist_t *persist;         /* the checkpoint folder, the step resumed from, whether that ended the
+                                    * run (ps/persist.c's, opaque) */
 
     /* life cycle */
     ps_life_t life;                /* running, finishing, closed; the end asked for (ps/life.h) */
@@ -197,6 +197,9 @@ int ps_persist_open_dir(ps_server_t *s, char *err, size_t err_len);
 const char *ps_persist_dir(const ps_server_t *s);
 long ps_persist_resumed_from(const ps_server_t *s);
 uint64_t ps_persist_wall_offset_ns(const ps_server_t *s);
+/* Whether the run resumed from a checkpoint at or past [run] steps (a
+ * restart after its end): nothing to run, ps_server_run returns 0. */
+int ps_persist_run_over(const ps_server_t *s);
 
 /* Write a checkpoint of the current state now ([checkpoint] every > 0),
  * then prune to [checkpoint] keep files; why is logged ("step 300",
