@@ -83,14 +83,14 @@ void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
  * again, and the free jobs are dispatched. */
 void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p) {
     if (s->life.phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
-    if (s->model.kfac) ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+    if (s->model.kfac) ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
     ps_round_wait_job(s, p);
     ps_round_dispatch_jobs(s);
 }
 
 static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     const kfac_block_t *kb = &s->model.kfac->blocks[b];
-    ps_sched_block_t *sb = &s->sched[b];
+    ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
     float damping = 0.0f;
     long fv = -1;
     int rc = kfac_opt_block_job(s->model.kfac, b, s->jobs->F, &damping, &fv);
@@ -152,7 +152,8 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
             who[n++] = p;
         }
         int b = -1;
-        int w = ps_sched_pick_waiter(waiters, n, s->sched, s->n_blocks, s->policy, now, timeout, &b);
+        int w = ps_sched_pick_waiter(waiters, n, ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched),
+                                     ps_sched_policy(s->sched), now, timeout, &b);
         if (w < 0) return;
         s_send_job(s, who[w], b, now); /* the daemon stops waiting either way: no endless loop */
     }
@@ -176,7 +177,7 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     p->distrusted = 1;
     p->wait = PS_WAIT_NONE;
     ps_counters_bump(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
-    ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+    ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
     log_warn("%s: %d of its results failed verification: it gets no more jobs, and the ones it holds go to other "
              "inverse daemons", name, p->n_bad_inverses);
     char text[200];
@@ -191,13 +192,13 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                      "this inverse daemon is distrusted: %d of its results failed verification", p->n_bad_inverses);
         return;
     }
-    if (s->model.kfac && ps_sched_owner_block(s->sched, s->n_blocks, p->id) >= 0) {
+    if (s->model.kfac && ps_sched_owner_block(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id) >= 0) {
         char name[160];
         uint64_t skipped = 0;
         if (ps_io_peer_log_ok(s, &skipped))
             log_info("%s asks for work while holding a job: that job goes back to the queue",
                      ps_peer_name(p, name, sizeof name));
-        ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+        ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
     }
     p->max_n = m->job_request.max_n;
     ps_round_wait_job(s, p);
@@ -220,7 +221,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                      "this inverse daemon is distrusted: %d of its results failed verification", p->n_bad_inverses);
         return;
     }
-    ps_sched_block_t *sb = &s->sched[b];
+    ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
     long version = -1;
     int cur = ps_sched_result(sb, r->job_id, p->id, &version);
     const float job_d = cur >= 0 ? ps_verify_damping(s->jobs->verify, b, r->job_id) : -1.0f;

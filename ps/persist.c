@@ -30,10 +30,11 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->sgd = s->model.sgd;
     st->sgd_polyak = s->model.sgd ? s->model.sgd_polyak : NULL;
     st->sgd_polyak_count = s->model.sgd ? &s->model.sgd_polyak_count : NULL;
-    st->sched = s->model.kfac ? s->sched : NULL;
-    st->refresh = s->model.kfac && s->refresh ? s->refresh->plan->tr : NULL;
-    st->n_refresh = st->refresh ? s->refresh->plan->n_trackers : 0;
-    st->n_blocks = s->model.kfac ? s->n_blocks : 0;
+    ps_refresh_t *refresh = ps_sched_refresh(s->sched);
+    st->sched = s->model.kfac ? ps_sched_blocks(s->sched) : NULL;
+    st->refresh = s->model.kfac && refresh ? refresh->plan->tr : NULL;
+    st->n_refresh = st->refresh ? refresh->plan->n_trackers : 0;
+    st->n_blocks = s->model.kfac ? ps_sched_n_blocks(s->sched) : 0;
     st->norms = ps_guard_norms(s->guard);
     st->owners = ps_hello_owners(s);
 }
@@ -42,6 +43,7 @@ struct ps_persist {
     char dir[4096];                /* [checkpoint] dir, or out_dir/checkpoints ("": not chosen yet) */
     long resumed_from;             /* the step resumed from (-1: a fresh start) */
     uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
+    int run_over;                  /* resumed from a checkpoint at or past [run] steps: nothing to run */
 };
 
 ps_persist_t *ps_persist_new(void) {
@@ -72,6 +74,8 @@ int ps_persist_open_dir(ps_server_t *s, char *err, size_t err_len) {
 const char *ps_persist_dir(const ps_server_t *s) { return s->persist->dir; }
 
 long ps_persist_resumed_from(const ps_server_t *s) { return s->persist->resumed_from; }
+
+int ps_persist_run_over(const ps_server_t *s) { return s->persist->run_over; }
 
 uint64_t ps_persist_wall_offset_ns(const ps_server_t *s) { return s->persist->wall_offset_ns; }
 
@@ -119,6 +123,7 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
     ps_jobs_restore_next_id(s, st.next_job_id);
     ps_counters_restore(&s->ctr, st.counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
     s->persist->resumed_from = s->round.t;
+    s->persist->run_over = s->round.steps_done >= s->cfg->steps;
     /* the wall clock of steps.csv goes on from where it was */
     s->persist->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
     int n_owners = ps_owners_count(ps_hello_owners(s)); /* those of keys no longer listed go once the allowlists are read */

@@ -86,3 +86,5 @@ void ps_refresh_log_summary(const ps_refresh_t *r) {
              "the previous value per layer.factor: %s",
              r->n_layer_stats, r->n_batches, per, r->plan->n_records, r->plan->n_similar, r->n_held, iv);
 }
+
+void ps_refresh_held(ps_refresh_t *r) { r->n_held++; }

@@ -61,6 +61,10 @@ int ps_refresh_wanted(ps_refresh_t *r, long t, uint32_t **layers);
  * -EINVAL (layout mismatch). */
 int ps_refresh_folded(ps_refresh_t *r, const kfac_stats_t *batch, long t, const kfac_opt_t *k, ps_sched_block_t *sched);
 
+/* A statsd's request was held because no layer was wanted (counted for
+ * ps_refresh_log_summary). */
+void ps_refresh_held(ps_refresh_t *r);
+
 /* One log line: layer statistics folded (in all, per batch, per layer),
  * refreshes recorded and how many found the factor similar, requests held,
  * and every factor's current interval. */

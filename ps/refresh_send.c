@@ -13,14 +13,14 @@
 int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p) {
     msg_t m;
     msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 0);
-    int n = ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
+    int n = ps_refresh_wanted(ps_sched_refresh(s->sched), s->round.t, &m.params.stats_layers);
     if (n == 0) {
         /* Every factor is fresh enough: nothing to compute until a step
          * makes one due (s_step_publish answers every request waiting for
          * the new version). */
         p->wait = PS_WAIT_PARAMS;
         p->min_version = (uint64_t)s->round.t + 1;
-        s->refresh->n_held++;
+        ps_refresh_held(ps_sched_refresh(s->sched));
         return 0;
     }
     m.params.n_stats_layers = (size_t)n;

@@ -54,8 +54,9 @@ void ps_report_free(ps_report_t **r_p) {
 
 int ps_report_http_start(ps_server_t *s, const char *bind, char *err, size_t err_len) {
     ps_report_t *r = s->report;
-    if (!(r->http = ps_http_new(bind, s->n_blocks, err, err_len))) return -EIO;
-    if (s->n_blocks && !(r->http_blocks = calloc((size_t)s->n_blocks, sizeof *r->http_blocks))) {
+    int n_blocks = ps_sched_n_blocks(s->sched);
+    if (!(r->http = ps_http_new(bind, n_blocks, err, err_len))) return -EIO;
+    if (n_blocks && !(r->http_blocks = calloc((size_t)n_blocks, sizeof *r->http_blocks))) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -142,14 +143,16 @@ void ps_report_wait(ps_server_t *s) {
                  n_members);
     } else if (s->model.kfac && s->cfg->max_inverse_staleness >= 0) {
         int blocking = 0;
-        ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, s->cfg->max_inverse_staleness, &blocking);
+        const ps_sched_block_t *blocks = ps_sched_blocks(s->sched);
+        int n_blocks = ps_sched_n_blocks(s->sched);
+        ps_sched_bound_ok(blocks, n_blocks, s->round.t, s->cfg->max_inverse_staleness, &blocking);
         int no_stats = 0;
-        for (int b = 0; b < s->n_blocks; b++) no_stats += s->sched[b].factor_version < s->round.t - s->cfg->max_inverse_staleness;
+        for (int b = 0; b < n_blocks; b++) no_stats += blocks[b].factor_version < s->round.t - s->cfg->max_inverse_staleness;
         snprintf(what, sizeof what,
                  "inverses at most %d versions old: %d block%s too old (%d without fresh enough statistics; %d jobs in "
                  "flight; %d invertd connected)",
                  s->cfg->max_inverse_staleness, blocking, blocking == 1 ? "" : "s", no_stats,
-                 ps_sched_in_flight(s->sched, s->n_blocks), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1));
+                 ps_sched_in_flight(blocks, n_blocks), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1));
     } else {
         snprintf(what, sizeof what, "nothing known (please report)");
     }
@@ -176,7 +179,7 @@ void ps_report_curvature(ps_server_t *s) {
                  "inverses that old%s; start inverse daemons, or raise [ps] curvature_warn_s to silence this",
                  ps_counter(&s->ctr, PS_CTR_INSTALLED) ? "no inverse was installed" : "no inverse has been installed since the first step",
                  (double)(now - s->report->curv_inv_ns) * 1e-9, ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1),
-                 ps_sched_in_flight(s->sched, s->n_blocks),
+                 ps_sched_in_flight(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched)),
                  ps_counter(&s->ctr, PS_CTR_INSTALLED) ? "" : " (none: every layer steps as [kfac] identity says)");
     if (s->report->curv_stale_stats && !s->report->warned_curv_stats++)
         log_warn("kind = kfac, but no statistics were folded for %.0fs (%d kfac-statsd connected; [kfac] stats = %s): "
@@ -230,14 +233,14 @@ void ps_report_publish(ps_server_t *s) {
         x.idle_stats_s = s->report->curv_stats_ns ? (double)(now - s->report->curv_stats_ns) * 1e-9 : 0.0;
         x.stale_inverses = s->report->curv_stale_inv;
         x.stale_stats = s->report->curv_stale_stats;
-        for (int b = 0; b < s->n_blocks && s->report->http_blocks; b++) {
+        for (int b = 0; b < ps_sched_n_blocks(s->sched) && s->report->http_blocks; b++) {
             const kfac_block_t *k = &s->model.kfac->blocks[b];
             ps_http_block_t *o = &s->report->http_blocks[b];
             snprintf(o->layer, sizeof o->layer, "%s", s->model.net->layers[k->layer].name);
             o->factor = k->factor;
             o->age_steps = k->inv->valid && k->inv_version >= 0 ? s->round.t - k->inv_version : -1;
         }
-        x.n_blocks = s->report->http_blocks ? s->n_blocks : 0;
+        x.n_blocks = s->report->http_blocks ? ps_sched_n_blocks(s->sched) : 0;
         x.blocks = s->report->http_blocks;
     }
     ps_http_publish(s->report->http, &x);

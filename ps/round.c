@@ -43,8 +43,8 @@
 /* Does a worker sent Params now compute statistics with its next gradient? */
 static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
     return p->role == MSG_ROLE_WORKER && s->model.kfac && s->cfg->stats_mode == RUNCFG_STATS_SYNC &&
-           (s->refresh ? ps_refresh_wanted(s->refresh, s->round.t, NULL) > 0
-                       : kfac_schedule_due(s->round.t, s->fac_interval));
+           (ps_sched_refresh(s->sched) ? ps_refresh_wanted(ps_sched_refresh(s->sched), s->round.t, NULL) > 0
+                                       : kfac_schedule_due(s->round.t, ps_sched_fac_interval(s->sched)));
 }
 
 /* Hold p's request for Params instead of sending now (its previous Params
@@ -58,7 +58,8 @@ static int s_hold_params(ps_server_t *s, ps_peer_t *p) {
 
 int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (!s->sock) return -EPIPE;
-    if (s->refresh && p->role == MSG_ROLE_STATSD) return ps_refresh_send_statsd(s, p); /* ps/refresh_send.c */
+    if (ps_sched_refresh(s->sched) && p->role == MSG_ROLE_STATSD)
+        return ps_refresh_send_statsd(s, p); /* ps/refresh_send.c */
     /* One Params per client in ZeroMQ's hands: a client that does not read
      * them (a flood of GetParams) pins one buffer, not one per request. */
     if (zloop_track_pending(p->params_track) > 0) {
@@ -76,8 +77,9 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         m.params.state = s->model.net->n_state ? s->model.net->state : NULL;
         m.params.n_state = s->model.net->n_state;
         m.params.want_stats = ws;
-        if (ws && s->refresh) /* adaptive: only the layers due (ps/refresh.h) */
-            m.params.n_stats_layers = (size_t)ps_refresh_wanted(s->refresh, s->round.t, &m.params.stats_layers);
+        if (ws && ps_sched_refresh(s->sched)) /* adaptive: only the layers due (ps/refresh.h) */
+            m.params.n_stats_layers =
+                (size_t)ps_refresh_wanted(ps_sched_refresh(s->sched), s->round.t, &m.params.stats_layers);
         /* Encoded once per version into one buffer that every send shares
          * (no copy per client) and that the next version refills in place
          * (no allocation, no fresh pages). A send still in ZeroMQ's hands (a
@@ -169,10 +171,11 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
             log_info("%s %s", name, why);
         }
     } else if (p->role == MSG_ROLE_INVERTD) {
-        int b = s->model.kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
+        int b = s->model.kfac ? ps_sched_owner_block(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id)
+                              : -1;
         if (b >= 0) {
-            uint64_t id = s->sched[b].cur.id;
-            ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+            uint64_t id = ps_sched_blocks(s->sched)[b].cur.id;
+            ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
             log_warn("%s %s: its job %" PRIu64 " (layer %d factor %d, n=%d) goes back to the queue", name, why, id,
                      s->model.kfac->blocks[b].layer, s->model.kfac->blocks[b].factor, s->model.kfac->blocks[b].n);
         } else if (!p->present) {
@@ -193,7 +196,9 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 
 /* After new statistics: the scheduler's versions follow the optimizer's. */
 static void s_sync_factor_versions(ps_server_t *s) {
-    for (int b = 0; b < s->n_blocks; b++) ps_sched_folded(&s->sched[b], s->model.kfac->blocks[b].factor_version);
+    ps_sched_block_t *blocks = ps_sched_blocks(s->sched);
+    for (int b = 0; b < ps_sched_n_blocks(s->sched); b++)
+        ps_sched_folded(&blocks[b], s->model.kfac->blocks[b].factor_version);
 }
 
 /* The name of net layer `layer` for ps_stats_guard_check's lines. */
@@ -265,7 +270,8 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_stats_guard_accept(s->stats_guard, s->scratch);
     p->n_accepted++;
     s_sync_factor_versions(s);
-    if (s->refresh) ps_refresh_folded(s->refresh, s->scratch, s->round.t, s->model.kfac, s->sched);
+    if (ps_sched_refresh(s->sched))
+        ps_refresh_folded(ps_sched_refresh(s->sched), s->scratch, s->round.t, s->model.kfac, ps_sched_blocks(s->sched));
     /* Its next statistics are of the next version: one push per version. */
     s_wait_params(s, p, sp->params_version + 1);
     ps_round_dispatch_jobs(s);
@@ -276,13 +282,15 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     char name[160];
     uint64_t skipped = 0;
     ps_peer_name(p, name, sizeof name);
-    int b = p->role == MSG_ROLE_INVERTD && s->model.kfac ? ps_sched_owner_block(s->sched, s->n_blocks, p->id) : -1;
+    int b = p->role == MSG_ROLE_INVERTD && s->model.kfac
+                ? ps_sched_owner_block(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id)
+                : -1;
     if (b >= 0) {
         /* The daemon gave up on its job: like a JobResult with an error, the
          * block waits for newer statistics before it is tried again. */
-        ps_sched_block_t *sb = &s->sched[b];
+        ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
         long version = sb->cur.version;
-        ps_sched_owner_gone(s->sched, s->n_blocks, p->id);
+        ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
         ps_sched_failed(sb, version);
         ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
     }
@@ -321,15 +329,13 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 /* ---- the step ----------------------------------------------------------------------- */
 
 void ps_round_schedule(ps_server_t *s) {
-    int fi = s->cfg->stats_every, ii = s->cfg->inverse_every;
-    double d = s->cfg->damping;
-    if (kfac_schedule_at(&s->schedule, s->round.t, &fi, &ii, &d) < 0) return; /* validated at start-up */
-    if (s->fac_interval && (fi != s->fac_interval || ii != s->inv_interval))
+    double d;
+    int changed = ps_sched_at(s->sched, s->round.t, &d);
+    if (changed < 0) return; /* validated at start-up */
+    if (changed)
         log_info("step %ld: interval milestone: statistics every %d steps (stats = sync), inverses every %d (refresh = "
                  "every)",
-                 s->round.t, fi, ii);
-    s->fac_interval = fi;
-    s->inv_interval = ii;
+                 s->round.t, ps_sched_fac_interval(s->sched), ps_sched_inv_interval(s->sched));
     if (s->model.kfac && d != s->model.kfac->opts.damping) {
         if (s->round.t > 0)
             log_info("step %ld: damping milestone: damping %g -> %g", s->round.t, s->model.kfac->opts.damping, d);
@@ -413,10 +419,11 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         ps_round_state_step_ok(&s->round);
     }
     if (s->model.kfac) {
-        ps_sched_ages(s->sched, s->n_blocks, s->round.t, &row->inv_age_mean, &row->inv_age_max, &row->stats_age_mean);
+        ps_sched_ages(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t, &row->inv_age_mean,
+                      &row->inv_age_max, &row->stats_age_mean);
         double now_s = clock_now_ms() * 1e-3, ms = 0.0;
         int n_inv = 0;
-        for (int b = 0; b < s->n_blocks; b++)
+        for (int b = 0; b < ps_sched_n_blocks(s->sched); b++)
             if (s->model.kfac->blocks[b].inv->valid) {
                 ms += (now_s - s->model.kfac->blocks[b].inv_time_s) * 1e3;
                 n_inv++;
@@ -581,7 +588,8 @@ static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
     v->quorum = s->cfg->quorum;
     v->curvature = s->model.kfac != NULL;
     v->bounded = s->model.kfac && s->cfg->max_inverse_staleness >= 0;
-    v->bound_ok = !v->bounded || ps_sched_bound_ok(s->sched, s->n_blocks, s->round.t, s->cfg->max_inverse_staleness, NULL);
+    v->bound_ok = !v->bounded || ps_sched_bound_ok(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t,
+                                                   s->cfg->max_inverse_staleness, NULL);
 }
 
 /* The round's statistics folded into the running factors (once per round). */
@@ -593,7 +601,9 @@ static void s_fold_round(ps_server_t *s) {
     if (rc == 0) {
         ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
         s_sync_factor_versions(s);
-        if (s->refresh) ps_refresh_folded(s->refresh, s->round.stats, s->round.t, s->model.kfac, s->sched);
+        if (ps_sched_refresh(s->sched))
+            ps_refresh_folded(ps_sched_refresh(s->sched), s->round.stats, s->round.t, s->model.kfac,
+                              ps_sched_blocks(s->sched));
     } else {
         log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
     }
@@ -604,7 +614,9 @@ static void s_fold_round(ps_server_t *s) {
  * run stopped meanwhile. */
 static int s_dispatch_for_step(ps_server_t *s) {
     int k = s->cfg->max_inverse_staleness;
-    if (k >= 0) ps_sched_mark_bound(s->sched, s->n_blocks, s->round.t, k, clock_now_ms(), (double)s->cfg->job_timeout_ms);
+    if (k >= 0)
+        ps_sched_mark_bound(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t, k, clock_now_ms(),
+                            (double)s->cfg->job_timeout_ms);
     ps_round_dispatch_jobs(s);
     return s->life.phase == PS_PHASE_RUNNING ? 0 : -1;
 }
@@ -633,7 +645,9 @@ void ps_round_try_step(ps_server_t *s) {
             continue;
         case PS_ROUND_MARK:
             ps_round_state_set_marked(&s->round);
-            if (s->policy == PS_SCHED_EVERY) ps_sched_mark_every(s->sched, s->n_blocks, s->round.t, s->inv_interval);
+            if (ps_sched_policy(s->sched) == PS_SCHED_EVERY)
+                ps_sched_mark_every(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t,
+                                    ps_sched_inv_interval(s->sched));
             /* adaptive: blocks are marked when their statistics are recorded (ps_refresh_folded) */
             continue;
         case PS_ROUND_WAIT_INVERSES:

@@ -1,12 +1,18 @@
-/* ps/sched.c — see sched.h. Pure functions over ps_sched_block_t arrays. */
+/* ps/sched.c — see sched.h. Pure functions over ps_sched_block_t arrays,
+ * then the server's scheduling state (ps_sched_t), whose fields are written
+ * here only. */
 #include "ps/sched.h"
+#include "ps/refresh.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <string.h>
+
+#include "common/kfac/kfac_schedule.h"
 
 void ps_sched_block_init(ps_sched_block_t *b, int n) {
     memset(b, 0, sizeof *b);
@@ -233,3 +239,83 @@ ps_sched_result_t ps_sched_judge(int match, long job_version, uint64_t job_id, u
     }
     return PS_RESULT_CHECK;
 }
+
+/* ---- the server's scheduling state --------------------------------------- */
+
+struct ps_sched {
+    int n_blocks;
+    ps_sched_block_t *blocks;      /* (n_blocks), mirrors kfac->blocks; NULL under sgd */
+    ps_sched_policy_t policy;      /* [kfac] refresh */
+    kfac_schedule_t schedule;      /* statistics / inverse intervals and damping by step (Pauloski sec. V-C) */
+    int stats_every, inverse_every; /* [kfac]'s, what kfac_schedule_at starts from */
+    double damping;                /* [kfac] damping, likewise */
+    int fac_interval, inv_interval; /* the intervals in force (0: none yet) */
+    ps_refresh_t *refresh;         /* adaptive policy under kfac only (ps/refresh.h) */
+};
+
+ps_sched_t *ps_sched_new(const runcfg_t *c, const kfac_opt_t *kfac, int *rc, char *err, size_t err_len) {
+    int r = -ENOMEM;
+    ps_sched_t *sc = calloc(1, sizeof *sc);
+    if (!sc) {
+        snprintf(err, err_len, "out of memory");
+        goto fail;
+    }
+    sc->policy = c->refresh == RUNCFG_REFRESH_EVERY      ? PS_SCHED_EVERY
+                 : c->refresh == RUNCFG_REFRESH_ADAPTIVE ? PS_SCHED_ADAPTIVE
+                                                         : PS_SCHED_CONTINUOUS;
+    sc->stats_every = c->stats_every;
+    sc->inverse_every = c->inverse_every;
+    sc->damping = c->damping;
+    if (runcfg_kfac_schedule(c, &sc->schedule, err, err_len) < 0) {
+        r = -EINVAL;
+        goto fail;
+    }
+    if (kfac) {
+        sc->n_blocks = kfac->n_blocks;
+        sc->blocks = calloc(sc->n_blocks ? (size_t)sc->n_blocks : 1, sizeof *sc->blocks);
+        if (!sc->blocks) {
+            snprintf(err, err_len, "out of memory");
+            goto fail;
+        }
+        for (int b = 0; b < sc->n_blocks; b++) ps_sched_block_init(&sc->blocks[b], kfac->blocks[b].n);
+        if (sc->policy == PS_SCHED_ADAPTIVE && !(sc->refresh = ps_refresh_new(kfac, c->refresh_alpha, 0))) {
+            snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
+                     c->refresh_alpha);
+            r = -EINVAL;
+            goto fail;
+        }
+    }
+    if (rc) *rc = 0;
+    return sc;
+fail:
+    if (rc) *rc = r;
+    ps_sched_free(&sc);
+    return NULL;
+}
+
+void ps_sched_free(ps_sched_t **sc_p) {
+    if (!sc_p || !*sc_p) return;
+    ps_sched_t *sc = *sc_p;
+    *sc_p = NULL;
+    ps_refresh_free(&sc->refresh);
+    free(sc->blocks);
+    free(sc);
+}
+
+int ps_sched_at(ps_sched_t *sc, long t, double *damping) {
+    int fi = sc->stats_every, ii = sc->inverse_every;
+    double d = sc->damping;
+    if (kfac_schedule_at(&sc->schedule, t, &fi, &ii, &d) < 0) return -EINVAL;
+    int changed = sc->fac_interval && (fi != sc->fac_interval || ii != sc->inv_interval);
+    sc->fac_interval = fi;
+    sc->inv_interval = ii;
+    if (damping) *damping = d;
+    return changed;
+}
+
+int ps_sched_fac_interval(const ps_sched_t *sc) { return sc->fac_interval; }
+int ps_sched_inv_interval(const ps_sched_t *sc) { return sc->inv_interval; }
+ps_sched_policy_t ps_sched_policy(const ps_sched_t *sc) { return sc->policy; }
+ps_sched_block_t *ps_sched_blocks(ps_sched_t *sc) { return sc->blocks; }
+int ps_sched_n_blocks(const ps_sched_t *sc) { return sc->n_blocks; }
+ps_refresh_t *ps_sched_refresh(ps_sched_t *sc) { return sc->refresh; }

@@ -43,6 +43,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kfac/kfac_opt.h"
+#include "common/run/runcfg.h"
+
 typedef enum {
     PS_SCHED_CONTINUOUS = 0, /* a job whenever the factor changed since the last inverse */
     PS_SCHED_EVERY = 1,      /* every block once every inverse_every steps */
@@ -201,5 +204,52 @@ ps_sched_result_t ps_sched_judge(int match, long job_version, uint64_t job_id, u
 
 /* Policy name ("continuous", "every", "adaptive"). */
 const char *ps_sched_policy_name(ps_sched_policy_t p);
+
+/* ---- the server's scheduling state ----------------------------------------
+ *
+ * ps_sched_t is kfac-ps's K-FAC scheduling group in one place (opaque,
+ * defined in sched.c, written there only): the block array mirroring
+ * kfac->blocks, the refresh policy, the interval and damping schedule
+ * ([kfac] interval_milestones, damping_milestones; Pauloski sec. V-C), the
+ * intervals in force at the current step, and, under refresh = adaptive,
+ * the SP-NGD refresh state (ps/refresh.h). It decides nothing by itself and
+ * does no I/O: the server's units read it through the functions below and
+ * pass its block array to the pure functions above. */
+typedef struct ps_sched ps_sched_t;
+typedef struct ps_refresh ps_refresh_t;
+
+/* The scheduling state of a run of configuration c ([kfac] refresh,
+ * refresh_alpha, stats_every, inverse_every, damping and the milestones)
+ * for the optimizer kfac (borrowed; NULL under sgd: no blocks, no refresh
+ * state). No intervals are in force until ps_sched_at. Returns NULL with
+ * *rc (may be NULL) = -EINVAL and the reason in err for a bad schedule or
+ * refresh_alpha, -ENOMEM when out of memory. ps_sched_free NULLs the
+ * pointer and accepts NULL. */
+ps_sched_t *ps_sched_new(const runcfg_t *c, const kfac_opt_t *kfac, int *rc, char *err, size_t err_len);
+void ps_sched_free(ps_sched_t **sc_p);
+
+/* The schedule at step t: the intervals in force become those of the
+ * schedule at t, and *damping (may be NULL) gets its damping. Returns 1
+ * when intervals were in force before and changed (an interval milestone),
+ * 0 when not, -EINVAL when the schedule refuses t (nothing changes). */
+int ps_sched_at(ps_sched_t *sc, long t, double *damping);
+
+/* The statistics interval (stats = sync) and the inverse interval (refresh
+ * = every) in force; 0 before the first ps_sched_at. */
+int ps_sched_fac_interval(const ps_sched_t *sc);
+int ps_sched_inv_interval(const ps_sched_t *sc);
+
+/* The refresh policy ([kfac] refresh). */
+ps_sched_policy_t ps_sched_policy(const ps_sched_t *sc);
+
+/* The blocks: (ps_sched_n_blocks) entries mirroring kfac->blocks, owned by
+ * sc and borrowed by the caller, who changes them through the functions
+ * above (and a checkpoint's restore, ps/ckpt.h); NULL and 0 under sgd. */
+ps_sched_block_t *ps_sched_blocks(ps_sched_t *sc);
+int ps_sched_n_blocks(const ps_sched_t *sc);
+
+/* The adaptive refresh state (ps/refresh.h; owned by sc, borrowed): NULL
+ * unless refresh = adaptive under kfac. */
+ps_refresh_t *ps_sched_refresh(ps_sched_t *sc);
 
 #endif

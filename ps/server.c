@@ -286,7 +286,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     ps_report_summary(s, line, sizeof line);
     printf("%s\n", line);
     fflush(stdout);
-    ps_refresh_log_summary(s->refresh);
+    ps_refresh_log_summary(ps_sched_refresh(s->sched));
     const char *why = s->reason[0] ? s->reason : "the run is over";
     int n = 0;
     for (int i = 0; i < s->peers.n; i++) {
@@ -399,24 +399,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
-    s->policy = c->refresh == RUNCFG_REFRESH_EVERY      ? PS_SCHED_EVERY
-                : c->refresh == RUNCFG_REFRESH_ADAPTIVE ? PS_SCHED_ADAPTIVE
-                                                        : PS_SCHED_CONTINUOUS;
-    if (runcfg_kfac_schedule(c, &s->schedule, err, err_len) < 0) return -EINVAL;
+    if (!(s->sched = ps_sched_new(c, s->model.kfac, &rc, err, err_len))) return rc;
     ps_round_schedule(s);
-    if (s->model.kfac) {
-        s->n_blocks = s->model.kfac->n_blocks;
-        s->sched = calloc(s->n_blocks ? (size_t)s->n_blocks : 1, sizeof *s->sched);
-        if (!s->sched) goto oom;
-        for (int b = 0; b < s->n_blocks; b++) {
-            ps_sched_block_init(&s->sched[b], s->model.kfac->blocks[b].n);
-        }
-        if (s->policy == PS_SCHED_ADAPTIVE && !(s->refresh = ps_refresh_new(s->model.kfac, c->refresh_alpha, 0))) {
-            snprintf(err, err_len, "adaptive refresh needs [kfac] refresh_alpha > 0 (it is %g), or out of memory",
-                     c->refresh_alpha);
-            return -EINVAL;
-        }
-    }
     if (!(s->jobs = ps_jobs_new(s->model.kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
     return 0;
@@ -556,13 +540,12 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
         ps_round_schedule(s); /* the intervals of the restored step */
-        if (ps_persist_resumed_from(s) >= 0 && s->round.steps_done >= cfg->steps) {
+        if (ps_persist_run_over(s)) {
             /* A finished run started again (a restart after its end): done,
              * exit 0, so that systemd does not restart it in a loop. */
             log_info("the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
                      ": the run is over, nothing left to do (raise --steps to go on)",
                      ps_persist_dir(s), s->round.steps_done, cfg->steps);
-            s->done_at_start = 1;
             if (rc_out) *rc_out = 0;
             return s;
         }
@@ -605,8 +588,9 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         else snprintf(bound, sizeof bound, "%d versions", cfg->max_inverse_staleness);
         log_info("model %s: %zu parameters, %d blocks to invert (largest n=%u); kfac with %s inverses, refresh %s, "
                  "staleness bound %s, stats %s",
-                 cfg->model, s->model.net->n_params, s->n_blocks, s->shape.limits.max_n, cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky",
-                 ps_sched_policy_name(s->policy), bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
+                 cfg->model, s->model.net->n_params, ps_sched_n_blocks(s->sched), s->shape.limits.max_n,
+                 cfg->method == KFAC_INV_EIGEN ? "eigen" : "cholesky", ps_sched_policy_name(ps_sched_policy(s->sched)),
+                 bound, cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync (from the workers)" : "async (kfac-statsd)");
     } else {
         log_info("model %s: %zu parameters; sgd", cfg->model, s->model.net->n_params);
     }
@@ -626,7 +610,7 @@ fail:
 
 int ps_server_run(ps_server_t *s) {
     if (!s) return 1;
-    if (s->done_at_start) return 0;
+    if (ps_persist_run_over(s)) return 0;
     uv_run(&s->loop, UV_RUN_DEFAULT);
     return s->exit_code;
 }
@@ -648,8 +632,7 @@ void ps_server_free(ps_server_t **s_p) {
     ps_peers_release(&s->peers);
     ps_hello_free(&s->hello);
     ps_io_free(&s->io);
-    ps_refresh_free(&s->refresh);
-    free(s->sched);
+    ps_sched_free(&s->sched);
     ps_jobs_free(&s->jobs);
     ps_persist_free(&s->persist);
     free(s->unpack_buf);

@@ -9,14 +9,15 @@
  * ps_round_request_shutdown). Each field has one writer
  * (tools/check-fields.sh): the counters are ps/counters.h's table, the life
  * cycle ps/life.h's, the round ps/round_state.h's; the state of the jobs,
- * Hello, sending, the operator's view, the evaluation, the checkpoints and
- * the gradient defences is opaque, defined in jobs.c, hello.c, io.c,
- * report.c, eval.c, persist.c and guard.c (docs/architecture.md, section
+ * Hello, sending, the operator's view, the evaluation, the checkpoints,
+ * the gradient defences and the K-FAC scheduling is opaque, defined in
+ * jobs.c, hello.c, io.c, report.c, eval.c, persist.c, guard.c and sched.c
+ * (docs/architecture.md, section
  * 4, "Who owns which state"); the model and the optimizer are
  * ps/model.h's (ps_model_t, read directly, changed through its
  * functions). What is left here is the loop's own state, one handle or
- * embedded struct per unit, and the buffers, limits and scheduling records
- * the model's messages need. The decisions are
+ * embedded struct per unit, and the buffers and limits the model's
+ * messages need. The decisions are
  * in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
  * ps/owner.h, ps/sched.h, ps/guard.h). Not for other modules.
  *
@@ -126,12 +127,8 @@ struct ps_server {
     kfac_stats_t *scratch;         /* statistics of one message */
     ps_stats_guard_t *stats_guard; /* what a statistics push may put in (ps/stats_guard.h) */
     float *unpack_buf;             /* (shape.max_layer_floats) */
-    int n_blocks;
-    ps_sched_block_t *sched;       /* (n_blocks), mirrors kfac->blocks */
-    ps_sched_policy_t policy;
-    kfac_schedule_t schedule;      /* statistics / inverse intervals and damping by step (Pauloski sec. V-C) */
-    int fac_interval, inv_interval; /* the intervals in force at step t */
-    ps_refresh_t *refresh;         /* adaptive policy only (ps/refresh.h) */
+    ps_sched_t *sched;             /* the blocks' scheduling records, the refresh policy and state, the
+                                    * interval and damping schedule, the intervals in force (ps/sched.h's, opaque) */
     ps_jobs_t *jobs;               /* job buffers, ids, probes, the queue's order (ps/jobs.c's, opaque) */
 
     ps_round_t round;              /* the round of version t (round.c's) */
@@ -157,8 +154,8 @@ struct ps_server {
     ps_guard_t *guard;             /* norm histories, per-layer norms, the last good parameters (ps/guard.h) */
     ratelimit_t rl_rate, rl_expired; /* server.c's lines: requests over the rate limit, handshakes expired */
     /* checkpoints (ps/persist.c) */
-    ps_persist_t *persist;         /* the checkpoint folder, the step resumed from (ps/persist.c's, opaque) */
-    int done_at_start;             /* resumed from a checkpoint of the last step: nothing to run */
+    ps_persist_t *persist;         /* the checkpoint folder, the step resumed from, whether that ended the
+                                    * run (ps/persist.c's, opaque) */
 
     /* life cycle */
     ps_life_t life;                /* running, finishing, closed; the end asked for (ps/life.h) */
@@ -200,6 +197,9 @@ int ps_persist_open_dir(ps_server_t *s, char *err, size_t err_len);
 const char *ps_persist_dir(const ps_server_t *s);
 long ps_persist_resumed_from(const ps_server_t *s);
 uint64_t ps_persist_wall_offset_ns(const ps_server_t *s);
+/* Whether the run resumed from a checkpoint at or past [run] steps (a
+ * restart after its end): nothing to run, ps_server_run returns 0. */
+int ps_persist_run_over(const ps_server_t *s);
 
 /* Write a checkpoint of the current state now ([checkpoint] every > 0),
  * then prune to [checkpoint] keep files; why is logged ("step 300",

@@ -1,7 +1,9 @@
 /* tests/ps/test_ps_sched.c — the parameter server's inversion-job scheduler
  * (ps/sched.c): stalest-first order, the cost tie-break, no double
  * assignment, overdue reassignment, re-queueing when a daemon vanishes, late
- * results, the refresh-policy marks and the staleness-bound predicate.
+ * results, the refresh-policy marks and the staleness-bound predicate;
+ * then the server's scheduling state (ps_sched_t): the blocks it mirrors,
+ * the refresh state it holds, the intervals and damping by step.
  *
  * The scheduler is pure (no sockets, no clock), so the tests drive it with
  * fresh random block arrays and compare against brute-force oracles written
@@ -22,6 +24,9 @@
 #include <unistd.h>
 
 #include "common/base/rng.h"
+#include "common/run/runcfg.h"
+#include "ps/model.h"
+#include "ps/refresh.h"
 #include "ps/sched.h"
 #include "tests/lib/seed.h"
 
@@ -448,6 +453,110 @@ START_TEST(test_sched_ages_match_oracle) {
 }
 END_TEST
 
+/* ---- ps_sched_t ---------------------------------------------------------- */
+
+static const char *s_model_text = "input 1x4x4\nflatten\nfc name=fc1 out=6\nrelu\nfc name=fc2 out=3\nsoftmax_xent\n";
+
+/* A configuration of kind (kfac, sgd) over a small MLP written to path,
+ * with the extra options (n_extra of them). */
+static void s_cfg(runcfg_t *c, const char *kind, char *path, size_t path_len, char **extra, int n_extra) {
+    snprintf(path, path_len, "/tmp/test_ps_sched.XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(s_model_text, f);
+    fclose(f);
+    char err[512];
+    char *argv[32] = {"kfac-ps", "--seed", "5", "--model.file", path, "--optimizer.kind", (char *)kind,
+                      "--data.dir", "/nonexistent/kfac-data"};
+    int argc = 9;
+    for (int i = 0; i < n_extra && argc < 31; i++) argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    ck_assert_msg(runcfg_load(c, RUNCFG_ROLE_PS, argc, argv, err, sizeof err) == 0, "%s", err);
+}
+
+START_TEST(test_sched_state_intervals_follow_milestones) {
+    char *extra[] = {"--kfac.stats_every", "2", "--kfac.inverse_every", "5", "--kfac.interval_milestones", "10",
+                     "--kfac.interval_factor", "2", "--kfac.damping", "0.01", "--kfac.damping_milestones", "15",
+                     "--kfac.damping_factor", "0.5", "--kfac.refresh", "every"};
+    runcfg_t c;
+    char path[64], err[256];
+    s_cfg(&c, "sgd", path, sizeof path, extra, (int)(sizeof extra / sizeof extra[0]));
+    int rc = 1;
+    ps_sched_t *sc = ps_sched_new(&c, NULL, &rc, err, sizeof err);
+    ck_assert_msg(sc != NULL && rc == 0, "%s", err);
+    /* sgd: no blocks, no refresh state; no intervals before the first step */
+    ck_assert_ptr_null(ps_sched_blocks(sc));
+    ck_assert_int_eq(ps_sched_n_blocks(sc), 0);
+    ck_assert_ptr_null(ps_sched_refresh(sc));
+    ck_assert_int_eq(ps_sched_policy(sc), PS_SCHED_EVERY);
+    ck_assert_int_eq(ps_sched_fac_interval(sc), 0);
+    double d = 0;
+    ck_assert_int_eq(ps_sched_at(sc, 0, &d), 0); /* the first intervals are no milestone */
+    ck_assert_int_eq(ps_sched_fac_interval(sc), 2);
+    ck_assert_int_eq(ps_sched_inv_interval(sc), 5);
+    ck_assert(d == 0.01);
+    ck_assert_int_eq(ps_sched_at(sc, 9, NULL), 0);
+    ck_assert_int_eq(ps_sched_at(sc, 10, &d), 1); /* the interval milestone */
+    ck_assert_int_eq(ps_sched_fac_interval(sc), 4);
+    ck_assert_int_eq(ps_sched_inv_interval(sc), 10);
+    ck_assert_int_eq(ps_sched_at(sc, 14, &d), 0);
+    ck_assert(d == 0.01);
+    ck_assert_int_eq(ps_sched_at(sc, 15, &d), 0); /* a damping milestone changes no interval */
+    ck_assert(d == 0.005);
+    ck_assert_int_eq(ps_sched_at(sc, -1, &d), -EINVAL); /* refused: nothing changes */
+    ck_assert_int_eq(ps_sched_fac_interval(sc), 4);
+    ck_assert(d == 0.005);
+    ps_sched_free(&sc);
+    ck_assert_ptr_null(sc);
+    ps_sched_free(&sc); /* NULL: a no-op */
+    unlink(path);
+    runcfg_release(&c);
+}
+END_TEST
+
+START_TEST(test_sched_state_mirrors_kfac_blocks) {
+    char *adaptive[] = {"--kfac.refresh", "adaptive", "--kfac.refresh_alpha", "0.1"};
+    char *no_alpha[] = {"--kfac.refresh", "adaptive", "--kfac.refresh_alpha", "0"};
+    char path[64], err[256];
+    runcfg_t c;
+    s_cfg(&c, "kfac", path, sizeof path, adaptive, 4);
+    ps_model_t m;
+    ck_assert_msg(ps_model_init(&m, &c, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(m.kfac);
+    int rc = 1;
+    ps_sched_t *sc = ps_sched_new(&c, m.kfac, &rc, err, sizeof err);
+    ck_assert_msg(sc != NULL && rc == 0, "%s", err);
+    ck_assert_int_eq(ps_sched_n_blocks(sc), m.kfac->n_blocks);
+    ck_assert_int_ge(ps_sched_n_blocks(sc), 2);
+    for (int b = 0; b < ps_sched_n_blocks(sc); b++) {
+        const ps_sched_block_t *sb = &ps_sched_blocks(sc)[b];
+        ck_assert_int_eq(sb->n, m.kfac->blocks[b].n);
+        ck_assert_int_eq(sb->factor_version, -1);
+        ck_assert_int_eq(sb->inv_version, -1);
+        ck_assert_int_eq(sb->cur.id, 0);
+    }
+    ck_assert_int_eq(ps_sched_policy(sc), PS_SCHED_ADAPTIVE);
+    ck_assert_ptr_nonnull(ps_sched_refresh(sc));
+    ps_sched_free(&sc);
+    ps_model_release(&m);
+    unlink(path);
+    runcfg_release(&c);
+
+    /* adaptive refresh with alpha 0 is refused with the reason */
+    s_cfg(&c, "kfac", path, sizeof path, no_alpha, 4);
+    ck_assert_msg(ps_model_init(&m, &c, err, sizeof err) == 0, "%s", err);
+    err[0] = 0;
+    ck_assert_ptr_null(ps_sched_new(&c, m.kfac, &rc, err, sizeof err));
+    ck_assert_int_eq(rc, -EINVAL);
+    ck_assert_msg(strstr(err, "refresh_alpha") != NULL, "%s", err);
+    ps_model_release(&m);
+    unlink(path);
+    runcfg_release(&c);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_sched");
     TCase *tc = tcase_create("sched");
@@ -462,6 +571,8 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_sched_policies_want_only_when_due);
     tcase_add_test(tc, test_sched_bound_predicate_matches_oracle);
     tcase_add_test(tc, test_sched_ages_match_oracle);
+    tcase_add_test(tc, test_sched_state_intervals_follow_milestones);
+    tcase_add_test(tc, test_sched_state_mirrors_kfac_blocks);
     suite_add_tcase(s, tc);
     return s;
 }
