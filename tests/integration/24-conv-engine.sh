@@ -9,7 +9,7 @@
 #   - blas:   no layer on oneDNN;
 #   - onednn: conv1 and conv2 on oneDNN;
 #   - auto:   conv2 on oneDNN, conv1 (one input channel) on OpenBLAS
-#             (nn_conv_engine_pick), and two runs of 50 steps give the same
+#             (nn_conv_engine_pick), and two runs of 30 steps give the same
 #             training loss at every step, bit for bit as printed (the same
 #             path in both: what tests/integration/55-deterministic.sh relies
 #             on). auto mixes the two engines whose accuracy is checked
@@ -29,8 +29,8 @@ if ! train onednn onednn; then
   h_fail "kfac-train with conv_engine = onednn failed"
 fi
 train blas blas || h_fail "kfac-train with conv_engine = blas failed"
-train auto auto 50 || h_fail "kfac-train with conv_engine = auto failed"
-train auto2 auto 50 || h_fail "kfac-train with conv_engine = auto (second run) failed"
+train auto auto 30 || h_fail "kfac-train with conv_engine = auto failed"
+train auto2 auto 30 || h_fail "kfac-train with conv_engine = auto (second run) failed"
 on() { grep -c "conv $2: oneDNN" "$H_DIR/$1.log"; }
 [ "$(on blas conv1)$(on blas conv2)" = 00 ] || h_fail "blas: a conv layer ran on oneDNN"
 [ "$(on onednn conv1)$(on onednn conv2)" = 11 ] || h_fail "onednn: conv1 and conv2 not both on oneDNN"
@@ -45,6 +45,6 @@ awk -v a="$acc_blas" -v b="$acc_onednn" 'BEGIN { d = a - b; exit !(d < 0.03 && d
 c=$(h_csv_col "$H_DIR/auto/steps.csv" train_loss) || h_fail "$c"
 cut -d, -f"$c" "$H_DIR/auto/steps.csv" >"$H_DIR/loss1"
 cut -d, -f"$c" "$H_DIR/auto2/steps.csv" >"$H_DIR/loss2"
-[ "$(wc -l <"$H_DIR/loss1")" = 51 ] || h_fail "the auto run has $(($(wc -l <"$H_DIR/loss1") - 1)) steps, expected 50"
-cmp -s "$H_DIR/loss1" "$H_DIR/loss2" || h_fail "two auto runs of 50 steps differ in train_loss"
-h_pass "test accuracy blas $acc_blas, onednn $acc_onednn; two auto runs identical over 50 steps"
+[ "$(wc -l <"$H_DIR/loss1")" = 31 ] || h_fail "the auto run has $(($(wc -l <"$H_DIR/loss1") - 1)) steps, expected 30"
+cmp -s "$H_DIR/loss1" "$H_DIR/loss2" || h_fail "two auto runs of 30 steps differ in train_loss"
+h_pass "test accuracy blas $acc_blas, onednn $acc_onednn; two auto runs identical over 30 steps"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/integration/70-fuzz.sh — a short coverage-guided fuzzing run of the
 # network decoder and validators, the run-file parser, the model-file
-# parser and the checkpoint reader (tests/fuzz/, `make fuzz-run`): KFAC_FUZZ_SECONDS (default 5) per
+# parser and the checkpoint reader (tests/fuzz/, `make fuzz-run`): KFAC_FUZZ_SECONDS (default 3) per
 # harness under ASan + UBSan, after replaying every saved crash input. Fails
 # on any crash, leak or undefined behaviour. Skipped (exit 77) where clang
 # or its libFuzzer runtime is missing: the fuzzers need clang.
@@ -16,7 +16,7 @@ printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(con
 if ! clang -fsanitize=fuzzer,address,undefined -o "$probe/p" "$probe/p.c" >"$probe/log" 2>&1; then
   echo "70-fuzz: skipped: clang cannot link a libFuzzer program here: $(head -n 1 "$probe/log")"; exit 77
 fi
-secs=${KFAC_FUZZ_SECONDS:-5}
+secs=${KFAC_FUZZ_SECONDS:-3}
 if ! make --no-print-directory fuzz >"$probe/build.log" 2>&1; then
   echo "70-fuzz: FAIL: make fuzz did not build:"; tail -n 20 "$probe/build.log"; exit 1
 fi
