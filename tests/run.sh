@@ -7,7 +7,8 @@
 # run here, e.g. no GPU; it prints a line "... skipped: <reason>"),
 # anything else failed. A skip is counted as a skip, never as a pass.
 # Prints "skipped: <reason>" per skipped program as it goes, and at the end
-# the slowest programs with their seconds, the failed and the skipped
+# the slowest programs with their seconds (all of them in
+# $BUILD/test-times.txt), the failed and the skipped
 # programs on a line each, then
 # "N passed, N failed, N skipped" alone on the last line (what test-report
 # readers look for).
@@ -58,6 +59,9 @@ for t in tests/integration/*.sh; do
   run "$t" sh "$t"
 done
 echo "slowest (s): $(sort -rn "$times" | head -n 8 | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1 }')"
+# Every program's seconds, slowest first, for whoever trims the suite.
+sort -rn "$times" >"$BUILD/test-times.txt" 2>/dev/null &&
+  echo "all times: $BUILD/test-times.txt ($(awk '{ s += $1 } END { print s }' "$times") s in all)"
 [ -n "$failed" ] && echo "failed:$failed"
 [ -n "$skipped" ] && echo "skipped:$skipped"
 echo "$pass passed, $fail failed, $skip skipped"
