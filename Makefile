@@ -8,6 +8,7 @@
 #   make bench      print benchmark figures (never pass/fail)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make gpu-kit    the GPU machine's kit: build-gpukit/kfac-gpu-kit.tar.xz (docs/gpu.md)
+#   JOBS=N          build jobs (default: one per CPU; -jN on the command line wins)
 #   V=1             show full command lines;  CUDA=0 never touch CUDA
 #                   (CUDA=1 is the default where nvcc and cudnn.h are found)
 #
@@ -55,7 +56,12 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 ifeq ($(CUDA),1)
 CFLAGS  += -DKFAC_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+# Only the CUDA backend's plugin (common/module.mk) links CUDA's libraries;
+# the programs export the three symbols it calls back
+# (common/backend/backend_cuda_api.h).
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+LDFLAGS += -Wl,--export-dynamic-symbol=log_write -Wl,--export-dynamic-symbol=log_level_now \
+           -Wl,--export-dynamic-symbol=kfac_factor_len
 NVFLAGS ?= -O2 -std=c++17 -I. -Xcompiler -fPIC -arch=sm_90 -Wno-deprecated-gpu-targets -MMD -MP
 endif
 
@@ -75,7 +81,11 @@ BENCHES :=
 # everything, so the apt check runs once per build tree. Targets that compile
 # re-enter make after it, so pkg-config is read with the packages present.
 DEPS_STAMP := $(BUILD)/.deps-ok
-SUBMAKE = $(MAKE) --no-print-directory BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) OPT='$(OPT)'
+# The build itself runs one job per CPU unless the command line gave -j
+# (make -j1 for a serial build): a clean build took 97+107 s serial and
+# 57+62 s with -j2 on 2 cores (the CPU-only and the CUDA build).
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS)) BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) OPT='$(OPT)'
 
 include common/module.mk
 include proto/module.mk
@@ -91,6 +101,12 @@ $(BUILD)/obj/%.o: %.c | $(GEN_HEADERS) $(DEPS_STAMP)
 	$(call msg,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# Position-independent objects for the CUDA backend's plugin.
+$(BUILD)/obj-pic/%.o: %.c | $(GEN_HEADERS) $(DEPS_STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -fPIC -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	$(call msg,NVCC,$<)
@@ -146,6 +162,6 @@ clean:
 	rm -rf build build-asan
 
 help:
-	@sed -n '2,14p' Makefile
+	@sed -n '2,15p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -3,7 +3,8 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=] [SYSCONFDIR=/etc]
 #                [SYSTEMD_UNIT_DIR=$(PREFIX)/lib/systemd/system]
 #
-# Binaries and kfac-launch go to $(PREFIX)/bin, the units to
+# Binaries and kfac-launch go to $(PREFIX)/bin, the CUDA backend's plugin
+# (CUDA builds) to $(PREFIX)/lib/kfac/libkfac-cuda.so, the units to
 # $(SYSTEMD_UNIT_DIR) (their ExecStart=, Documentation= and configuration
 # paths rewritten for PREFIX and SYSCONFDIR), the example configuration to
 # $(SYSCONFDIR)/kfac/kfac.ini.example (an existing kfac.ini is never
@@ -34,6 +35,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 deploy/kfac-launch $(DESTDIR)$(PREFIX)/bin/kfac-launch
+	$(if $(CUDA_PLUGIN),install -d $(DESTDIR)$(PREFIX)/lib/kfac && install -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/kfac/)
 	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR)
 	for u in $(DEPLOY_UNITS); do \
 	  $(DEPLOY_SED) $$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$${u##*/} && \
@@ -60,6 +62,7 @@ install: all
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)) kfac-launch kfac-plot)
+	rm -rf $(DESTDIR)$(PREFIX)/lib/kfac
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMD_UNIT_DIR)/,$(notdir $(DEPLOY_UNITS)))
 	rm -f $(DESTDIR)$(SYSCONFDIR)/kfac/kfac.ini.example
 	rm -rf $(DESTDIR)$(PREFIX)/share/kfac $(DESTDIR)$(PREFIX)/share/doc/kfac

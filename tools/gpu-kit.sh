@@ -12,6 +12,8 @@
 #   bench/    bench_gpu
 #   deploy/   kfac-launch
 #   models/   the model descriptions
+#   lib/kfac/ the CUDA backend's plugin, libkfac-cuda.so (the programs find
+#             it there from bin/, tests/ and bench/)
 #   lib/      every shared library those programs load except glibc's own,
 #             libstdc++/libgcc_s (in lib/fallback/: used only when the
 #             machine has none) and CUDA's (cudart, cuBLAS, cuDNN: found on
@@ -35,25 +37,26 @@ for b in kfac-ps kfac-worker kfac-statsd kfac-invertd kfac-train kfac-keygen kfa
          tests/backend/test_backend tests/backend/test_backend_cuda bench/bench_gpu; do
   [ -x "$BUILD/$b" ] || die "$BUILD/$b is missing: run make CUDA=1 gpu-kit (it builds them)"
 done
-ldd "$BUILD/kfac-worker" | grep -q 'libcudart' ||
-  die "$BUILD/kfac-worker is not linked with CUDA (libcudart): build with CUDA=1 (nvcc and cuDNN's headers needed)"
+[ -f "$BUILD/libkfac-cuda.so" ] && ldd "$BUILD/libkfac-cuda.so" | grep -q 'libcudart' ||
+  die "$BUILD/libkfac-cuda.so (the CUDA backend) is missing or not linked with CUDA (libcudart): build with CUDA=1 (nvcc and cuDNN's headers needed)"
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/kfac-kit.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 k=$stage/kfac-gpu-kit
-mkdir -p "$k/bin" "$k/tests" "$k/bench" "$k/deploy" "$k/models" "$k/lib/fallback"
+mkdir -p "$k/bin" "$k/tests" "$k/bench" "$k/deploy" "$k/models" "$k/lib/fallback" "$k/lib/kfac"
 
 for b in kfac-ps kfac-worker kfac-statsd kfac-invertd kfac-train kfac-keygen kfac-poke; do
   cp "$BUILD/$b" "$k/bin/"
 done
 cp "$BUILD/tests/backend/test_backend" "$BUILD/tests/backend/test_backend_cuda" "$k/tests/"
 cp "$BUILD/bench/bench_gpu" "$k/bench/"
-strip --strip-debug "$k"/bin/* "$k"/tests/* "$k"/bench/*
+cp "$BUILD/libkfac-cuda.so" "$k/lib/kfac/"
+strip --strip-debug "$k"/bin/* "$k"/tests/* "$k"/bench/* "$k"/lib/kfac/*
 cp deploy/kfac-launch "$k/deploy/"
 cp models/*.model "$k/models/"
 
 # Shared libraries: everything ldd resolves, but glibc, the C++ runtime and CUDA.
-libs=$(for f in "$k"/bin/* "$k"/tests/* "$k"/bench/*; do ldd "$f"; done |
+libs=$(for f in "$k"/bin/* "$k"/tests/* "$k"/bench/* "$k"/lib/kfac/*; do ldd "$f"; done |
        awk '$2 == "=>" && $3 ~ /^\// { print $1 " " $3 }' | sort -u)
 echo "$libs" | while read -r name path; do
   [ -n "$name" ] || continue
@@ -78,8 +81,8 @@ fi
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
   echo "built: $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME")"
   echo "nvcc: $(${NVCC:-nvcc} --version 2>/dev/null | tail -n 2 | head -n 1 || echo unknown)"
-  echo "CUDA libraries the programs need (not packed; found on the GPU machine):"
-  ldd "$k/bin/kfac-worker" | awk '$1 ~ /cudart|cublas|cudnn/ { print "  " $1 }' | sort -u
+  echo "CUDA libraries the CUDA backend needs (not packed; found on the GPU machine):"
+  ldd "$k/lib/kfac/libkfac-cuda.so" | awk '$1 ~ /cudart|cublas|cudnn/ { print "  " $1 }' | sort -u
   echo "files:"
   (cd "$k" && find . -type f | sort | while read -r f; do printf '  %10d %s\n' "$(wc -c < "$f")" "$f"; done)
 } > "$k/MANIFEST"

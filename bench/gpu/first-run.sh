@@ -105,7 +105,7 @@ envok=1
   echo "== compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo none)"
   echo "== python3 torch: $(timeout 60 python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())' 2>&1 | tail -n 1)"
   echo "== ldd of the kit's programs"
-  for f in "$KIT"/bin/* "$KIT"/tests/* "$KIT"/bench/*; do
+  for f in "$KIT"/bin/* "$KIT"/tests/* "$KIT"/bench/* "$KIT"/lib/kfac/*; do
     m=$(ldd "$f" 2>&1 | grep 'not found')
     echo "$(basename "$f"): ${m:-all libraries found}"
   done

@@ -1,9 +1,12 @@
 /* common/backend/backend.c — the backend interface (backend.h): argument checks and
  * call-order bookkeeping shared by both backends, dispatch, and the CPU
  * backend, which is nn.c and kfac_stats.c on the borrowed net, unchanged.
- * The CUDA backend lives in backend_cuda.c and is linked only when the build
- * defines KFAC_CUDA; without it, asking for CUDA fails with "built without
- * CUDA" and AUTO means the CPU.
+ * The CUDA backend lives in backend_cuda.c and its kernels, built only when
+ * the build defines KFAC_CUDA, and then as a plugin (libkfac-cuda.so,
+ * backend_cuda_api.h) that this file loads the first time a GPU is probed
+ * or asked for. Without KFAC_CUDA, asking for CUDA fails with "built
+ * without CUDA"; without the plugin or its libraries, with the loader's
+ * reason. AUTO then means the CPU.
  */
 #include "common/backend/backend.h"
 
@@ -15,7 +18,12 @@
 
 #include "common/base/log.h"
 #ifdef KFAC_CUDA
-#include "common/backend/backend_cuda.h"
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "common/backend/backend_cuda_api.h"
 #endif
 
 struct backend {
@@ -54,9 +62,94 @@ int backend_gpu_required(void) {
     return v && strcmp(v, "1") == 0;
 }
 
+#ifdef KFAC_CUDA
+/* The plugin, loaded once per process (backend_cuda_api.h). s_cuda stays
+ * NULL when it could not be loaded, with the reason in s_cuda_why. */
+static const backend_cuda_api_t *s_cuda;
+static char s_cuda_why[1024];
+static pthread_once_t s_cuda_once = PTHREAD_ONCE_INIT;
+
+/* 1 and the table in s_cuda when PATH is a plugin of this build; 0 with the
+ * reason in s_cuda_why otherwise. */
+static int s_cuda_open_path(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(s_cuda_why, sizeof s_cuda_why, "the CUDA backend %s could not be loaded: %s", path,
+                 e ? e : "(no reason given)");
+        return 0;
+    }
+    const backend_cuda_api_t *(*entry)(void) = NULL;
+    *(void **)&entry = dlsym(h, BACKEND_CUDA_API_SYMBOL);
+    const backend_cuda_api_t *api = entry ? entry() : NULL;
+    if (!api || api->version != BACKEND_CUDA_API_VERSION || api->net_size != sizeof(net_t) ||
+        api->layer_size != sizeof(layer_t) || api->stats_size != sizeof(kfac_stats_t)) {
+        snprintf(s_cuda_why, sizeof s_cuda_why,
+                 "%s is not the CUDA backend of this build (%s; rebuild both with the same sources, or set "
+                 "KFAC_CUDA_LIB to the right one)",
+                 path, !api ? "no " BACKEND_CUDA_API_SYMBOL : "its version or structure sizes differ");
+        dlclose(h);
+        return 0;
+    }
+    s_cuda = api; /* the handle stays open for the life of the process */
+    return 1;
+}
+
+static void s_cuda_open(void) {
+    const char *env = getenv("KFAC_CUDA_LIB");
+    if (env && *env) {
+        if (access(env, R_OK) != 0)
+            snprintf(s_cuda_why, sizeof s_cuda_why, "KFAC_CUDA_LIB=%s: %s", env, strerror(errno));
+        else
+            s_cuda_open_path(env);
+        return;
+    }
+    char dir[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0) {
+        snprintf(s_cuda_why, sizeof s_cuda_why,
+                 "the CUDA backend " BACKEND_CUDA_LIB_NAME " was not looked for: /proc/self/exe: %s (set "
+                 "KFAC_CUDA_LIB to its path)",
+                 n < 0 ? strerror(errno) : "empty");
+        return;
+    }
+    dir[n] = 0;
+    char looked[512] = "";
+    size_t used = 0;
+    for (int up = 0; up < 3; up++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) break;
+        *slash = 0; /* the program's folder, then the ones above it */
+        static const char *const rel[] = {"/" BACKEND_CUDA_LIB_NAME, "/lib/kfac/" BACKEND_CUDA_LIB_NAME};
+        for (int r = 0; r < 2; r++) {
+            char path[PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s%s", dir[0] ? dir : "", rel[r]);
+            if (access(path, F_OK) == 0) {
+                s_cuda_open_path(path);
+                return;
+            }
+            if (used < sizeof looked)
+                used += (size_t)snprintf(looked + used, sizeof looked - used, "%s%s", used ? ", " : "", path);
+        }
+    }
+    snprintf(s_cuda_why, sizeof s_cuda_why,
+             "the CUDA backend " BACKEND_CUDA_LIB_NAME " is in none of %s (make builds it beside the programs and "
+             "make install puts it in $PREFIX/lib/kfac; or set KFAC_CUDA_LIB to its path)",
+             looked);
+}
+
+/* The plugin's table, or NULL with the reason in why. */
+static const backend_cuda_api_t *s_cuda_api(char *why, size_t why_len) {
+    pthread_once(&s_cuda_once, s_cuda_open);
+    if (!s_cuda && why && why_len) snprintf(why, why_len, "%s", s_cuda_why);
+    return s_cuda;
+}
+#endif
+
 int backend_gpu_probe(char *why, size_t why_len) {
 #ifdef KFAC_CUDA
-    return backend_cuda_probe(why, why_len);
+    const backend_cuda_api_t *api = s_cuda_api(why, why_len);
+    return api ? api->probe(why, why_len) : 0;
 #else
     if (why && why_len) snprintf(why, why_len, "%s", S_NO_CUDA_BUILD);
     return 0;
@@ -87,12 +180,13 @@ backend_t *backend_new(backend_kind_t kind, net_t *net, char *err, size_t err_le
         return NULL;
     }
 #ifdef KFAC_CUDA
-    char why[512];
-    backend_cuda_t *cuda = backend_cuda_new(net, why, sizeof why);
+    char why[1024];
+    const backend_cuda_api_t *api = s_cuda_api(why, sizeof why);
+    backend_cuda_t *cuda = api ? api->create(net, why, sizeof why) : NULL;
     if (cuda) {
         backend_t *b = calloc(1, sizeof *b);
         if (!b) {
-            backend_cuda_free(&cuda);
+            api->destroy(&cuda);
             if (err && err_len) snprintf(err, err_len, "out of memory");
             return NULL;
         }
@@ -121,7 +215,7 @@ backend_t *backend_new(backend_kind_t kind, net_t *net, char *err, size_t err_le
 void backend_free(backend_t **b_p) {
     if (!b_p || !*b_p) return;
 #ifdef KFAC_CUDA
-    backend_cuda_free(&(*b_p)->cuda);
+    if ((*b_p)->cuda) s_cuda->destroy(&(*b_p)->cuda);
 #endif
     free(*b_p);
     *b_p = NULL;
@@ -132,7 +226,7 @@ backend_kind_t backend_kind(const backend_t *b) { return b ? b->kind : BACKEND_C
 const char *backend_describe(const backend_t *b) {
     if (!b) return "(no backend)";
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) return backend_cuda_describe(b->cuda);
+    if (b->kind == BACKEND_CUDA) return s_cuda->describe(b->cuda);
 #endif
     return b->desc;
 }
@@ -140,7 +234,7 @@ const char *backend_describe(const backend_t *b) {
 int backend_failed(const backend_t *b) {
     if (!b) return -EINVAL;
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) return backend_cuda_failed(b->cuda);
+    if (b->kind == BACKEND_CUDA) return s_cuda->failed(b->cuda);
 #endif
     return 0;
 }
@@ -153,7 +247,7 @@ int backend_set_params(backend_t *b, const float *params, const float *state) {
     if (params && params != net->params) memcpy(net->params, params, net->n_params * sizeof(float));
     if (state && state != net->state && net->n_state) memcpy(net->state, state, net->n_state * sizeof(float));
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) return backend_cuda_set_params(b->cuda, net->params, net->state);
+    if (b->kind == BACKEND_CUDA) return s_cuda->set_params(b->cuda, net->params, net->state);
 #endif
     return 0;
 }
@@ -171,7 +265,7 @@ int backend_forward(backend_t *b, const float *x, int n, int train) {
     b->fwd_n = 0;
     b->bwd_done = 0;
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) rc = backend_cuda_forward(b->cuda, x, n, train ? 1 : 0);
+    if (b->kind == BACKEND_CUDA) rc = s_cuda->forward(b->cuda, x, n, train ? 1 : 0);
     else
 #endif
         rc = net_forward(net, x, n, train ? 1 : 0);
@@ -188,7 +282,7 @@ int backend_probs(backend_t *b, float *probs) {
         return -EINVAL;
     }
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) return backend_cuda_probs(b->cuda, probs);
+    if (b->kind == BACKEND_CUDA) return s_cuda->probs(b->cuda, probs);
 #endif
     memcpy(probs, net_probs(b->net), (size_t)b->fwd_n * b->net->n_classes * sizeof(float));
     return 0;
@@ -211,7 +305,7 @@ int backend_backward(backend_t *b, const int *labels, int grads_to_host, float *
     b->bwd_done = 0;
 #ifdef KFAC_CUDA
     if (b->kind == BACKEND_CUDA) {
-        rc = backend_cuda_backward(b->cuda, labels, grads_to_host, loss, n_correct);
+        rc = s_cuda->backward(b->cuda, labels, grads_to_host, loss, n_correct);
         if (rc == 0) b->bwd_done = 1;
         return rc;
     }
@@ -234,7 +328,7 @@ int backend_stats(backend_t *b, kfac_stats_t *s) {
         return -EINVAL;
     }
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) return backend_cuda_stats(b->cuda, s);
+    if (b->kind == BACKEND_CUDA) return s_cuda->stats(b->cuda, s);
 #endif
     return kfac_stats_compute(s, b->net);
 }
@@ -251,7 +345,7 @@ int backend_layer_copy(backend_t *b, int layer, float *y, float *dy) {
         return -EINVAL;
     }
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) return backend_cuda_layer_copy(b->cuda, layer, y, dy);
+    if (b->kind == BACKEND_CUDA) return s_cuda->layer_copy(b->cuda, layer, y, dy);
 #endif
     const layer_t *l = &net->layers[layer];
     const size_t bytes = (size_t)b->fwd_n * l->size * sizeof(float);
@@ -263,14 +357,14 @@ int backend_layer_copy(backend_t *b, int layer, float *y, float *dy) {
 int backend_reserve_stats(backend_t *b, const kfac_stats_t *s) {
     if (!b || !s) return -EINVAL;
 #ifdef KFAC_CUDA
-    if (b->kind == BACKEND_CUDA) return backend_cuda_reserve_stats(b->cuda, s);
+    if (b->kind == BACKEND_CUDA) return s_cuda->reserve_stats(b->cuda, s);
 #endif
     return 0;
 }
 
 size_t backend_device_bytes(const backend_t *b) {
 #ifdef KFAC_CUDA
-    if (b && b->kind == BACKEND_CUDA) return backend_cuda_device_bytes(b->cuda);
+    if (b && b->kind == BACKEND_CUDA) return s_cuda->device_bytes(b->cuda);
 #else
     (void)b;
 #endif

@@ -32,6 +32,7 @@
 #ifdef KFAC_CUDA
 
 #include "common/backend/backend_cuda.h"
+#include "common/backend/backend_cuda_api.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -753,6 +754,30 @@ int backend_cuda_layer_copy(backend_cuda_t *cb, int layer, float *y, float *dy) 
     if (dy) CB_TRY(CK_CUDA(cudaMemcpyAsync(dy, c->dy, bytes, cudaMemcpyDeviceToHost, cb->stream)));
     return CK_CUDA(cudaStreamSynchronize(cb->stream));
 }
+
+/* The plugin's entry point (backend_cuda_api.h): backend.c finds it with
+ * dlsym after loading libkfac-cuda.so. */
+static const backend_cuda_api_t s_api = {
+    .version = BACKEND_CUDA_API_VERSION,
+    .net_size = sizeof(net_t),
+    .layer_size = sizeof(layer_t),
+    .stats_size = sizeof(kfac_stats_t),
+    .probe = backend_cuda_probe,
+    .create = backend_cuda_new,
+    .destroy = backend_cuda_free,
+    .describe = backend_cuda_describe,
+    .failed = backend_cuda_failed,
+    .set_params = backend_cuda_set_params,
+    .forward = backend_cuda_forward,
+    .probs = backend_cuda_probs,
+    .backward = backend_cuda_backward,
+    .stats = backend_cuda_stats,
+    .reserve_stats = backend_cuda_reserve_stats,
+    .device_bytes = backend_cuda_device_bytes,
+    .layer_copy = backend_cuda_layer_copy,
+};
+
+const backend_cuda_api_t *kfac_backend_cuda_api(void) { return &s_api; }
 
 #else
 

@@ -155,6 +155,38 @@ START_TEST(test_backend_cuda_without_gpu_fails_clearly_and_auto_falls_back) {
 }
 END_TEST
 
+/* The CUDA backend is a plugin (common/backend/backend_cuda_api.h): where it
+ * cannot be loaded, the probe and backend_new say which file and why, and
+ * AUTO still gets the CPU. Each test runs in a child of its own (Check's
+ * fork mode), so the loader starts afresh with this KFAC_CUDA_LIB. */
+START_TEST(test_backend_cuda_plugin_missing_or_foreign_is_named) {
+#ifdef KFAC_CUDA
+    static const struct {
+        const char *lib, *want;
+    } cases[] = {
+        {"/nonexistent/libkfac-cuda.so", "KFAC_CUDA_LIB=/nonexistent/libkfac-cuda.so: No such file"},
+        {"/etc/passwd", "the CUDA backend /etc/passwd could not be loaded"},
+    };
+    const char *fork_env = getenv("CK_FORK");
+    ck_assert_msg(!fork_env || strcmp(fork_env, "no") != 0, "needs Check's fork mode (the plugin loads once a process)");
+    ck_assert_int_eq(setenv("KFAC_CUDA_LIB", cases[_i].lib, 1), 0);
+    net_t *net = testnet_parse("input 1x4x4\nflatten\nfc out=3\nsoftmax_xent\n", 4);
+    char why[1024], err[1024];
+    ck_assert_int_eq(backend_gpu_probe(why, sizeof why), 0);
+    ck_assert_msg(strstr(why, cases[_i].want), "probe reason: %s (expected it to contain: %s)", why, cases[_i].want);
+    ck_assert_ptr_null(backend_new(BACKEND_CUDA, net, err, sizeof err));
+    ck_assert_msg(strstr(err, cases[_i].want), "message: %s", err);
+    backend_t *b = backend_new(BACKEND_AUTO, net, err, sizeof err);
+    ck_assert_msg(b != NULL, "%s", err);
+    ck_assert_int_eq(backend_kind(b), BACKEND_CPU);
+    backend_free(&b);
+    net_free(&net);
+#else
+    (void)_i; /* built without CUDA: no plugin to look for (the test above covers that build) */
+#endif
+}
+END_TEST
+
 START_TEST(test_backend_rejects_bad_calls) {
     net_t *net = testnet_parse("input 1x4x4\nflatten\nfc out=3\nsoftmax_xent\n", 4);
     char err[512];
@@ -217,6 +249,7 @@ Suite *make_suite(void) {
     tcase_add_loop_test(tc, test_backend_cpu_matches_direct_calls_bit_for_bit, 0,
                         (int)(sizeof s_cpu_models / sizeof s_cpu_models[0]));
     tcase_add_test(tc, test_backend_cuda_without_gpu_fails_clearly_and_auto_falls_back);
+    tcase_add_loop_test(tc, test_backend_cuda_plugin_missing_or_foreign_is_named, 0, 2);
     tcase_add_test(tc, test_backend_rejects_bad_calls);
     tcase_add_test(tc, test_backend_kind_parse_and_names);
     tcase_set_timeout(tc, 30); /* a GPU, if there, initializes cuDNN and cuBLAS per test */

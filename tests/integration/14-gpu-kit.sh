@@ -6,7 +6,9 @@
 #      daemons, the twin tests, bench_gpu, kfac-launch, the models, libzmq
 #      and OpenBLAS, and a MANIFEST naming the CUDA libraries it needs;
 #   2. the kit's programs, unpacked elsewhere with bench/gpu/kit-env.sh's
-#      LD_LIBRARY_PATH, start (kfac-ps --help);
+#      LD_LIBRARY_PATH, start (kfac-ps --help), and its test_backend_cuda
+#      loads the CUDA backend's plugin from the kit's lib/kfac/ (without a
+#      GPU it skips for want of a GPU, not of the plugin);
 #   3. bench/gpu/first-run.sh --quick --tests-only runs from it. Without a
 #      GPU it must say that the run does not count and exit 3, with the CPU
 #      figures present; with one, exit 0 and a counted verdict.
@@ -16,7 +18,7 @@ BUILD=${BUILD:-build}
 t0=$(date +%s)
 fail() { echo "14-gpu-kit: FAIL: $*"; exit 1; }
 [ -x "$BUILD/kfac-worker" ] || fail "no $BUILD/kfac-worker (build first)"
-if ! ldd "$BUILD/kfac-worker" 2>/dev/null | grep -q libcudart; then
+if [ ! -f "$BUILD/libkfac-cuda.so" ]; then
   echo "14-gpu-kit: skipped: $BUILD is built without CUDA (nvcc and cuDNN's headers are needed for the kit)"
   exit 77
 fi
@@ -32,7 +34,7 @@ kit=$dir/kit/kfac-gpu-kit.tar.xz
 [ -s "$kit" ] || fail "no $kit"
 mkdir "$dir/u" && xz -dc "$kit" | tar -C "$dir/u" -xf - || fail "cannot unpack the kit"
 K=$dir/u/kfac-gpu-kit
-for f in bin/kfac-ps bin/kfac-worker bin/kfac-statsd bin/kfac-invertd tests/test_backend_cuda tests/test_backend \
+for f in lib/kfac/libkfac-cuda.so bin/kfac-ps bin/kfac-worker bin/kfac-statsd bin/kfac-invertd tests/test_backend_cuda tests/test_backend \
          bench/bench_gpu deploy/kfac-launch models/mnist-cnn.model MANIFEST; do
   [ -e "$K/$f" ] || fail "the kit has no $f"
 done
@@ -45,6 +47,16 @@ grep -q 'libcudnn.so.9' "$K/MANIFEST" || fail "MANIFEST does not name the CUDA l
 # 2. its programs start on their own libraries
 out=$(KIT=$K sh -c '. bench/gpu/kit-env.sh; "$KFAC_BIN/kfac-ps" --help' 2>&1) || fail "the kit's kfac-ps --help failed: $out"
 echo "$out" | grep -q -- '--ps.bind' || fail "the kit's kfac-ps --help printed no option table"
+# and the CUDA backend's plugin is found in the kit (lib/kfac/) and loads:
+# without a GPU the twin tests skip because of the GPU, not the plugin
+out=$(KIT=$K sh -c '. bench/gpu/kit-env.sh; "$KIT/tests/test_backend_cuda"' 2>&1)
+rc=$?
+if nvidia-smi -L >/dev/null 2>&1; then
+  [ "$rc" = 0 ] || fail "the kit's test_backend_cuda exited $rc: $(echo "$out" | tail -n 3)"
+else
+  [ "$rc" = 77 ] && echo "$out" | grep -q 'skipped: .*no GPU (' ||
+    fail "the kit's test_backend_cuda (status $rc) did not load its CUDA backend: $(echo "$out" | tail -n 2)"
+fi
 
 # 3. the script, rehearsed
 sh bench/gpu/first-run.sh --kit "$kit" --quick --tests-only --out "$dir/out" >"$dir/run.log" 2>&1

@@ -22,7 +22,8 @@
 #              one version, indefinite factors, and 1e6 x the identity
 #              (in the run of the poison attack)
 #   slow       a worker that asks for Params and only heartbeats for 6 s,
-#              and one that stalls every other round (8 rounds, 3 s each)
+#              and one that stalls every other round (7 rounds: 3 stalls of
+#              3 s, then a push that must be refused)
 # Not here: negative batch-norm variances (the demo model has no batch
 # norm: 58-hostile-bn.sh); a robust mean against a worker inside the norm
 # rules (needs 3+ workers: 58-robust-aggregate.sh); one member per key
@@ -43,7 +44,7 @@
 . tests/integration/harness.inc
 h_init 58-hostile-suite
 STEPS=200         # steps of every run (the slow attack: $SLOW_STEPS)
-SLOW_STEPS=400
+SLOW_STEPS=250
 JOIN=20           # the step at which attackers join
 SLACK=0.01        # below the clean minimum that still passes
 # KFAC_HOSTILE_ATTACKS: the attacks to run (default all; the clean runs
@@ -331,7 +332,7 @@ if want slow; then
 cluster slow "$SLOW_STEPS"
 wait_steps slow "$JOIN"
 poke slow-stall --member_id 47 --member_kind stall --wait_ms 6000
-poke slow-alternate --member_id 48 --member_kind alternate --count 8 --wait_ms 3000 --print 1000
+poke slow-alternate --member_id 48 --member_kind alternate --count 7 --wait_ms 3000 --print 1000
 finish slow "$SLOW_STEPS"
 grep -q "stalled 3 times (\[ps\] stall_max_drops): it is no member" "$H_DIR/slow-alternate.log" ||
   h_fail "slow: the alternating member's later pushes were not refused (kfac-poke's replies)"

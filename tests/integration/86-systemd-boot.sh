@@ -54,9 +54,9 @@
 # containers, by the PIDs it started.
 . tests/integration/harness.inc
 h_init 86-systemd-boot
-STEPS=500         # [run] steps
+STEPS=300         # [run] steps
 CKPT=50           # [checkpoint] every
-MIN_ACC=0.92      # final test accuracy
+MIN_ACC=0.90      # final test accuracy
 BOOT_S=60         # bound on a container reaching "running"
 RUN_S=150         # bound on the run's end after the last event
 
