@@ -85,7 +85,8 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 # (make -j1 for a serial build): a clean build took 97+107 s serial and
 # 57+62 s with -j2 on 2 cores (the CPU-only and the CUDA build).
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
-SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS)) BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) OPT='$(OPT)'
+MAKE_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS))
+SUBMAKE = $(MAKE) --no-print-directory $(MAKE_J) BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) OPT='$(OPT)'
 
 include common/module.mk
 include proto/module.mk

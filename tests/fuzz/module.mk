@@ -28,7 +28,7 @@ endif
 
 .PHONY: fuzz fuzz-run build-fuzz-bins
 fuzz: $(DEPS_STAMP)
-	$(Q)$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) SAN=fuzz CUDA=0 CC=clang OPT=-O1 build-fuzz-bins
+	$(Q)$(MAKE) --no-print-directory $(MAKE_J) BUILD=$(FUZZ_BUILD) SAN=fuzz CUDA=0 CC=clang OPT=-O1 build-fuzz-bins
 
 fuzz-run: fuzz
 	$(Q)sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_HARNESSES)

@@ -22,8 +22,9 @@
 #              one version, indefinite factors, and 1e6 x the identity
 #              (in the run of the poison attack)
 #   slow       a worker that asks for Params and only heartbeats for 6 s,
-#              and one that stalls every other round (7 rounds: 3 stalls of
-#              3 s, then a push that must be refused)
+#              and one that stalls every other round (8 rounds: 3 stalls of
+#              3 s, a push that must be refused, and a fourth stall in
+#              which kfac-poke reads the refusal)
 # Not here: negative batch-norm variances (the demo model has no batch
 # norm: 58-hostile-bn.sh); a robust mean against a worker inside the norm
 # rules (needs 3+ workers: 58-robust-aggregate.sh); one member per key
@@ -31,14 +32,16 @@
 # runs only those attacks (and the clean runs); KFAC_KEEP=1 keeps the logs.
 #
 # For each attack it prints one line: the test accuracy at step $STEPS
-# (whole test set) against the clean runs' spread, the counter of the
+# (whole test set) of the Polyak average and of the raw parameters against
+# the clean runs' spreads, the counter of the
 # Prometheus endpoint that counted the attacker, the mean inverse age and
 # steps/s after the join, kfac-ps's peak resident memory, and the log line
 # that named the attacker. Passes when every run finishes
-# its steps, every attack is counted and named, every attacked accuracy
-# is at least the clean minimum less $SLACK (a fourth run lands outside
-# the range of 3 by chance about half the time; the line says where it
-# landed), the flood's peak memory stays within the resident size before
+# its steps, every attack is counted and named, every attacked Polyak
+# accuracy is at least the clean minimum less $SLACK and every raw one the
+# clean raw minimum less $SLACK_RAW (a fourth run lands outside the range
+# of 3 by chance about half the time; the line says where it landed), the
+# flood's peak memory stays within the resident size before
 # it plus $FLOOD_PARAMS Params messages and one statistics push (below),
 # and no step gap of the slow attack is over 5 s.
 . tests/integration/harness.inc
@@ -46,7 +49,8 @@ h_init 58-hostile-suite
 STEPS=200         # steps of every run (the slow attack: $SLOW_STEPS)
 SLOW_STEPS=250
 JOIN=20           # the step at which attackers join
-SLACK=0.01        # below the clean minimum that still passes
+SLACK=0.01        # below the clean minimum that still passes: Polyak accuracy
+SLACK_RAW=0.02    # the same for the raw parameters' accuracy (noisier, below)
 # KFAC_HOSTILE_ATTACKS: the attacks to run (default all; the clean runs
 # always run), e.g. KFAC_HOSTILE_ATTACKS="stats slow" to look at two
 ATTACKS=${KFAC_HOSTILE_ATTACKS:-inverses scaled poison flood id stats slow}
@@ -175,6 +179,9 @@ finish() {
   ACC=$(awk -F, -v s="$STEPS" 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "step") c = i; if ($i == "test_acc") a = i } }
     NR > 1 && $c == s { print $a }' "$H_DIR/$1/out/eval.csv")
   [ -n "$ACC" ] || h_fail "$1: no evaluation at step $STEPS in eval.csv"
+  PACC=$(awk -F, -v s="$STEPS" 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "step") c = i; if ($i == "polyak_acc") a = i } }
+    NR > 1 && $c == s { print $a }' "$H_DIR/$1/out/eval.csv")
+  [ -n "$PACC" ] || h_fail "$1: no Polyak accuracy at step $STEPS in eval.csv"
   HWM=$(cat "$H_DIR/$1/hwm" 2>/dev/null)
   # the curvature's age and the pace after the join: what an attack may
   # change besides the parameters
@@ -194,9 +201,11 @@ clean() {
   wait_steps "$1" "$JOIN"
   finish "$1" "$STEPS"
   CLEANS="$CLEANS $ACC"
-  echo "58-hostile-suite: $1: test accuracy $ACC at step $STEPS; after the join: inverse age $AGE, $SPS steps/s; kfac-ps peak resident memory $HWM kB"
+  PCLEANS="$PCLEANS $PACC"
+  echo "58-hostile-suite: $1: test accuracy $ACC (Polyak $PACC) at step $STEPS; after the join: inverse age $AGE, $SPS steps/s; kfac-ps peak resident memory $HWM kB"
 }
 CLEANS=""
+PCLEANS=""
 
 # judge RUN ATTACK COUNTER_TEXT NAMED_RE: the attacker named in RUN's
 # kfac-ps log; the accuracy, counter and named line kept for the verdict at
@@ -207,9 +216,9 @@ RESULTS=$H_DIR/results
 judge() {
   grep -Eq "$4" "$H_DIR/$1-ps.log" || h_fail "$2: kfac-ps's log never named the attacker (no line matching: $4)"
   named=$(grep -E "$4" "$H_DIR/$1-ps.log" | head -n 1 | sed 's/^[^ ]* [A-Z]* *//' | cut -c1-150)
-  printf '%s\t%s\t%s; after the join: inverse age %s, %s steps/s; kfac-ps peak resident memory %s kB\t%s\n' \
-    "$2" "$ACC" "$3" "$AGE" "$SPS" "$HWM" "$named" >>"$RESULTS"
-  echo "58-hostile-suite: $2 (run $1): test accuracy $ACC at step $STEPS; $3; inverse age $AGE, $SPS steps/s; peak $HWM kB"
+  printf '%s\t%s\t%s\t%s; after the join: inverse age %s, %s steps/s; kfac-ps peak resident memory %s kB\t%s\n' \
+    "$2" "$PACC" "$ACC" "$3" "$AGE" "$SPS" "$HWM" "$named" >>"$RESULTS"
+  echo "58-hostile-suite: $2 (run $1): test accuracy $ACC (Polyak $PACC) at step $STEPS; $3; inverse age $AGE, $SPS steps/s; peak $HWM kB"
 }
 
 clean clean1
@@ -332,7 +341,7 @@ if want slow; then
 cluster slow "$SLOW_STEPS"
 wait_steps slow "$JOIN"
 poke slow-stall --member_id 47 --member_kind stall --wait_ms 6000
-poke slow-alternate --member_id 48 --member_kind alternate --count 7 --wait_ms 3000 --print 1000
+poke slow-alternate --member_id 48 --member_kind alternate --count 8 --wait_ms 3000 --print 1000
 finish slow "$SLOW_STEPS"
 grep -q "stalled 3 times (\[ps\] stall_max_drops): it is no member" "$H_DIR/slow-alternate.log" ||
   h_fail "slow: the alternating member's later pushes were not refused (kfac-poke's replies)"
@@ -347,18 +356,34 @@ grep -q "worker#[0-9]* (pid [0-9]* .*stalled 3 times (\[ps\] stall_max_drops): n
 judge slow slow "largest step gap $gap s" "worker#[0-9]* \(pid [0-9]* .*heartbeats but has not pushed its gradient"
 fi
 
-# the verdict: each attack's accuracy against the clean runs' spread
-LO=$(printf '%s\n' $CLEANS | sort -n | head -n 1)
-HI=$(printf '%s\n' $CLEANS | sort -n | tail -n 1)
-FLOOR=$(awk -v a="$LO" -v s="$SLACK" 'BEGIN { print a - s }')
-echo "58-hostile-suite: clean runs:$CLEANS (spread $LO-$HI); every attack must reach $FLOOR"
+# the verdict: each attack's accuracy against the clean runs' spread, on
+# the Polyak average (the weights a run exports as params_polyak.npy, and
+# the steadier figure: the raw parameters' accuracy at one step moves by up
+# to a point between evaluations 50 steps apart) within $SLACK of the clean
+# minimum, and on the raw parameters within $SLACK_RAW
+spread() { # VAR_PREFIX VALUES...: sets <prefix>LO and <prefix>HI
+  p=$1; shift
+  eval "${p}LO=$(printf '%s\n' "$@" | sort -n | head -n 1)"
+  eval "${p}HI=$(printf '%s\n' "$@" | sort -n | tail -n 1)"
+}
+spread P $PCLEANS
+spread R $CLEANS
+PFLOOR=$(awk -v a="$PLO" -v s="$SLACK" 'BEGIN { print a - s }')
+RFLOOR=$(awk -v a="$RLO" -v s="$SLACK_RAW" 'BEGIN { print a - s }')
+echo "58-hostile-suite: clean runs: Polyak$PCLEANS (spread $PLO-$PHI), raw$CLEANS (spread $RLO-$RHI); every attack must reach $PFLOOR (Polyak) and $RFLOOR (raw)"
+# where ACC LO HI FLOOR SLACK: the word for where ACC lands
+where() {
+  if h_ge "$1" "$2" && h_ge "$3" "$1"; then echo "within"
+  elif h_ge "$1" "$3"; then echo "above"
+  elif h_ge "$1" "$4"; then echo "below, within $5 of"
+  else echo "MORE THAN $5 BELOW"; fi
+}
 bad=""
-while IFS="$(printf '\t')" read -r name acc counted named; do
-  if h_ge "$acc" "$LO" && h_ge "$HI" "$acc"; then where="within"
-  elif h_ge "$acc" "$HI"; then where="above"
-  elif h_ge "$acc" "$FLOOR"; then where="below, within $SLACK of"
-  else where="MORE THAN $SLACK BELOW"; bad="$bad $name"; fi
-  echo "58-hostile-suite: $name: accuracy $acc, $where the clean $LO-$HI; counted: $counted; named: $named"
+while IFS="$(printf '\t')" read -r name pacc acc counted named; do
+  pw=$(where "$pacc" "$PLO" "$PHI" "$PFLOOR" "$SLACK")
+  rw=$(where "$acc" "$RLO" "$RHI" "$RFLOOR" "$SLACK_RAW")
+  case "$pw$rw" in *MORE*) bad="$bad $name" ;; esac
+  echo "58-hostile-suite: $name: Polyak accuracy $pacc, $pw the clean $PLO-$PHI; raw $acc, $rw the clean $RLO-$RHI; counted: $counted; named: $named"
 done <"$RESULTS"
-[ -z "$bad" ] || h_fail "attacks whose accuracy at step $STEPS fell more than $SLACK below the clean runs' $LO-$HI:$bad"
-h_pass "$(echo $ATTACKS | wc -w) attacks on the demo model, each counted and named, each within $SLACK of the clean runs' $LO-$HI at step $STEPS"
+[ -z "$bad" ] || h_fail "attacks whose accuracy at step $STEPS fell more than $SLACK (Polyak) or $SLACK_RAW (raw) below the clean runs' $PLO-$PHI (Polyak), $RLO-$RHI (raw):$bad"
+h_pass "$(echo $ATTACKS | wc -w) attacks on the demo model, each counted and named, each within $SLACK of the clean runs' Polyak accuracy $PLO-$PHI and $SLACK_RAW of their raw $RLO-$RHI at step $STEPS"
