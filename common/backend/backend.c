@@ -95,9 +95,23 @@ static int s_cuda_open_path(const char *path) {
     return 1;
 }
 
+/* 1 when the NVIDIA driver's library (libcuda.so.1, which the CUDA runtime
+ * needs for any device) can be loaded; else 0 with "no GPU (...)" in
+ * s_cuda_why, naming the plugin that was therefore not loaded. Without a
+ * driver there is no GPU to find, and loading the plugin would map cuDNN
+ * and cuBLAS for nothing. */
+static int s_cuda_driver(const char *plugin) {
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (drv) return 1; /* kept open: the CUDA runtime loads it again */
+    const char *e = dlerror();
+    snprintf(s_cuda_why, sizeof s_cuda_why, "no GPU (no NVIDIA driver: %.400s; the CUDA backend %.400s was not loaded)",
+             e ? e : "libcuda.so.1 cannot be loaded", plugin);
+    return 0;
+}
+
 static void s_cuda_open(void) {
     const char *env = getenv("KFAC_CUDA_LIB");
-    if (env && *env) {
+    if (env && *env) { /* named: loaded even without a driver (its probe then says why) */
         if (access(env, R_OK) != 0)
             snprintf(s_cuda_why, sizeof s_cuda_why, "KFAC_CUDA_LIB=%s: %s", env, strerror(errno));
         else
@@ -125,7 +139,7 @@ static void s_cuda_open(void) {
             char path[PATH_MAX + 64];
             snprintf(path, sizeof path, "%s%s", dir[0] ? dir : "", rel[r]);
             if (access(path, F_OK) == 0) {
-                s_cuda_open_path(path);
+                if (s_cuda_driver(path)) s_cuda_open_path(path);
                 return;
             }
             if (used < sizeof looked)

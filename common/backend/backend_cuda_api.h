@@ -15,6 +15,11 @@
  * with --export-dynamic-symbol), so a program logs and counts factors the
  * same way whether the backend is the CPU or the GPU.
  *
+ * Where no NVIDIA driver can be loaded (libcuda.so.1, which the CUDA
+ * runtime needs for any device), there is no GPU to find: backend.c says
+ * "no GPU (no NVIDIA driver: ...)" without loading the plugin, unless
+ * KFAC_CUDA_LIB names it.
+ *
  * Where backend.c looks for it: $KFAC_CUDA_LIB (a path) when set, else
  * libkfac-cuda.so and lib/kfac/libkfac-cuda.so in the program's folder and
  * in the two folders above it (the build tree: build/, and build/ seen from

@@ -17,8 +17,10 @@
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/backend/backend.h"
 #include "common/base/rng.h"
@@ -187,6 +189,35 @@ START_TEST(test_backend_cuda_plugin_missing_or_foreign_is_named) {
 }
 END_TEST
 
+/* The plugin of this build, named by KFAC_CUDA_LIB, loads (all its symbols
+ * resolve against this program) and runs its own probe: a GPU, or the CUDA
+ * runtime's reason. Without the name, a machine with no NVIDIA driver never
+ * loads it, so this is the check that it can be loaded at all. It is found
+ * beside the build's programs (build/tests/backend/ -> build/) or in the
+ * GPU kit (tests/ -> lib/kfac/). */
+START_TEST(test_backend_cuda_plugin_of_this_build_loads) {
+#ifdef KFAC_CUDA
+    const char *fork_env = getenv("CK_FORK");
+    ck_assert_msg(!fork_env || strcmp(fork_env, "no") != 0, "needs Check's fork mode (the plugin loads once a process)");
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ck_assert_int_gt(n, 0);
+    exe[n] = 0;
+    *strrchr(exe, '/') = 0; /* the test's folder */
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/../../libkfac-cuda.so", exe);
+    snprintf(b, sizeof b, "%s/../lib/kfac/libkfac-cuda.so", exe);
+    const char *lib = access(a, R_OK) == 0 ? a : access(b, R_OK) == 0 ? b : NULL;
+    ck_assert_msg(lib != NULL, "the build's CUDA backend is in neither %s nor %s", a, b);
+    ck_assert_int_eq(setenv("KFAC_CUDA_LIB", lib, 1), 0);
+    char why[1024];
+    int gpu = backend_gpu_probe(why, sizeof why);
+    ck_assert_msg(gpu || strstr(why, "no GPU (cuda") || strstr(why, "no usable GPU"),
+                  "%s did not load or did not probe: %s", lib, why);
+#endif
+}
+END_TEST
+
 START_TEST(test_backend_rejects_bad_calls) {
     net_t *net = testnet_parse("input 1x4x4\nflatten\nfc out=3\nsoftmax_xent\n", 4);
     char err[512];
@@ -250,6 +281,7 @@ Suite *make_suite(void) {
                         (int)(sizeof s_cpu_models / sizeof s_cpu_models[0]));
     tcase_add_test(tc, test_backend_cuda_without_gpu_fails_clearly_and_auto_falls_back);
     tcase_add_loop_test(tc, test_backend_cuda_plugin_missing_or_foreign_is_named, 0, 2);
+    tcase_add_test(tc, test_backend_cuda_plugin_of_this_build_loads);
     tcase_add_test(tc, test_backend_rejects_bad_calls);
     tcase_add_test(tc, test_backend_kind_parse_and_names);
     tcase_set_timeout(tc, 30); /* a GPU, if there, initializes cuDNN and cuBLAS per test */

@@ -47,15 +47,21 @@ grep -q 'libcudnn.so.9' "$K/MANIFEST" || fail "MANIFEST does not name the CUDA l
 # 2. its programs start on their own libraries
 out=$(KIT=$K sh -c '. bench/gpu/kit-env.sh; "$KFAC_BIN/kfac-ps" --help' 2>&1) || fail "the kit's kfac-ps --help failed: $out"
 echo "$out" | grep -q -- '--ps.bind' || fail "the kit's kfac-ps --help printed no option table"
-# and the CUDA backend's plugin is found in the kit (lib/kfac/) and loads:
-# without a GPU the twin tests skip because of the GPU, not the plugin
+# and the CUDA backend's plugin is found in the kit (lib/kfac/) and loads
+# (test_backend names it with KFAC_CUDA_LIB, so it loads without a driver
+# too); without a GPU the twin tests skip because of the GPU, naming the
+# kit's plugin where no driver is found
+out=$(KIT=$K sh -c '. bench/gpu/kit-env.sh; "$KIT/tests/test_backend"' 2>&1) ||
+  fail "the kit's test_backend failed: $(echo "$out" | tail -n 3)"
 out=$(KIT=$K sh -c '. bench/gpu/kit-env.sh; "$KIT/tests/test_backend_cuda"' 2>&1)
 rc=$?
 if nvidia-smi -L >/dev/null 2>&1; then
   [ "$rc" = 0 ] || fail "the kit's test_backend_cuda exited $rc: $(echo "$out" | tail -n 3)"
 else
   [ "$rc" = 77 ] && echo "$out" | grep -q 'skipped: .*no GPU (' ||
-    fail "the kit's test_backend_cuda (status $rc) did not load its CUDA backend: $(echo "$out" | tail -n 2)"
+    fail "the kit's test_backend_cuda (status $rc) did not skip for want of a GPU: $(echo "$out" | tail -n 2)"
+  echo "$out" | grep -q 'no NVIDIA driver' && { echo "$out" | grep -q "$K/lib/kfac/libkfac-cuda.so" ||
+    fail "the kit's test_backend_cuda did not find the kit's plugin: $(echo "$out" | tail -n 1)"; }
 fi
 
 # 3. the script, rehearsed
