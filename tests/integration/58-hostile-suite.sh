@@ -46,7 +46,7 @@
 # and no step gap of the slow attack is over 5 s.
 . tests/integration/harness.inc
 h_init 58-hostile-suite
-STEPS=200         # steps of every run (the slow attack: $SLOW_STEPS)
+STEPS=150         # steps of every run (the slow attack: $SLOW_STEPS)
 SLOW_STEPS=250
 JOIN=20           # the step at which attackers join
 SLACK=0.01        # below the clean minimum that still passes: Polyak accuracy

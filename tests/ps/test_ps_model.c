@@ -19,23 +19,13 @@
 
 #include "common/base/rng.h"
 #include "ps/model.h"
+#include "tests/lib/ps_cfg.h"
 #include "tests/lib/seed.h"
 
-static const char *s_model_text = "input 1x4x4\nflatten\nfc name=fc1 out=6\nrelu\nfc name=fc2 out=3\nsoftmax_xent\n";
-
-/* A configuration for optimizer kind over the model written to path. */
+/* A configuration for optimizer kind (lr 0.25) over the model written to path. */
 static void s_cfg(runcfg_t *c, const char *kind, char *path, size_t path_len) {
-    snprintf(path, path_len, "/tmp/test_ps_model.XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(s_model_text, f);
-    fclose(f);
-    char err[512];
-    char *argv[] = {"kfac-ps",          "--seed",        "5",  "--model.file", path, "--optimizer.kind", (char *)kind,
-                    "--optimizer.lr", "0.25", "--data.dir", "/nonexistent/kfac-data", NULL};
-    ck_assert_msg(runcfg_load(c, RUNCFG_ROLE_PS, 11, argv, err, sizeof err) == 0, "%s", err);
+    char *extra[] = {"--optimizer.lr", "0.25"};
+    test_ps_cfg(c, "test_ps_model", kind, path, path_len, extra, 2);
 }
 
 START_TEST(test_ps_model_sgd_update) {

@@ -28,6 +28,7 @@
 #include "ps/model.h"
 #include "ps/refresh.h"
 #include "ps/sched.h"
+#include "tests/lib/ps_cfg.h"
 #include "tests/lib/seed.h"
 
 #define SEEDED()              \
@@ -455,25 +456,8 @@ END_TEST
 
 /* ---- ps_sched_t ---------------------------------------------------------- */
 
-static const char *s_model_text = "input 1x4x4\nflatten\nfc name=fc1 out=6\nrelu\nfc name=fc2 out=3\nsoftmax_xent\n";
-
-/* A configuration of kind (kfac, sgd) over a small MLP written to path,
- * with the extra options (n_extra of them). */
 static void s_cfg(runcfg_t *c, const char *kind, char *path, size_t path_len, char **extra, int n_extra) {
-    snprintf(path, path_len, "/tmp/test_ps_sched.XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(s_model_text, f);
-    fclose(f);
-    char err[512];
-    char *argv[32] = {"kfac-ps", "--seed", "5", "--model.file", path, "--optimizer.kind", (char *)kind,
-                      "--data.dir", "/nonexistent/kfac-data"};
-    int argc = 9;
-    for (int i = 0; i < n_extra && argc < 31; i++) argv[argc++] = extra[i];
-    argv[argc] = NULL;
-    ck_assert_msg(runcfg_load(c, RUNCFG_ROLE_PS, argc, argv, err, sizeof err) == 0, "%s", err);
+    test_ps_cfg(c, "test_ps_sched", kind, path, path_len, extra, n_extra);
 }
 
 START_TEST(test_sched_state_intervals_follow_milestones) {
