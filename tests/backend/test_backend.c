@@ -157,12 +157,12 @@ START_TEST(test_backend_cuda_without_gpu_fails_clearly_and_auto_falls_back) {
 }
 END_TEST
 
+#ifdef KFAC_CUDA /* a build without CUDA has no plugin to look for */
 /* The CUDA backend is a plugin (common/backend/backend_cuda_api.h): where it
  * cannot be loaded, the probe and backend_new say which file and why, and
  * AUTO still gets the CPU. Each test runs in a child of its own (Check's
  * fork mode), so the loader starts afresh with this KFAC_CUDA_LIB. */
 START_TEST(test_backend_cuda_plugin_missing_or_foreign_is_named) {
-#ifdef KFAC_CUDA
     static const struct {
         const char *lib, *want;
     } cases[] = {
@@ -183,9 +183,6 @@ START_TEST(test_backend_cuda_plugin_missing_or_foreign_is_named) {
     ck_assert_int_eq(backend_kind(b), BACKEND_CPU);
     backend_free(&b);
     net_free(&net);
-#else
-    (void)_i; /* built without CUDA: no plugin to look for (the test above covers that build) */
-#endif
 }
 END_TEST
 
@@ -196,7 +193,6 @@ END_TEST
  * beside the build's programs (build/tests/backend/ -> build/) or in the
  * GPU kit (tests/ -> lib/kfac/). */
 START_TEST(test_backend_cuda_plugin_of_this_build_loads) {
-#ifdef KFAC_CUDA
     const char *fork_env = getenv("CK_FORK");
     ck_assert_msg(!fork_env || strcmp(fork_env, "no") != 0, "needs Check's fork mode (the plugin loads once a process)");
     char exe[4096];
@@ -214,9 +210,9 @@ START_TEST(test_backend_cuda_plugin_of_this_build_loads) {
     int gpu = backend_gpu_probe(why, sizeof why);
     ck_assert_msg(gpu || strstr(why, "no GPU (cuda") || strstr(why, "no usable GPU"),
                   "%s did not load or did not probe: %s", lib, why);
-#endif
 }
 END_TEST
+#endif
 
 START_TEST(test_backend_rejects_bad_calls) {
     net_t *net = testnet_parse("input 1x4x4\nflatten\nfc out=3\nsoftmax_xent\n", 4);
@@ -280,8 +276,10 @@ Suite *make_suite(void) {
     tcase_add_loop_test(tc, test_backend_cpu_matches_direct_calls_bit_for_bit, 0,
                         (int)(sizeof s_cpu_models / sizeof s_cpu_models[0]));
     tcase_add_test(tc, test_backend_cuda_without_gpu_fails_clearly_and_auto_falls_back);
+#ifdef KFAC_CUDA /* a build without CUDA has no plugin to look for */
     tcase_add_loop_test(tc, test_backend_cuda_plugin_missing_or_foreign_is_named, 0, 2);
     tcase_add_test(tc, test_backend_cuda_plugin_of_this_build_loads);
+#endif
     tcase_add_test(tc, test_backend_rejects_bad_calls);
     tcase_add_test(tc, test_backend_kind_parse_and_names);
     tcase_set_timeout(tc, 30); /* a GPU, if there, initializes cuDNN and cuBLAS per test */
