@@ -9,7 +9,8 @@
 # Prints "skipped: <reason>" per skipped program as it goes, and at the end
 # the slowest programs with their seconds (all of them in
 # $BUILD/test-times.txt), the failed and the skipped
-# programs on a line each, then
+# programs on a line each (with each failed program's first failure line:
+# a report that shows only the tail still says why), then
 # "N passed, N failed, N skipped" alone on the last line (what test-report
 # readers look for).
 # Exits non-zero only when something failed.
@@ -22,7 +23,7 @@ export BUILD
 # two-core CPU load. The multiplier keeps them a guard there too.
 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
 export CK_TIMEOUT_MULTIPLIER
-pass=0; fail=0; skip=0; failed=""; skipped=""
+pass=0; fail=0; skip=0; failed=""; skipped=""; why_failed=""
 log=$(mktemp "${TMPDIR:-/tmp}/kfac-run.XXXXXX") || exit 1
 times=$(mktemp "${TMPDIR:-/tmp}/kfac-times.XXXXXX") || exit 1
 trap 'rm -f "$log" "$times"' EXIT
@@ -49,7 +50,13 @@ run() {
       why=$(grep -o 'skipped: .*' "$log" | tail -n 1)
       line="$name: ${why:-skipped: (no reason given)}"
       [ "$(tail -n 1 "$log")" = "$line" ] || echo "$line" ;;
-    *) fail=$((fail + 1)); failed="$failed $name"; echo "$name: FAILED (status $st)" ;;
+    *)
+      fail=$((fail + 1)); failed="$failed $name"; echo "$name: FAILED (status $st)"
+      # the first failure line: an integration script's "FAIL:", Check's
+      # ":F:" or ":E:", else the program's last line
+      why=$(grep -m 1 -E 'FAIL:|:[FE]:' "$log" || tail -n 1 "$log")
+      why_failed="$why_failed
+  $name: $(printf '%s' "$why" | cut -c1-400)" ;;
   esac
 }
 
@@ -62,7 +69,7 @@ echo "slowest (s): $(sort -rn "$times" | head -n 8 | awk '{ printf "%s%s %s", (N
 # Every program's seconds, slowest first, for whoever trims the suite.
 sort -rn "$times" >"$BUILD/test-times.txt" 2>/dev/null &&
   echo "all times: $BUILD/test-times.txt ($(awk '{ s += $1 } END { print s }' "$times") s in all)"
-[ -n "$failed" ] && echo "failed:$failed"
+[ -n "$failed" ] && echo "failed:$failed$why_failed"
 [ -n "$skipped" ] && echo "skipped:$skipped"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
