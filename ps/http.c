@@ -109,6 +109,12 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
     s_head(&b, "kfac_recoveries_total", "counter",
            "Rounds in which every worker's gradient was refused: the PS went back to its last good parameters.");
     textbuf_printf(&b, "kfac_recoveries_total %llu\n", (unsigned long long)x->recoveries);
+    s_head(&b, "kfac_workers_stalled_total", "counter",
+           "Workers dropped from a round: they heartbeat but did not push within the stall timeout.");
+    textbuf_printf(&b, "kfac_workers_stalled_total %llu\n", (unsigned long long)x->stalled);
+    s_head(&b, "kfac_workers_demoted_total", "counter",
+           "Workers that stalled [ps] stall_max_drops times: no member of the rounds again.");
+    textbuf_printf(&b, "kfac_workers_demoted_total %llu\n", (unsigned long long)x->demoted);
     if (x->kfac) {
         s_head(&b, "kfac_inverses_installed_total", "counter", "Inverses installed from inverse daemons.");
         textbuf_printf(&b, "kfac_inverses_installed_total %llu\n", (unsigned long long)x->inverses_installed);

@@ -222,6 +222,8 @@ void ps_report_publish(ps_server_t *s) {
     x.grad_clipped = ps_counter(&s->ctr, PS_CTR_CLIPPED);
     x.robust_steps = ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS);
     x.recoveries = ps_counter(&s->ctr, PS_CTR_RECOVERIES);
+    x.stalled = ps_counter(&s->ctr, PS_CTR_STALLED);
+    x.demoted = ps_counter(&s->ctr, PS_CTR_DEMOTED);
     if (s->model.kfac) {
         uint64_t now = clock_now_ns();
         x.kfac = 1;

@@ -683,6 +683,7 @@ static void s_drop_stalled(ps_server_t *s) {
         ps_peer_name(p, name, sizeof name);
         if (s->cfg->stall_max_drops && (uint64_t)p->n_stalls >= s->cfg->stall_max_drops && !p->demoted) {
             p->demoted = 1;
+            ps_counters_bump(&s->ctr, PS_CTR_DEMOTED);
             log_warn("%s stalled %d times ([ps] stall_max_drops): no member of the rounds again, its gradients are "
                      "refused", name, p->n_stalls);
         }

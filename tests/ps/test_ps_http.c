@@ -38,6 +38,8 @@ static void s_snapshot(ps_http_snapshot_t *x, ps_http_block_t *blocks, rng_t *r)
     x->kfac = 1;
     x->inverses_installed = rng_u64(r) >> 1;
     x->stats_folded = 7;
+    x->stalled = rng_u64(r) >> 1;
+    x->demoted = 5;
     snprintf(blocks[0].layer, sizeof blocks[0].layer, "fc1");
     blocks[0].factor = 0;
     blocks[0].age_steps = -1;
@@ -81,6 +83,9 @@ START_TEST(test_ps_http_format) {
     s_has(t, line);
     snprintf(line, sizeof line, "kfac_inverses_installed_total %llu\n", (unsigned long long)x.inverses_installed);
     s_has(t, line);
+    snprintf(line, sizeof line, "kfac_workers_stalled_total %llu\n", (unsigned long long)x.stalled);
+    s_has(t, line);
+    s_has(t, "# TYPE kfac_workers_demoted_total counter\nkfac_workers_demoted_total 5\n");
     s_has(t, "kfac_inverse_age_steps{layer=\"fc1\",factor=\"0\"} -1\n");
     s_has(t, "kfac_inverse_age_steps{layer=\"we\\\"ird\\\\\",factor=\"1\"} 4\n");
     /* every sample line's metric has its HELP and TYPE before it */
