@@ -40,6 +40,12 @@ static void s_head(textbuf_t *b, const char *name, const char *type, const char 
     textbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* An unlabelled counter: its HELP and TYPE lines, then its sample. */
+static void s_counter(textbuf_t *b, const char *name, const char *help, uint64_t v) {
+    s_head(b, name, "counter", help);
+    textbuf_printf(b, "%s %llu\n", name, (unsigned long long)v);
+}
+
 /* A sample value: Prometheus writes NaN and infinities as NaN, +Inf, -Inf. */
 static void s_value(textbuf_t *b, double v) {
     if (v != v) textbuf_printf(b, " NaN\n");
@@ -100,31 +106,27 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
         s_label(&b, t == MSG_NONE ? "undecodable" : msg_type_name((msg_type_t)t));
         textbuf_printf(&b, "\"} %llu\n", (unsigned long long)x->rejected[t]);
     }
-    s_head(&b, "kfac_grad_clipped_total", "counter",
-           "Layer gradients scaled down to [ps] grad_clip_ratio times their layer's median norm.");
-    textbuf_printf(&b, "kfac_grad_clipped_total %llu\n", (unsigned long long)x->grad_clipped);
-    s_head(&b, "kfac_robust_steps_total", "counter",
-           "Steps whose gradients were combined by the robust rule of [ps] aggregate (trimmed mean or median).");
-    textbuf_printf(&b, "kfac_robust_steps_total %llu\n", (unsigned long long)x->robust_steps);
-    s_head(&b, "kfac_recoveries_total", "counter",
-           "Rounds in which every worker's gradient was refused: the PS went back to its last good parameters.");
-    textbuf_printf(&b, "kfac_recoveries_total %llu\n", (unsigned long long)x->recoveries);
-    s_head(&b, "kfac_workers_stalled_total", "counter",
-           "Workers dropped from a round: they heartbeat but did not push within the stall timeout.");
-    textbuf_printf(&b, "kfac_workers_stalled_total %llu\n", (unsigned long long)x->stalled);
-    s_head(&b, "kfac_workers_demoted_total", "counter",
-           "Workers that stalled [ps] stall_max_drops times: no member of the rounds again.");
-    textbuf_printf(&b, "kfac_workers_demoted_total %llu\n", (unsigned long long)x->demoted);
+    s_counter(&b, "kfac_grad_clipped_total",
+              "Layer gradients scaled down to [ps] grad_clip_ratio times their layer's median norm.", x->grad_clipped);
+    s_counter(&b, "kfac_robust_steps_total",
+              "Steps whose gradients were combined by the robust rule of [ps] aggregate (trimmed mean or "
+              "median).", x->robust_steps);
+    s_counter(&b, "kfac_recoveries_total",
+              "Rounds in which every worker's gradient was refused: the PS went back to its last good "
+              "parameters.", x->recoveries);
+    s_counter(&b, "kfac_workers_stalled_total",
+              "Workers dropped from a round: they heartbeat but did not push within the stall timeout.", x->stalled);
+    s_counter(&b, "kfac_workers_demoted_total",
+              "Workers that stalled [ps] stall_max_drops times: no member of the rounds again.", x->demoted);
     if (x->kfac) {
-        s_head(&b, "kfac_inverses_installed_total", "counter", "Inverses installed from inverse daemons.");
-        textbuf_printf(&b, "kfac_inverses_installed_total %llu\n", (unsigned long long)x->inverses_installed);
-        s_head(&b, "kfac_inverses_refused_total", "counter",
-               "Inverses refused: they failed the check against their factor, or answered another daemon's job.");
-        textbuf_printf(&b, "kfac_inverses_refused_total %llu\n", (unsigned long long)x->inverses_refused);
-        s_head(&b, "kfac_invertd_distrusted_total", "counter", "Inverse daemons given no more jobs for bad results.");
-        textbuf_printf(&b, "kfac_invertd_distrusted_total %llu\n", (unsigned long long)x->invertd_distrusted);
-        s_head(&b, "kfac_stats_folded_total", "counter", "Statistics batches folded into the factors.");
-        textbuf_printf(&b, "kfac_stats_folded_total %llu\n", (unsigned long long)x->stats_folded);
+        s_counter(&b, "kfac_inverses_installed_total",
+                  "Inverses installed from inverse daemons.", x->inverses_installed);
+        s_counter(&b, "kfac_inverses_refused_total",
+                  "Inverses refused: they failed the check against their factor, or answered another daemon's "
+                  "job.", x->inverses_refused);
+        s_counter(&b, "kfac_invertd_distrusted_total",
+                  "Inverse daemons given no more jobs for bad results.", x->invertd_distrusted);
+        s_counter(&b, "kfac_stats_folded_total", "Statistics batches folded into the factors.", x->stats_folded);
         s_head(&b, "kfac_inverse_age_steps", "gauge",
                "Per block: steps between the current version and the factor version its inverse came from (-1: "
                "no inverse yet).");
