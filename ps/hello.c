@@ -83,8 +83,7 @@ static int s_holder_gone(ps_server_t *s, ps_peer_t *old) {
  * when it must share one. */
 static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
     ps_admit_rank_t r = ps_admit_rank(&s->peers, p, s->cfg->workers, s->cfg->statsd);
-    p->rank = r.rank;
-    p->n_ranks = r.n_ranks;
+    ps_peer_set_rank(p, r.rank, r.n_ranks);
     if (!r.shared) return;
     char name[160];
     log_warn("%s: more %ss than [cluster] %s = %d; it shares shard %d", ps_peer_name(p, name, sizeof name),
@@ -247,7 +246,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
         /* A client that restarted its session (or re-sent Hello): same id,
          * same shard; its outstanding request is void, it will send it again. */
         ps_round_peer_gone(s, p, "said hello again");
-        p->wait = PS_WAIT_NONE;
+        ps_member_answered(p);
     } else {
         /* A member id in use: a restarted daemon takes its old place and
          * shard back; a second live one is refused. */
@@ -281,9 +280,8 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
             if (ps_member_takeover(p)) ps_round_state_grad_out(&s->round); /* it pushes the same batch again */
-            p->route = *route;
+            ps_peer_reroute(p, route);
             p->pid = m->hello.pid;
-            p->echo_ns = 0;
             log_escape(m->hello.host, p->host, sizeof p->host); /* logged with its name: made safe once */
             again = 1;
         } else {
@@ -312,9 +310,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                 log_warn("%s: out of memory to bind its id to its CURVE key", ps_peer_name(p, name, sizeof name));
         }
     }
-    p->present = 1;
-    p->last_ns = p->hello_ns = clock_now_ns();
-    p->engaged = 0; /* until it asks for work */
+    ps_peer_admitted(p, clock_now_ns()); /* not engaged until it asks for work */
     char build[96];
     log_escape(m->hello.build_id, build, sizeof build);
     msg_t w;

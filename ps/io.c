@@ -87,7 +87,7 @@ static void s_vreject(ps_server_t *s, ratelimit_t *rl, const zloop_peer_t *route
     vsnprintf(text, sizeof text, fmt, ap);
     if ((unsigned)type >= MSG_TYPE_COUNT) type = MSG_NONE;
     ps_counters_reject(&s->ctr, type, code);
-    if (p) p->n_rejected++;
+    if (p) ps_peer_rejected(p);
     uint64_t skipped = 0;
     if (!rl) rl = s_reject_rl(s, type, code);
     if (ratelimit_ok(rl, clock_now_ns(), PS_LOG_EVERY_MS, &skipped)) {

@@ -74,8 +74,7 @@ void ps_jobs_restore_next_id(ps_server_t *s, uint64_t next_id) {
 }
 
 void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
-    p->wait = PS_WAIT_JOB;
-    p->wait_seq = ++s->jobs->wait_seq;
+    ps_member_wait_job(p, p->mb.max_n, ++s->jobs->wait_seq);
 }
 
 /* A refused job result (or any refused message from an inverse daemon
@@ -127,7 +126,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     m.job.packed = s->jobs->packed;
     m.job.n_packed = msg_packed_len((uint64_t)kb->n);
     rc = ps_io_send(s, &p->route, &m);
-    p->wait = PS_WAIT_NONE;
+    ps_member_answered(p);
     if (rc < 0) return rc;
     ps_sched_assign(sb, m.job.job_id, fv, p->id, now_ms);
     ps_counters_bump(&s->ctr, PS_CTR_JOBS_SENT);
@@ -146,9 +145,9 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
         int n = 0;
         for (int i = 0; i < s->peers.n && n < PS_MAX_PEERS; i++) {
             ps_peer_t *p = s->peers.v[i];
-            if (p->role != MSG_ROLE_INVERTD || p->wait != PS_WAIT_JOB || !p->present || p->distrusted) continue;
-            waiters[n].wait_seq = p->wait_seq;
-            waiters[n].max_n = p->max_n;
+            if (p->role != MSG_ROLE_INVERTD || p->mb.wait != PS_WAIT_JOB || !p->present || p->distrusted) continue;
+            waiters[n].wait_seq = p->mb.wait_seq;
+            waiters[n].max_n = p->mb.max_n;
             who[n++] = p;
         }
         int b = -1;
@@ -168,14 +167,14 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     ps_peer_name(p, name, sizeof name);
     ps_counters_bump(&s->ctr, PS_CTR_INV_BAD);
     p->n_bad_inverses++;
-    p->n_rejected++;
+    ps_peer_rejected(p);
     ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_INVALID);
     if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) refused (%d of %d): %s", name, r->job_id,
                  r->layer, r->factor, p->n_bad_inverses, PS_BAD_INVERSES_MAX, why);
     if (p->n_bad_inverses < PS_BAD_INVERSES_MAX || p->distrusted) return;
     p->distrusted = 1;
-    p->wait = PS_WAIT_NONE;
+    ps_member_answered(p);
     ps_counters_bump(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
     ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
     log_warn("%s: %d of its results failed verification: it gets no more jobs, and the ones it holds go to other "
@@ -200,8 +199,7 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                      ps_peer_name(p, name, sizeof name));
         ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
     }
-    p->max_n = m->job_request.max_n;
-    ps_round_wait_job(s, p);
+    ps_member_wait_job(p, m->job_request.max_n, ++s->jobs->wait_seq);
     ps_round_dispatch_jobs(s);
 }
 
@@ -240,7 +238,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         /* Answered with the next Job all the same (docs/protocol.md), counted. */
         uint64_t skipped = 0;
         ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_STALE);
-        p->n_rejected++;
+        ps_peer_rejected(p);
         if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
                      "answered already",
@@ -308,7 +306,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                   r->factor, version, r->compute_ms, cur ? "" : " (late)",
                   rc == 0 ? " installed" : " older than the inverse held: ignored");
     }
-    p->n_accepted++;
+    ps_peer_accepted(p);
     ps_round_wait_job(s, p);
     ps_round_dispatch_jobs(s);
     /* the server tries the step next (an install may let a bounded step go) */

@@ -5,11 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A worker present, holding parameters and not marked stalled is a member
+ * of a round it is there for when the round opens. */
+static int s_may_be_member(const ps_peer_t *p) { return p->present && p->has_params && !p->mb.stalled; }
+
 ps_push_t ps_member_check_push(const ps_peer_t *p, int running, long t, uint64_t version, int staleness) {
     if (!running) return PS_PUSH_RUN_OVER;
     if (version > (uint64_t)t) return PS_PUSH_AHEAD;
     if (version + (uint64_t)(staleness > 0 ? staleness : 0) < (uint64_t)t) return PS_PUSH_STALE;
-    if (p->pushed) return PS_PUSH_DUPLICATE;
+    if (p->mb.pushed) return PS_PUSH_DUPLICATE;
     return PS_PUSH_ACCEPT;
 }
 
@@ -17,9 +21,9 @@ void ps_member_open_round(ps_peers_t *peers) {
     for (int i = 0; i < peers->n; i++) {
         ps_peer_t *p = peers->v[i];
         if (p->role != MSG_ROLE_WORKER) continue;
-        p->member = p->present && p->has_params && !p->stalled;
-        p->pushed = p->skipped = 0;
-        p->committed = p->has_stats = p->has_state = 0;
+        p->mb.member = s_may_be_member(p);
+        p->mb.pushed = p->mb.skipped = 0;
+        p->mb.committed = p->mb.has_stats = p->mb.has_state = 0;
     }
 }
 
@@ -27,9 +31,9 @@ int ps_member_waiting(const ps_peers_t *peers, int *n_members) {
     int waiting = 0, members = 0;
     for (int i = 0; i < peers->n; i++) {
         const ps_peer_t *p = peers->v[i];
-        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present) continue;
+        if (p->role != MSG_ROLE_WORKER || !p->mb.member || !p->present) continue;
         members++;
-        if (!p->pushed && !p->skipped) waiting++;
+        if (!p->mb.pushed && !p->mb.skipped) waiting++;
     }
     if (n_members) *n_members = members;
     return waiting;
@@ -39,9 +43,9 @@ int ps_member_all_refused(const ps_peers_t *peers) {
     int members = 0, refused = 0;
     for (int i = 0; i < peers->n; i++) {
         const ps_peer_t *p = peers->v[i];
-        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present) continue;
+        if (p->role != MSG_ROLE_WORKER || !p->mb.member || !p->present) continue;
         members++;
-        if (p->pushed || !p->skipped) return 0;
+        if (p->mb.pushed || !p->mb.skipped) return 0;
         refused++;
     }
     return members > 0 && refused == members;
@@ -65,7 +69,7 @@ int ps_member_order(const ps_peers_t *peers, ps_peer_t **order, int cap) {
     int n = 0;
     for (int i = 0; i < peers->n && n < cap; i++) {
         ps_peer_t *p = peers->v[i];
-        if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) order[n++] = p;
+        if (p->role == MSG_ROLE_WORKER && p->mb.pushed && !p->mb.committed) order[n++] = p;
     }
     qsort(order, (size_t)n, sizeof *order, s_rank_cmp);
     return n;
@@ -74,9 +78,9 @@ int ps_member_order(const ps_peers_t *peers, ps_peer_t **order, int cap) {
 ps_leave_t ps_member_leave(ps_peer_t *p) {
     ps_leave_t l = {0, 0};
     if (p->role != MSG_ROLE_WORKER) return l;
-    l.sum_now = p->pushed && !p->committed;
-    l.blocking = p->member && !p->pushed && !p->skipped;
-    p->member = 0;
+    l.sum_now = p->mb.pushed && !p->mb.committed;
+    l.blocking = p->mb.member && !p->mb.pushed && !p->mb.skipped;
+    p->mb.member = 0;
     return l;
 }
 
@@ -95,14 +99,14 @@ ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t 
 
 int ps_member_takeover(ps_peer_t *p) {
     int dropped = 0;
-    if (p->role == MSG_ROLE_WORKER && p->pushed && !p->committed) {
-        p->pushed = 0;
-        p->has_stats = p->has_state = 0;
+    if (p->role == MSG_ROLE_WORKER && p->mb.pushed && !p->mb.committed) {
+        p->mb.pushed = 0;
+        p->mb.has_stats = p->mb.has_state = 0;
         dropped = 1;
     }
-    p->skipped = 0;
-    p->stalled = 0;
-    p->wait = PS_WAIT_NONE;
+    p->mb.skipped = 0;
+    p->mb.stalled = 0;
+    p->mb.wait = PS_WAIT_NONE;
     return dropped;
 }
 
@@ -142,7 +146,7 @@ int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_o
     int n = 0;
     for (int i = 0; i < peers->n && n < cap; i++) {
         ps_peer_t *p = peers->v[i];
-        if (p->role != MSG_ROLE_WORKER || !p->member || !p->present || p->pushed || p->skipped) continue;
+        if (p->role != MSG_ROLE_WORKER || !p->mb.member || !p->present || p->mb.pushed || p->mb.skipped) continue;
         uint64_t since = p->params_ns > round_open_ns ? p->params_ns : round_open_ns;
         if (now_ns > since && now_ns - since >= stall_ns) out[n++] = p;
     }
@@ -151,7 +155,7 @@ int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_o
 
 void ps_member_drop_stalled(ps_peer_t *p) {
     ps_member_leave(p);
-    p->stalled = 1;
+    p->mb.stalled = 1;
 }
 
 uint64_t ps_member_stall_ns(uint64_t cfg_ns, double median_push_ns, double factor, uint64_t min_ns) {
@@ -160,4 +164,61 @@ uint64_t ps_member_stall_ns(uint64_t cfg_ns, double median_push_ns, double facto
     double t = factor * median_push_ns;
     if (t < (double)min_ns) t = (double)min_ns;
     return t < (double)cfg_ns ? (uint64_t)t : cfg_ns;
+}
+
+/* ---- transitions ------------------------------------------------------------ */
+
+void ps_member_wait_params(ps_peer_t *p, uint64_t min_version) {
+    p->mb.wait = PS_WAIT_PARAMS;
+    p->mb.min_version = min_version;
+}
+
+void ps_member_wait_job(ps_peer_t *p, uint32_t max_n, uint64_t seq) {
+    p->mb.wait = PS_WAIT_JOB;
+    p->mb.max_n = max_n;
+    p->mb.wait_seq = seq;
+}
+
+void ps_member_answered(ps_peer_t *p) { p->mb.wait = PS_WAIT_NONE; }
+
+void ps_member_join_first(ps_peer_t *p) {
+    if (p->role == MSG_ROLE_WORKER) p->mb.member = 1;
+}
+
+void ps_member_enlist(ps_peers_t *peers) {
+    for (int i = 0; i < peers->n; i++) {
+        ps_peer_t *p = peers->v[i];
+        if (p->role == MSG_ROLE_WORKER) p->mb.member = s_may_be_member(p);
+    }
+}
+
+void ps_member_pushed(ps_peer_t *p, int has_stats, int has_state, uint64_t next_version) {
+    p->mb.pushed = 1;
+    p->mb.committed = 0;
+    p->mb.stalled = 0;
+    p->mb.has_stats = has_stats != 0;
+    p->mb.has_state = has_state != 0;
+    ps_member_wait_params(p, next_version);
+}
+
+void ps_member_pushes_again(ps_peer_t *p) { p->mb.stalled = 0; }
+
+void ps_member_refused(ps_peer_t *p, uint64_t next_version) {
+    p->mb.skipped = 1;
+    ps_member_wait_params(p, next_version);
+}
+
+void ps_member_drop_held(ps_peer_t *p) {
+    p->mb.pushed = 0;
+    p->mb.has_stats = p->mb.has_state = 0;
+}
+
+void ps_member_summed(ps_peer_t *p) { p->mb.committed = 1; }
+
+void ps_member_stats_folded(ps_peer_t *p) { p->mb.has_stats = 0; }
+
+int ps_member_demote(ps_peer_t *p) {
+    if (p->mb.demoted) return 0;
+    p->mb.demoted = 1;
+    return 1;
 }

@@ -70,7 +70,8 @@ int ps_member_order(const ps_peers_t *peers, ps_peer_t **order, int cap);
 
 /* A gradient worker p leaves or goes silent. Returns what it means for the
  * round: whether its held gradient must be summed now (before it is
- * forgotten) and whether the round was waiting for it. Clears p->member. */
+ * forgotten) and whether the round was waiting for it. It is no member
+ * of the round after. */
 typedef struct ps_leave {
     int sum_now;  /* its gradient of this round is held and not summed */
     int blocking; /* the round was waiting for its gradient */
@@ -99,6 +100,61 @@ ps_rejoin_t ps_member_rejoin(const ps_peers_t *peers, msg_role_t role, uint32_t 
  * version). Returns 1 when a held gradient was dropped (the round has one
  * gradient less), else 0. */
 int ps_member_takeover(ps_peer_t *p);
+
+/* ---- transitions of a peer's member record ----------------------------------
+ *
+ * ps_member_rec_t (ps/peers.h) is written here only: the other units say
+ * what happened and these functions change the record. */
+
+/* Its request waits for Params of version >= min_version (a GetParams held,
+ * a push answered later, a statistics worker with nothing due). */
+void ps_member_wait_params(ps_peer_t *p, uint64_t min_version);
+
+/* Its JobRequest waits for a job of n <= max_n (0: any); seq is its place
+ * in the queue (first come, first served). */
+void ps_member_wait_job(ps_peer_t *p, uint32_t max_n, uint64_t seq);
+
+/* Its request is answered (Params or a job sent), or void (it said Hello
+ * again, it is distrusted, its push was refused): it waits for nothing. */
+void ps_member_answered(ps_peer_t *p);
+
+/* Before the first step every worker that is sent Params is a member of
+ * round 0. */
+void ps_member_join_first(ps_peer_t *p);
+
+/* After a step's Params went out: the workers present that hold
+ * parameters and are not marked stalled are the members of the new round
+ * (its per-round flags were cleared by ps_member_open_round). */
+void ps_member_enlist(ps_peers_t *peers);
+
+/* Worker p's gradient of this round is accepted and held: pushed, not yet
+ * summed, with statistics and batch-norm state as given; its request then
+ * waits for Params of next_version. A push also ends a stall mark: it is a
+ * member again from the next round. */
+void ps_member_pushed(ps_peer_t *p, int has_stats, int has_state, uint64_t next_version);
+
+/* A push of worker p reached the PS (before any verdict on it): a worker
+ * marked stalled is a member again from the next round. */
+void ps_member_pushes_again(ps_peer_t *p);
+
+/* Worker p's push for the current round was refused: the round no longer
+ * waits for it, and its request waits for Params of next_version. */
+void ps_member_refused(ps_peer_t *p, uint64_t next_version);
+
+/* Worker p's held gradient is dropped unsummed (it left before the step
+ * under a robust aggregation rule): the round has one gradient less. */
+void ps_member_drop_held(ps_peer_t *p);
+
+/* Worker p's held push went into the round's sums. */
+void ps_member_summed(ps_peer_t *p);
+
+/* Worker p's held statistics went into the round's statistics. */
+void ps_member_stats_folded(ps_peer_t *p);
+
+/* Worker p stalled [ps] stall_max_drops times: it is no member of the
+ * rounds again and its pushes are refused. Returns 1 when it was not
+ * demoted before (count and log it once), else 0. */
+int ps_member_demote(ps_peer_t *p);
 
 /* ---- what a gradient may be ------------------------------------------------ */
 
@@ -141,7 +197,7 @@ int ps_member_stalled(const ps_peers_t *peers, uint64_t now_ns, uint64_t round_o
 
 /* A stalled member (ps_member_stalled) leaves the round and is no member
  * of the following ones until it pushes again (the caller clears
- * p->stalled then): one that never pushes holds up one round, not all. */
+ * p->mb.stalled then): one that never pushes holds up one round, not all. */
 void ps_member_drop_stalled(ps_peer_t *p);
 
 /* The stall timeout in force (ns): cfg_ns ([ps] stall_timeout_ms; 0: no

@@ -119,3 +119,36 @@ const char *ps_peer_name(const ps_peer_t *p, char *buf, size_t len) {
              p->host[0] ? p->host : "?");
     return buf;
 }
+
+void ps_peer_admitted(ps_peer_t *p, uint64_t now_ns) {
+    p->present = 1;
+    p->last_ns = p->hello_ns = now_ns;
+    p->engaged = 0;
+}
+
+int ps_peer_heard(ps_peer_t *p, uint64_t now_ns) {
+    p->last_ns = now_ns;
+    if (p->present) return 0;
+    p->present = 1;
+    return 1;
+}
+
+void ps_peer_engaged(ps_peer_t *p) { p->engaged = 1; }
+
+void ps_peer_echo(ps_peer_t *p, uint64_t mono_ns) { p->echo_ns = mono_ns; }
+
+void ps_peer_absent(ps_peer_t *p) { p->present = 0; }
+
+void ps_peer_reroute(ps_peer_t *p, const zloop_peer_t *r) {
+    p->route = *r;
+    p->echo_ns = 0;
+}
+
+void ps_peer_set_rank(ps_peer_t *p, int rank, int n_ranks) {
+    p->rank = rank;
+    p->n_ranks = n_ranks;
+}
+
+void ps_peer_accepted(ps_peer_t *p) { p->n_accepted++; }
+
+void ps_peer_rejected(ps_peer_t *p) { p->n_rejected++; }

@@ -29,6 +29,27 @@ typedef enum {
     PS_WAIT_JOB,    /* a Job with n <= max_n (JobRequest, JobResult) */
 } ps_wait_t;
 
+/* A peer's outstanding request and its part in the synchronous rounds.
+ * One owner: ps/member.c writes these fields, through the named
+ * transitions of ps/member.h (waiting for Params, waiting for a job,
+ * answered, pushed, refused, summed, stalled, demoted, left); every other
+ * unit reads them (tools/check-fields.sh holds the rule). */
+typedef struct ps_member_rec {
+    ps_wait_t wait;
+    uint64_t min_version;    /* PS_WAIT_PARAMS */
+    uint32_t max_n;          /* PS_WAIT_JOB (0: any), kept from its last JobRequest */
+    uint64_t wait_seq;       /* PS_WAIT_JOB: arrival order, served first come first served */
+    /* gradient workers */
+    int member;              /* the current round waits for its gradient */
+    int pushed;              /* its gradient of the current version is in */
+    int skipped;             /* its push for the current round was rejected */
+    int committed;           /* already added to the round's sums (it left mid-round) */
+    int stalled;             /* dropped for not pushing ([ps] stall_timeout_ms): no member until it pushes */
+    int demoted;             /* [ps] stall_max_drops reached: no member again, its pushes refused */
+    int has_stats;           /* stats = sync: its held push of this round carries statistics (peer.stats) */
+    int has_state;           /* its held push of this round carries batch-norm state (peer.state) */
+} ps_member_rec_t;
+
 typedef struct ps_peer {
     zloop_peer_t route;      /* ROUTER identity */
     msg_role_t role;
@@ -43,19 +64,11 @@ typedef struct ps_peer {
     uint64_t echo_ns;        /* mono_ns of its last heartbeat, echoed back */
     uint64_t hello_ns;       /* when its Hello was accepted */
     int engaged;             /* it has asked for work since (GetParams, a push, a job request or result) */
-    ps_wait_t wait;
-    uint64_t min_version;    /* PS_WAIT_PARAMS */
-    uint32_t max_n;          /* PS_WAIT_JOB (0: any), kept from its last JobRequest */
-    uint64_t wait_seq;       /* PS_WAIT_JOB: arrival order, served first come first served */
+    ps_member_rec_t mb;      /* its request and its part in the rounds: written by ps/member.c only */
     /* gradient workers */
     int has_params;          /* has been sent Params at least once */
     uint64_t params_ns;      /* when it was last sent Params (clock_now_ns) */
-    int stalled;             /* dropped for not pushing ([ps] stall_timeout_ms): no member until it pushes */
-    int n_stalls;            /* times it was dropped for that */
-    int demoted;             /* [ps] stall_max_drops reached: no member again, its pushes refused */
-    int member;              /* the current round waits for its gradient */
-    int pushed;              /* its gradient of the current version is in */
-    int skipped;             /* its push for the current round was rejected */
+    int n_stalls;            /* times it was dropped for not pushing */
     /* its gradient of the current round, held until the step so that the
      * PS sums the round in rank order whatever the arrival order (floating
      * point addition is not associative: with three or more workers the
@@ -65,12 +78,9 @@ typedef struct ps_peer {
     kfac_lowrank_set_t lowrank; /* its factored fc weight gradients of this round (rows > 0), owned;
                                    entries made at its first factored push */
     float *state;            /* (n_state) owned, NULL until a push carries state */
-    int has_state;           /* state holds this round's batch-norm state */
     double loss;             /* mean loss of its batch */
     uint64_t n_examples, n_correct;
     kfac_stats_t *stats;     /* stats = sync: its statistics of this round (owned, NULL until needed) */
-    int has_stats;
-    int committed;           /* already added to the round's sums (it left mid-round) */
     /* statistics workers */
     int has_stats_version;   /* it pushed statistics before ... */
     uint64_t stats_version;  /* ... of this parameter version (one push per version) */
@@ -128,6 +138,37 @@ int ps_peers_rank_taken(const ps_peers_t *t, msg_role_t role, int rank, const ps
  * (the first call finds it full). Takes one token and returns 1 when one
  * was there, else returns 0 (refuse the request). */
 int ps_peers_take_token(ps_peer_t *p, uint64_t now_ns, double per_s, double burst);
+
+/* ---- one peer's liveness, place and counts ---------------------------------
+ * The fields below are written here only (tools/check-fields.sh): the
+ * other units say what happened. */
+
+/* Its Hello was accepted at now_ns: present, heard now, not engaged until
+ * it asks for work. */
+void ps_peer_admitted(ps_peer_t *p, uint64_t now_ns);
+
+/* An accepted message from p at now_ns. Returns 1 when it was absent
+ * before (it is back), else 0. */
+int ps_peer_heard(ps_peer_t *p, uint64_t now_ns);
+
+/* It asked for work (GetParams, a push, a job request or result). */
+void ps_peer_engaged(ps_peer_t *p);
+
+/* Its heartbeat's clock (mono_ns), echoed in the PS's next heartbeat. */
+void ps_peer_echo(ps_peer_t *p, uint64_t mono_ns);
+
+/* It is gone: silent past the timeout, its connection closed, let go. */
+void ps_peer_absent(ps_peer_t *p);
+
+/* A restarted member's new connection r takes over record p. */
+void ps_peer_reroute(ps_peer_t *p, const zloop_peer_t *r);
+
+/* Its shard: rank of n_ranks. */
+void ps_peer_set_rank(ps_peer_t *p, int rank, int n_ranks);
+
+/* One of its messages was accepted / refused. */
+void ps_peer_accepted(ps_peer_t *p);
+void ps_peer_rejected(ps_peer_t *p);
 
 /* "worker#3 (pid 4242 on host1)" into buf; returns buf. */
 const char *ps_peer_name(const ps_peer_t *p, char *buf, size_t len);

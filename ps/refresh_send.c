@@ -3,6 +3,7 @@
  * Not cached like the workers' Params: the wanted layers change within a
  * version as the statsd's own statistics are recorded. */
 #include "ps/server_int.h"
+#include "ps/member.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,8 +19,7 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p) {
         /* Every factor is fresh enough: nothing to compute until a step
          * makes one due (s_step_publish answers every request waiting for
          * the new version). */
-        p->wait = PS_WAIT_PARAMS;
-        p->min_version = (uint64_t)s->round.t + 1;
+        ps_member_wait_params(p, (uint64_t)s->round.t + 1);
         ps_refresh_held(ps_sched_refresh(s->sched));
         return 0;
     }
@@ -38,7 +38,7 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p) {
     }
     rc = zloop_send_take(s->sock, &p->route, &buf, len);
     free(buf);
-    p->wait = PS_WAIT_NONE;
+    ps_member_answered(p);
     if (rc < 0) log_debug("Params %ld not delivered to statsd#%u: %s", s->round.t, p->id, strerror(-rc));
     return rc;
 }

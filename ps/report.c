@@ -131,7 +131,7 @@ void ps_report_wait(ps_server_t *s) {
         int listed = 0;
         for (int i = 0; i < s->peers.n && listed < 4; i++) {
             const ps_peer_t *p = s->peers.v[i];
-            if (p->role != MSG_ROLE_WORKER || !p->member || !p->present || p->pushed || p->skipped) continue;
+            if (p->role != MSG_ROLE_WORKER || !p->mb.member || !p->present || p->mb.pushed || p->mb.skipped) continue;
             off += (size_t)snprintf(what + off, sizeof what - off, "%s worker#%u", listed ? "," : "", p->id);
             listed++;
         }

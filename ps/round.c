@@ -51,8 +51,7 @@ static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
  * is still queued, or its pipe is full): it waits for any version from the
  * current one on, sent by ps_round_resend_held() once the pipe has room. */
 static int s_hold_params(ps_server_t *s, ps_peer_t *p) {
-    p->wait = PS_WAIT_PARAMS;
-    p->min_version = (uint64_t)s->round.t;
+    ps_member_wait_params(p, (uint64_t)s->round.t);
     return 0;
 }
 
@@ -106,7 +105,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     }
     if (!p->params_track) p->params_track = zloop_track_new(); /* NULL (no memory): sent untracked */
     int rc = zloop_send_buf_tracked(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws], p->params_track);
-    p->wait = PS_WAIT_NONE;
+    ps_member_answered(p);
     if (rc == -EAGAIN) { /* a full pipe is not a closed one: sent when it has room */
         ps_counters_bump(&s->ctr, PS_CTR_SEND_FULL);
         return s_hold_params(s, p);
@@ -119,7 +118,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         p->has_params = 1;
         p->params_ns = clock_now_ns();
         if (s->round.steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
-            p->member = 1; /* before the first step everyone who asks is in round 0 */
+            ps_member_join_first(p); /* before the first step everyone who asks is in round 0 */
             ps_round_state_worker_in(&s->round, clock_now_ns());
         }
     }
@@ -132,8 +131,7 @@ static void s_wait_params(ps_server_t *s, ps_peer_t *p, uint64_t min_version) {
         ps_round_send_params(s, p);
         return;
     }
-    p->wait = PS_WAIT_PARAMS;
-    p->min_version = min_version;
+    ps_member_wait_params(p, min_version);
 }
 
 
@@ -150,7 +148,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
         /* A robust rule sees every gradient at the step; this one may be
          * forgotten before it, and summing it now would let a worker that
          * pushes and leaves bypass the rule: it is dropped. */
-        p->pushed = 0;
+        ps_member_drop_held(p);
         ps_round_state_grad_out(&s->round);
         log_info("step %ld: the gradient of a worker that left before the step is not used ([ps] aggregate = %s)",
                  s->round.t, s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN ? "median" : "trimmed_mean");
@@ -216,8 +214,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     if (s->life.phase != PS_PHASE_RUNNING) {
-        p->wait = PS_WAIT_PARAMS;
-        p->min_version = (uint64_t)s->round.t + 1;
+        ps_member_wait_params(p, (uint64_t)s->round.t + 1);
         return;
     }
     if (sp->params_version > (uint64_t)s->round.t) {
@@ -268,7 +265,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
     ps_stats_guard_accept(s->stats_guard, s->scratch);
-    p->n_accepted++;
+    ps_peer_accepted(p);
     s_sync_factor_versions(s);
     if (ps_sched_refresh(s->sched))
         ps_refresh_folded(ps_sched_refresh(s->sched), s->scratch, s->round.t, s->model.kfac, ps_sched_blocks(s->sched));
@@ -305,11 +302,9 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     switch (m->type) {
     case MSG_GRAD_PUSH:
         if (p->role != MSG_ROLE_WORKER) return;
-        if (m->grad_push.version == (uint64_t)s->round.t && !p->pushed) {
+        if (m->grad_push.version == (uint64_t)s->round.t && !p->mb.pushed) {
             /* Not waited for in this round; it gets the next version. */
-            p->skipped = 1;
-            p->wait = PS_WAIT_PARAMS;
-            p->min_version = (uint64_t)s->round.t + 1;
+            ps_member_refused(p, (uint64_t)s->round.t + 1);
             ps_round_try_step(s);
         } else if (m->grad_push.version < (uint64_t)s->round.t) {
             ps_round_send_params(s, p);
@@ -469,13 +464,10 @@ static void s_step_publish(ps_server_t *s) {
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->wait == PS_WAIT_PARAMS && p->min_version <= (uint64_t)s->round.t) ps_round_send_params(s, p);
+        if (p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version <= (uint64_t)s->round.t) ps_round_send_params(s, p);
     }
     /* Members of the new round: the workers present that hold parameters. */
-    for (int i = 0; i < s->peers.n; i++) {
-        ps_peer_t *p = s->peers.v[i];
-        if (p->role == MSG_ROLE_WORKER) p->member = p->present && p->has_params && !p->stalled;
-    }
+    ps_member_enlist(&s->peers);
     ps_persist_after_step(s);
     if (s->round.steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
     if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
@@ -681,8 +673,7 @@ static void s_drop_stalled(ps_server_t *s) {
         ps_counters_bump(&s->ctr, PS_CTR_DROPPED);
         char name[160];
         ps_peer_name(p, name, sizeof name);
-        if (s->cfg->stall_max_drops && (uint64_t)p->n_stalls >= s->cfg->stall_max_drops && !p->demoted) {
-            p->demoted = 1;
+        if (s->cfg->stall_max_drops && (uint64_t)p->n_stalls >= s->cfg->stall_max_drops && ps_member_demote(p)) {
             ps_counters_bump(&s->ctr, PS_CTR_DEMOTED);
             log_warn("%s stalled %d times ([ps] stall_max_drops): no member of the rounds again, its gradients are "
                      "refused", name, p->n_stalls);
@@ -703,7 +694,7 @@ static void s_drop_stalled(ps_server_t *s) {
 void ps_round_resend_held(ps_server_t *s) {
     for (int i = 0; i < s->peers.n && s->life.phase == PS_PHASE_RUNNING; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->wait == PS_WAIT_PARAMS && p->min_version <= (uint64_t)s->round.t &&
+        if (p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version <= (uint64_t)s->round.t &&
             zloop_track_pending(p->params_track) == 0)
             ps_round_send_params(s, p);
     }

@@ -110,19 +110,18 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_grad_push_t *g = &m->grad_push;
     char err[600];
-    if (p->demoted) {
+    if (p->mb.demoted) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "this worker stalled %d times ([ps] stall_max_drops): it is no member of the rounds again",
                      p->n_stalls);
-        p->wait = PS_WAIT_NONE;
+        ps_member_answered(p);
         return;
     }
-    p->stalled = 0; /* it pushes: a member again from the next round */
+    ps_member_pushes_again(p);
     switch (ps_member_check_push(p, s->life.phase == PS_PHASE_RUNNING, s->round.t, g->version,
                                  s->cfg->gradient_staleness)) {
     case PS_PUSH_RUN_OVER:
-        p->wait = PS_WAIT_PARAMS; /* the run is over: Shutdown will answer */
-        p->min_version = (uint64_t)s->round.t + 1;
+        ps_member_wait_params(p, (uint64_t)s->round.t + 1); /* the run is over: Shutdown will answer */
         return;
     case PS_PUSH_AHEAD:
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
@@ -197,7 +196,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_after_reject(s, p, m);
         return;
     }
-    p->has_stats = 0;
+    int has_stats = 0;
     if (g->stats.n_layers > 0 && s->model.kfac) {
         if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
                                  sizeof err) < 0) {
@@ -205,7 +204,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             ps_round_after_reject(s, p, m);
             return;
         }
-        p->has_stats = 1;
+        has_stats = 1;
     }
     {
         const uint64_t now = clock_now_ns(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
@@ -217,18 +216,15 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     s_clip_layers(s, p);
-    p->has_state = ns && g->n_state == ns;
-    if (p->has_state) memcpy(p->state, g->state, ns * sizeof(float));
+    const int has_state = ns && g->n_state == ns;
+    if (has_state) memcpy(p->state, g->state, ns * sizeof(float));
     p->loss = g->loss;
     p->n_examples = g->n_examples;
     p->n_correct = g->n_correct;
-    p->committed = 0;
     ps_round_state_grad_in(&s->round, g->version);
     ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
-    p->pushed = 1;
-    p->n_accepted++;
-    p->wait = PS_WAIT_PARAMS;
-    p->min_version = (uint64_t)s->round.t + 1;
+    ps_member_pushed(p, has_stats, has_state, (uint64_t)s->round.t + 1);
+    ps_peer_accepted(p);
     ps_round_try_step(s);
 }
 

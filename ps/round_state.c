@@ -167,7 +167,7 @@ void ps_round_state_open_gate(ps_round_t *r) {
 /* A held push's loss, counts and state into the sums; with_grad: its
  * gradient too. */
 static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad) {
-    if (!p->pushed || p->committed || !p->grad) return;
+    if (!p->mb.pushed || p->mb.committed || !p->grad) return;
     const float w = (float)p->n_examples;
     /* grad_acc += n_examples * grad  (n_params floats) */
     if (with_grad) cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
@@ -189,20 +189,20 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
     r->acc_n += (double)p->n_examples;
     r->acc_loss += (double)p->n_examples * p->loss;
     r->acc_correct += p->n_correct;
-    if (p->has_state) {
+    if (p->mb.has_state) {
         /* state_acc += n_examples * state  (n_state floats) */
         cblas_saxpy((int)net->n_state, w, p->state, 1, r->state_acc, 1);
         r->state_n += (double)p->n_examples;
     }
-    p->committed = 1;
+    ps_member_summed(p);
 }
 
 void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) { s_commit(r, net, p, 1); }
 
 void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p) {
-    if (!p->has_stats || !r->stats) return;
+    if (!p->mb.has_stats || !r->stats) return;
     if (kfac_stats_merge(r->stats, p->stats) == 0) r->stats_have = 1;
-    p->has_stats = 0;
+    ps_member_stats_folded(p);
 }
 
 int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers) {

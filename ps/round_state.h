@@ -186,7 +186,7 @@ ps_round_verdict_t ps_round_state_decide(const ps_round_t *r, const ps_round_vie
 void ps_round_state_open_gate(ps_round_t *r);
 
 /* Add worker p's held gradient of this round (and its batch-norm state, if
- * it pushed one) to the sums, weighted by its n_examples, once: p->committed
+ * it pushed one) to the sums, weighted by its n_examples, once: p->mb.committed
  * is set, and a second call adds nothing. Nothing happens unless p pushed.
  * Its factored layers' rows are appended to r->lowrank, D scaled by
  * n_examples (out of memory: densified into grad_acc instead). */

@@ -33,9 +33,7 @@
 
 /* An accepted message from p: it is alive. */
 static void s_touch(ps_server_t *s, ps_peer_t *p) {
-    p->last_ns = clock_now_ns();
-    if (p->present) return;
-    p->present = 1;
+    if (!ps_peer_heard(p, clock_now_ns())) return;
     char name[160];
     log_info("%s is back%s", ps_peer_name(p, name, sizeof name),
              p->role == MSG_ROLE_WORKER ? "; it joins the next round" : "");
@@ -108,7 +106,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         s_touch(s, p);
         if (m.type == MSG_GET_PARAMS || m.type == MSG_GRAD_PUSH || m.type == MSG_STATS_PUSH ||
             m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
-            p->engaged = 1;
+            ps_peer_engaged(p);
         if ((m.type == MSG_GET_PARAMS || m.type == MSG_JOB_REQUEST) &&
             !ps_peers_take_token(p, clock_now_ns(), PS_REQ_PER_S, PS_REQ_BURST)) {
             ps_counters_bump(&s->ctr, PS_CTR_RATE_LIMITED);
@@ -121,7 +119,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
         }
         switch (m.type) {
         case MSG_HEARTBEAT:
-            p->echo_ns = m.heartbeat.mono_ns;
+            ps_peer_echo(p, m.heartbeat.mono_ns);
             break;
         case MSG_ERROR: ps_round_peer_error(s, p, &m); break;
         case MSG_BYE: {
@@ -189,7 +187,7 @@ static void s_on_tick(uv_timer_t *t) {
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
         if (!p->present || now - p->last_ns <= timeout_ns) continue;
-        p->present = 0;
+        ps_peer_absent(p);
         char name[160], why[120];
         snprintf(why, sizeof why, "silent for %.1fs", (double)(now - p->last_ns) * 1e-9);
         ps_peer_name(p, name, sizeof name);
@@ -235,7 +233,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
         if (!p->present) continue;
         m.heartbeat.echo_ns = p->echo_ns;
         if (ps_io_send(s, &p->route, &m) != -EHOSTUNREACH) continue;
-        p->present = 0; /* logged once, by ps_round_peer_gone; the tick skips absent peers */
+        ps_peer_absent(p); /* logged once, by ps_round_peer_gone; the tick skips absent peers */
         ps_round_peer_gone(s, p, "connection closed");
     }
     s_settle(s);
@@ -328,7 +326,7 @@ static void s_on_auth_reload(void *user) {
                  ps_peer_name(p, name, sizeof name), p->key, ps_counter(&s->ctr, PS_CTR_REVOKED));
         ps_io_send_text(s, &p->route, MSG_REFUSE, why);
         ps_hello_forget_key(s, p->key);
-        p->present = 0;
+        ps_peer_absent(p);
         ps_round_peer_gone(s, p, "let go: its key was removed from the allowlist");
         ps_peers_remove(&s->peers, p);
     }

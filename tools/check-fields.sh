@@ -18,6 +18,14 @@
 # string literals on one line are skipped. No allowlist: every field
 # passes today.
 #
+# The same rule for a peer's fields (ps_peer_t, ps/peers.h): every write
+# through a peer pointer, which ps/ names `p` (`p->X = ...`, `p->X++`,
+# `p->mb.X = ...`), is listed by file, and a peer field written from two
+# files is a violation. The member record `p->mb` (ps_member_rec_t) has a
+# fixed owner besides: its fields are written in ps/member.c only, through
+# the transitions of ps/member.h; the liveness, place and counts of a peer
+# in ps/peers.c only.
+#
 # Prints one line per violation (the field and the files) and exits 1 if
 # there was any, 2 when DIR/ps has no .c files, else 0. With -v it also
 # lists every field written and its writers.
@@ -26,22 +34,42 @@ verbose=0
 [ "${1:-}" = -v ] && { verbose=1; shift; }
 dir=${1:-.}
 [ -n "$(ls "$dir"/ps/*.c 2>/dev/null)" ] || { echo "check-fields: no $dir/ps/*.c"; exit 2; }
-for f in "$dir"/ps/*.c; do
-  b=${f##*/}
-  # Strip comments and string literals crudely: block comments on one line,
-  # then "..." strings; a write inside a comment is not a write.
-  sed -e 's://.*$::' -e 's:/\*.*\*/::g' -e 's/"[^"]*"//g' "$f" |
-    grep -oE '(\+\+|--)s->[A-Za-z_][A-Za-z_0-9]*(\[[^]]*\]|\.[A-Za-z_][A-Za-z_0-9]*)*(->)?|s->[A-Za-z_][A-Za-z_0-9]*(\[[^]]*\]|\.[A-Za-z_][A-Za-z_0-9]*)*[[:space:]]*([-+*/|&^]?=[^=]|\+\+|--)' |
-    grep -vE -- '->$' |
-    sed -E 's/^(\+\+|--)//; s/^s->([A-Za-z_][A-Za-z_0-9]*).*/\1/' |
-    sort -u | sed "s|^|$b |"
-done | awk -v verbose="$verbose" '
-{ if (!((($2) SUBSEP ($1)) in seen)) { seen[$2, $1] = 1; w[$2] = w[$2] (w[$2] == "" ? "" : " ") $1; n[$2]++ } }
-END {
-  bad = 0
-  for (k in w) {
-    if (verbose) printf "%s: %s\n", k, w[k]
-    if (n[k] > 1) { printf "s->%s is written from %d files: %s (one unit owns it; the others call its functions)\n", k, n[k], w[k]; bad = 1 }
-  }
-  exit bad
-}'
+# writes PTR KEEP: "file field" for every write through PTR-> in ps/*.c;
+# KEEP is a sed pattern of the part of the field's path kept as its name
+# (the first member; for a peer, `mb.X` stays `mb.X`).
+writes() {
+  ptr=$1
+  for f in "$dir"/ps/*.c; do
+    b=${f##*/}
+    # Strip comments and string literals crudely: block comments on one
+    # line, then "..." strings; a write inside a comment is not a write.
+    sed -e 's://.*$::' -e 's:/\*.*\*/::g' -e 's/"[^"]*"//g' "$f" |
+      grep -oE "(\\+\\+|--)\\b$ptr->[A-Za-z_][A-Za-z_0-9]*(\\[[^]]*\\]|\\.[A-Za-z_][A-Za-z_0-9]*)*(->)?|\\b$ptr->[A-Za-z_][A-Za-z_0-9]*(\\[[^]]*\\]|\\.[A-Za-z_][A-Za-z_0-9]*)*[[:space:]]*([-+*/|&^]?=[^=]|\\+\\+|--)" |
+      grep -vE -- '->$' |
+      sed -E "s/^(\\+\\+|--)//; s/^$ptr->//; $2" |
+      sort -u | sed "s|^|$b |"
+  done
+}
+# check PTR OWNERS: one line per violation; OWNERS is "prefix=file ..."
+# (a field whose name starts with prefix may be written from file only).
+check() {
+  awk -v verbose="$verbose" -v ptr="$1" -v owners="$2" '
+  BEGIN { n_own = split(owners, own, " ") }
+  { if (!((($2) SUBSEP ($1)) in seen)) { seen[$2, $1] = 1; w[$2] = w[$2] (w[$2] == "" ? "" : " ") $1; n[$2]++; f[$2, n[$2]] = $1 } }
+  END {
+    bad = 0
+    for (k in w) {
+      if (verbose) printf "%s->%s: %s\n", ptr, k, w[k]
+      if (n[k] > 1) { printf "%s->%s is written from %d files: %s (one unit owns it; the others call its functions)\n", ptr, k, n[k], w[k]; bad = 1; continue }
+      for (i = 1; i <= n_own; i++) {
+        split(own[i], po, "=")
+        if (index(k, po[1]) == 1 && f[k, 1] != po[2]) { printf "%s->%s is written from %s: its owner is %s\n", ptr, k, f[k, 1], po[2]; bad = 1 }
+      }
+    }
+    exit bad
+  }'
+}
+st=0
+writes s 's/^([A-Za-z_][A-Za-z_0-9]*).*/\1/' | check s "" || st=1
+writes p 's/^(mb\.[A-Za-z_][A-Za-z_0-9]*|[A-Za-z_][A-Za-z_0-9]*).*/\1/' | check p "mb.=member.c" || st=1
+exit $st

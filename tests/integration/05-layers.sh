@@ -83,6 +83,20 @@ fi
 printf '%s' "$o" | grep -q '^s->planted is written from 2 files: a.c b.c' ||
   { echo "05-layers: FAIL: the field written twice was not named: $o"; exit 1; }
 if printf '%s' "$o" | grep -q 's->mine'; then echo "05-layers: FAIL: reads, or writes through a pointer field, were counted as writes: $o"; exit 1; fi
-fields="one writer per field of kfac-ps's state; a planted second writer caught"
+# A peer's fields: a second writer of a peer field, and a member-record
+# field written outside ps/member.c, are named; member.c's own writes and
+# reads elsewhere are not.
+rm -f "$fd/ps/a.c" "$fd/ps/b.c"
+printf 'void m(struct ps_peer *p) { p->mb.wait = 1; p->mb.pushed = 1; p->present = 0; }\n' >"$fd/ps/member.c"
+printf 'int r(struct ps_peer *p) { p->mb.member = 1; p->present++; return p->mb.pushed == 1 || p->mb.wait; }\n' >"$fd/ps/round.c"
+if o=$(sh tools/check-fields.sh "$fd" 2>&1); then
+  echo "05-layers: FAIL: planted peer-field writes passed tools/check-fields.sh"; exit 1
+fi
+printf '%s' "$o" | grep -q '^p->present is written from 2 files: ' ||
+  { echo "05-layers: FAIL: the peer field written twice was not named: $o"; exit 1; }
+printf '%s' "$o" | grep -q '^p->mb.member is written from round.c: its owner is member.c' ||
+  { echo "05-layers: FAIL: a member-record write outside ps/member.c was not named: $o"; exit 1; }
+if printf '%s' "$o" | grep -qE 'p->mb\.(wait|pushed)'; then echo "05-layers: FAIL: member.c's writes or reads elsewhere were counted: $o"; exit 1; fi
+fields="one writer per field of kfac-ps's state and of a peer, the member record in ps/member.c only; 3 planted violations caught"
 [ "$fails" = 0 ] || exit 1
 echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 5 kinds of violation caught; calls: $calls; $fields ($(($(date +%s) - t0))s)"

@@ -47,9 +47,9 @@ static void s_random_table(rng_t *r, ps_peers_t *t, int n) {
         p->present = rng_below(r, 5) != 0;
         p->has_params = rng_below(r, 4) != 0;
         p->rank = (int)rng_below(r, 4);
-        p->pushed = (int)rng_below(r, 2); /* leftovers of the last round */
-        p->skipped = (int)rng_below(r, 2);
-        p->committed = (int)rng_below(r, 2);
+        p->mb.pushed = (int)rng_below(r, 2); /* leftovers of the last round */
+        p->mb.skipped = (int)rng_below(r, 2);
+        p->mb.committed = (int)rng_below(r, 2);
     }
 }
 
@@ -65,16 +65,16 @@ START_TEST(test_ps_member_push_decisions) {
         uint64_t v = (uint64_t)(cur - 2 + (long)rng_below(&r, 5)); /* t-2 .. t+2 */
         int running = rng_below(&r, 4) != 0;
         int stale = (int)rng_below(&r, 3); /* [ps] gradient_staleness 0..2 */
-        p->pushed = (int)rng_below(&r, 2);
+        p->mb.pushed = (int)rng_below(&r, 2);
         ps_push_t want = !running                         ? PS_PUSH_RUN_OVER
                          : v > (uint64_t)cur              ? PS_PUSH_AHEAD
                          : (long)v < cur - (long)stale    ? PS_PUSH_STALE
-                         : p->pushed                      ? PS_PUSH_DUPLICATE
+                         : p->mb.pushed                      ? PS_PUSH_DUPLICATE
                                                           : PS_PUSH_ACCEPT;
         ck_assert_msg(ps_member_check_push(p, running, cur, v, stale) == want,
                       "seed %" PRIu64 ": push of version %" PRIu64 " at t=%ld (running %d, pushed %d, staleness %d): got "
                       "%d, want %d",
-                      seed, v, cur, running, p->pushed, stale, ps_member_check_push(p, running, cur, v, stale), want);
+                      seed, v, cur, running, p->mb.pushed, stale, ps_member_check_push(p, running, cur, v, stale), want);
     }
     ps_peers_release(&t);
 }
@@ -88,17 +88,17 @@ START_TEST(test_ps_member_open_round_membership) {
         ps_peers_t t;
         s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
         int member_before[64];
-        for (int i = 0; i < t.n; i++) member_before[i] = t.v[i]->member = (int)rng_below(&r, 2);
+        for (int i = 0; i < t.n; i++) member_before[i] = t.v[i]->mb.member = (int)rng_below(&r, 2);
         ps_member_open_round(&t);
         int members = 0, waiting_want = 0;
         for (int i = 0; i < t.n; i++) {
             const ps_peer_t *p = t.v[i];
             if (p->role == MSG_ROLE_WORKER) {
-                ck_assert_msg(p->member == (p->present && p->has_params), "seed %" PRIu64 ": worker membership", seed);
-                ck_assert_msg(!p->pushed && !p->skipped && !p->committed, "seed %" PRIu64 ": flags not cleared", seed);
-                if (p->member && p->present) members++, waiting_want++;
+                ck_assert_msg(p->mb.member == (p->present && p->has_params), "seed %" PRIu64 ": worker membership", seed);
+                ck_assert_msg(!p->mb.pushed && !p->mb.skipped && !p->mb.committed, "seed %" PRIu64 ": flags not cleared", seed);
+                if (p->mb.member && p->present) members++, waiting_want++;
             } else {
-                ck_assert_msg(p->member == member_before[i], "seed %" PRIu64 ": a non-worker was touched", seed);
+                ck_assert_msg(p->mb.member == member_before[i], "seed %" PRIu64 ": a non-worker was touched", seed);
             }
         }
         int n_members = -1;
@@ -147,10 +147,10 @@ START_TEST(test_ps_member_startup_gate) {
     /* no gradient yet */
     ck_assert_int_eq(s_round(&t, &rs, 0, 1, 3, 0, timeout, &gate), PS_ROUND_WAIT);
     /* one of two members pushed */
-    w[0]->pushed = 1;
+    w[0]->mb.pushed = 1;
     ck_assert_int_eq(s_round(&t, &rs, 1, 1, 3, 1000, timeout, &gate), PS_ROUND_WAIT);
     /* both pushed, but 2 < 3 workers configured and no timeout: the gate holds */
-    w[1]->pushed = 1;
+    w[1]->mb.pushed = 1;
     ck_assert_int_eq(s_round(&t, &rs, 2, 1, 3, timeout - 1, timeout, &gate), PS_ROUND_WAIT);
     ck_assert_int_eq(gate, PS_GATE_CLOSED);
     ck_assert_int_eq(rs.gate_open, 0);
@@ -164,7 +164,7 @@ START_TEST(test_ps_member_startup_gate) {
     w[2] = s_add(&t, 2, MSG_ROLE_WORKER);
     ps_member_open_round(&t);
     rs.gate_open = 0;
-    for (int k = 0; k < 3; k++) w[k]->pushed = 1;
+    for (int k = 0; k < 3; k++) w[k]->mb.pushed = 1;
     ck_assert_int_eq(s_round(&t, &rs, 3, 1, 3, 0, timeout, &gate), PS_ROUND_STEP);
     ck_assert_int_eq(gate, PS_GATE_OPEN);
     /* later steps: the gate is not consulted */
@@ -173,13 +173,13 @@ START_TEST(test_ps_member_startup_gate) {
     ck_assert_int_eq(rs.gate_open, 0);
     /* a member whose push was rejected does not hold the round */
     ps_member_open_round(&t);
-    w[0]->pushed = w[1]->pushed = 1;
+    w[0]->mb.pushed = w[1]->mb.pushed = 1;
     ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, timeout, &gate), PS_ROUND_WAIT);
-    w[2]->skipped = 1;
+    w[2]->mb.skipped = 1;
     ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, timeout, &gate), PS_ROUND_STEP);
     /* an absent member does not hold it either */
     ps_member_open_round(&t);
-    w[0]->pushed = w[1]->pushed = 1;
+    w[0]->mb.pushed = w[1]->mb.pushed = 1;
     w[2]->present = 0;
     ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, timeout, &gate), PS_ROUND_STEP);
     ps_peers_release(&t);
@@ -198,24 +198,24 @@ START_TEST(test_ps_member_worker_leaves_mid_round) {
     ps_round_t rs;
     memset(&rs, 0, sizeof rs);
     rs.gate_open = 1;
-    a->pushed = 1;
+    a->mb.pushed = 1;
     ck_assert_int_eq(s_round(&t, &rs, 1, 0, 3, 0, 1, NULL), PS_ROUND_WAIT);
     ps_leave_t l = ps_member_leave(b); /* b had not pushed: it was blocking */
     ck_assert_int_eq(l.blocking, 1);
     ck_assert_int_eq(l.sum_now, 0);
-    ck_assert_int_eq(b->member, 0);
+    ck_assert_int_eq(b->mb.member, 0);
     ck_assert_int_eq(s_round(&t, &rs, 1, 0, 3, 0, 1, NULL), PS_ROUND_WAIT);
     l = ps_member_leave(a); /* a had pushed: its gradient is summed before it is forgotten */
     ck_assert_int_eq(l.blocking, 0);
     ck_assert_int_eq(l.sum_now, 1);
-    c->pushed = 1;
+    c->mb.pushed = 1;
     ck_assert_int_eq(s_round(&t, &rs, 2, 0, 3, 0, 1, NULL), PS_ROUND_STEP);
     l = ps_member_leave(b); /* not a member any more */
     ck_assert_int_eq(l.blocking, 0);
     ck_assert_int_eq(l.sum_now, 0);
     l = ps_member_leave(inv); /* not a gradient worker */
     ck_assert_int_eq(l.blocking + l.sum_now, 0);
-    a->committed = 1; /* summed: a second leave does not sum it twice */
+    a->mb.committed = 1; /* summed: a second leave does not sum it twice */
     l = ps_member_leave(a);
     ck_assert_int_eq(l.sum_now, 0);
     ps_peers_release(&t);
@@ -234,10 +234,10 @@ START_TEST(test_ps_member_order_is_rank_order) {
         ps_peer_t *order[64];
         int n = ps_member_order(&t, order, 64);
         int want = 0;
-        for (int i = 0; i < t.n; i++) want += t.v[i]->role == MSG_ROLE_WORKER && t.v[i]->pushed && !t.v[i]->committed;
+        for (int i = 0; i < t.n; i++) want += t.v[i]->role == MSG_ROLE_WORKER && t.v[i]->mb.pushed && !t.v[i]->mb.committed;
         ck_assert_msg(n == want, "seed %" PRIu64 ": %d in the order, want %d", seed, n, want);
         for (int i = 0; i < n; i++) {
-            ck_assert(order[i]->role == MSG_ROLE_WORKER && order[i]->pushed && !order[i]->committed);
+            ck_assert(order[i]->role == MSG_ROLE_WORKER && order[i]->mb.pushed && !order[i]->mb.committed);
             if (i > 0) {
                 const ps_peer_t *x = order[i - 1], *y = order[i];
                 ck_assert_msg(x->rank < y->rank || (x->rank == y->rank && x->id < y->id),
@@ -299,21 +299,21 @@ START_TEST(test_ps_member_takeover_keeps_place) {
         ps_peers_t t;
         s_random_table(&r, &t, 1 + (int)rng_below(&r, 8));
         ps_peer_t *p = t.v[rng_below(&r, (uint32_t)t.n)];
-        p->member = (int)rng_below(&r, 2);
-        p->wait = PS_WAIT_PARAMS;
+        p->mb.member = (int)rng_below(&r, 2);
+        p->mb.wait = PS_WAIT_PARAMS;
         ps_peer_t before = *p;
-        int want = p->role == MSG_ROLE_WORKER && p->pushed && !p->committed;
+        int want = p->role == MSG_ROLE_WORKER && p->mb.pushed && !p->mb.committed;
         int waiting_before = ps_member_waiting(&t, NULL);
         ck_assert_int_eq(ps_member_takeover(p), want);
         ck_assert_int_eq(p->rank, before.rank);
-        ck_assert_int_eq(p->member, before.member);
-        ck_assert_int_eq(p->committed, before.committed);
-        ck_assert_int_eq(p->skipped, 0);
-        ck_assert_int_eq(p->wait, PS_WAIT_NONE);
-        ck_assert_int_eq(p->pushed, want ? 0 : before.pushed);
+        ck_assert_int_eq(p->mb.member, before.mb.member);
+        ck_assert_int_eq(p->mb.committed, before.mb.committed);
+        ck_assert_int_eq(p->mb.skipped, 0);
+        ck_assert_int_eq(p->mb.wait, PS_WAIT_NONE);
+        ck_assert_int_eq(p->mb.pushed, want ? 0 : before.mb.pushed);
         /* a present member whose gradient was dropped (or whose rejected push was forgiven) is awaited again */
-        int again = p->role == MSG_ROLE_WORKER && p->member && p->present &&
-                    (want || (before.skipped && !before.pushed));
+        int again = p->role == MSG_ROLE_WORKER && p->mb.member && p->present &&
+                    (want || (before.mb.skipped && !before.mb.pushed));
         ck_assert_int_eq(ps_member_waiting(&t, NULL), waiting_before + again);
         ps_peers_release(&t);
     }
@@ -378,7 +378,7 @@ START_TEST(test_ps_member_stalled) {
         uint64_t now = 1000 * s_ns, open = now - rng_below(&r, 120) * s_ns;
         uint64_t stall = rng_below(&r, 4) == 0 ? 0 : (1 + rng_below(&r, 60)) * s_ns;
         for (int i = 0; i < t.n; i++) {
-            t.v[i]->member = (int)rng_below(&r, 2);
+            t.v[i]->mb.member = (int)rng_below(&r, 2);
             t.v[i]->params_ns = now - rng_below(&r, 120) * s_ns;
         }
         ps_peer_t *out[64];
@@ -387,8 +387,8 @@ START_TEST(test_ps_member_stalled) {
         for (int i = 0; i < t.n; i++) {
             const ps_peer_t *p = t.v[i];
             uint64_t since = p->params_ns > open ? p->params_ns : open;
-            int st = stall > 0 && p->role == MSG_ROLE_WORKER && p->member && p->present && !p->pushed &&
-                     !p->skipped && now - since >= stall;
+            int st = stall > 0 && p->role == MSG_ROLE_WORKER && p->mb.member && p->present && !p->mb.pushed &&
+                     !p->mb.skipped && now - since >= stall;
             int found = 0;
             for (int j = 0; j < n; j++) found |= out[j] == p;
             ck_assert_msg(found == st, "seed %" PRIu64 ": peer %d stalled %d, reported %d", seed, i, st, found);
@@ -397,12 +397,12 @@ START_TEST(test_ps_member_stalled) {
         ck_assert_int_eq(n, want);
         /* dropped: out of this round and the next ones until it pushes */
         for (int j = 0; j < n; j++) ps_member_drop_stalled(out[j]);
-        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->member, 0);
+        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->mb.member, 0);
         ps_member_open_round(&t);
-        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->member, 0);
+        for (int j = 0; j < n; j++) ck_assert_int_eq(out[j]->mb.member, 0);
         for (int i = 0; i < t.n; i++)
             if (t.v[i]->role == MSG_ROLE_WORKER)
-                ck_assert_int_eq(t.v[i]->member, t.v[i]->present && t.v[i]->has_params && !t.v[i]->stalled);
+                ck_assert_int_eq(t.v[i]->mb.member, t.v[i]->present && t.v[i]->has_params && !t.v[i]->mb.stalled);
         ps_peers_release(&t);
     }
 }
@@ -471,6 +471,107 @@ END_TEST
 
 /* The stall timeout in force: the configured one until pushes are timed,
  * then factor x the median push time within [min, configured]. */
+/* The member record's transitions (ps/member.h), a random walk over them
+ * on a random table, each step checked against the rule written out here:
+ * what a transition sets, and what the round's readers (waiting, order,
+ * all refused) make of the record after it. */
+START_TEST(test_ps_member_transitions) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int round = 0; round < ROUNDS; round++) {
+        ps_peers_t t;
+        s_random_table(&r, &t, 1 + (int)rng_below(&r, 12));
+        for (int i = 0; i < t.n; i++) t.v[i]->mb.stalled = (int)rng_below(&r, 3) == 0;
+        ps_member_open_round(&t);
+        for (int step = 0; step < 40; step++) {
+            ps_peer_t *p = t.v[rng_below(&r, (uint32_t)t.n)];
+            const ps_member_rec_t before = p->mb;
+            const uint64_t v = rng_u64(&r) >> 8;
+            switch (rng_below(&r, 10)) {
+            case 0:
+                ps_member_wait_params(p, v);
+                ck_assert_msg(p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version == v, "seed %" PRIu64, seed);
+                break;
+            case 1: {
+                uint32_t n = rng_below(&r, 5000);
+                ps_member_wait_job(p, n, v);
+                ck_assert_msg(p->mb.wait == PS_WAIT_JOB && p->mb.max_n == n && p->mb.wait_seq == v, "seed %" PRIu64,
+                              seed);
+                break;
+            }
+            case 2:
+                ps_member_answered(p);
+                ck_assert_int_eq(p->mb.wait, PS_WAIT_NONE);
+                ck_assert_uint_eq(p->mb.min_version, before.min_version); /* only the request ends */
+                break;
+            case 3: {
+                int hs = (int)rng_below(&r, 2), hst = (int)rng_below(&r, 2);
+                ps_member_pushed(p, hs, hst, v);
+                ck_assert_msg(p->mb.pushed && !p->mb.committed && !p->mb.stalled && p->mb.has_stats == hs &&
+                                  p->mb.has_state == hst && p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version == v,
+                              "seed %" PRIu64, seed);
+                ck_assert_int_eq(p->mb.member, before.member); /* membership changes at a round's opening */
+                break;
+            }
+            case 4:
+                ps_member_refused(p, v);
+                ck_assert_msg(p->mb.skipped && p->mb.pushed == before.pushed && p->mb.wait == PS_WAIT_PARAMS &&
+                                  p->mb.min_version == v, "seed %" PRIu64, seed);
+                break;
+            case 5:
+                ps_member_drop_held(p);
+                ck_assert_msg(!p->mb.pushed && !p->mb.has_stats && !p->mb.has_state, "seed %" PRIu64, seed);
+                break;
+            case 6:
+                ps_member_summed(p);
+                ck_assert_int_eq(p->mb.committed, 1);
+                ps_member_stats_folded(p);
+                ck_assert_int_eq(p->mb.has_stats, 0);
+                break;
+            case 7:
+                ck_assert_int_eq(ps_member_demote(p), !before.demoted);
+                ck_assert_int_eq(ps_member_demote(p), 0); /* once */
+                ck_assert_int_eq(p->mb.demoted, 1);
+                break;
+            case 8:
+                ps_member_drop_stalled(p);
+                ck_assert_msg(p->mb.stalled && !p->mb.member, "seed %" PRIu64, seed);
+                ps_member_pushes_again(p);
+                ck_assert_int_eq(p->mb.stalled, 0);
+                break;
+            default:
+                ps_member_enlist(&t);
+                for (int i = 0; i < t.n; i++) {
+                    const ps_peer_t *q = t.v[i];
+                    if (q->role == MSG_ROLE_WORKER)
+                        ck_assert_msg(q->mb.member == (q->present && q->has_params && !q->mb.stalled),
+                                      "seed %" PRIu64 ": peer %d", seed, i);
+                }
+                break;
+            }
+            /* The readers agree with the record. */
+            ps_peer_t *order[64];
+            int n_order = ps_member_order(&t, order, 64), want_order = 0, want_waiting = 0, n_members = 0;
+            for (int i = 0; i < t.n; i++) {
+                const ps_peer_t *q = t.v[i];
+                if (q->role != MSG_ROLE_WORKER) continue;
+                want_order += q->mb.pushed && !q->mb.committed;
+                if (q->mb.member && q->present) {
+                    n_members++;
+                    want_waiting += !q->mb.pushed && !q->mb.skipped;
+                }
+            }
+            int got_members = -1;
+            ck_assert_int_eq(n_order, want_order);
+            ck_assert_int_eq(ps_member_waiting(&t, &got_members), want_waiting);
+            ck_assert_int_eq(got_members, n_members);
+        }
+        ps_peers_release(&t);
+    }
+}
+END_TEST
+
 START_TEST(test_member_stall_timeout) {
     const uint64_t ms = 1000000ULL;
     ck_assert_uint_eq(ps_member_stall_ns(0, 5e6, 10.0, 2000 * ms), 0);                /* off */
@@ -497,6 +598,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_member_stalled);
     tcase_add_test(tc, test_ps_member_peer_slots);
     tcase_add_test(tc, test_member_stall_timeout);
+    tcase_add_test(tc, test_ps_member_transitions);
     suite_add_tcase(s, tc);
     return s;
 }

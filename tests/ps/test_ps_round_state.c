@@ -68,13 +68,13 @@ static ps_peer_t *s_add(ps_peers_t *t, const net_t *net, const s_push_t *w) {
     p->role = MSG_ROLE_WORKER;
     p->id = w->id;
     p->rank = w->rank;
-    p->present = p->has_params = p->member = p->pushed = 1;
+    p->present = p->has_params = p->mb.member = p->mb.pushed = 1;
     p->grad = malloc(net->n_params * sizeof(float));
     p->state = malloc(net->n_state * sizeof(float));
     ck_assert(p->grad && p->state);
     memcpy(p->grad, w->grad, net->n_params * sizeof(float));
     memcpy(p->state, w->state, net->n_state * sizeof(float));
-    p->has_state = w->has_state;
+    p->mb.has_state = w->has_state;
     p->loss = w->loss;
     p->n_examples = w->n_examples;
     p->n_correct = w->n_correct;
@@ -280,7 +280,7 @@ START_TEST(test_ps_round_state_commit_once) {
     ck_assert_int_eq(ps_round_state_init(&rs, net, 0), 0);
     int gone = (int)rng_below(&r, (uint32_t)n);
     ps_round_state_commit_grad(&rs, net, p[gone]);
-    ck_assert_int_eq(p[gone]->committed, 1);
+    ck_assert_int_eq(p[gone]->mb.committed, 1);
     ck_assert(rs.acc_n == (double)w[gone].n_examples);
     ps_round_state_commit_grad(&rs, net, p[gone]); /* again: nothing */
     ck_assert(rs.acc_n == (double)w[gone].n_examples);
@@ -288,11 +288,11 @@ START_TEST(test_ps_round_state_commit_once) {
     double sum_n = 0;
     for (int k = 0; k < n; k++) sum_n += (double)w[k].n_examples;
     ck_assert_msg(rs.acc_n == sum_n, "seed %" PRIu64 ": %g examples summed, want %g", seed, rs.acc_n, sum_n);
-    for (int k = 0; k < n; k++) ck_assert_int_eq(p[k]->committed, 1);
+    for (int k = 0; k < n; k++) ck_assert_int_eq(p[k]->mb.committed, 1);
 
     /* A worker that did not push adds nothing. */
-    p[0]->committed = 0;
-    p[0]->pushed = 0;
+    p[0]->mb.committed = 0;
+    p[0]->mb.pushed = 0;
     double before = rs.acc_n;
     ps_round_state_commit_grad(&rs, net, p[0]);
     ck_assert(rs.acc_n == before);
@@ -369,10 +369,10 @@ START_TEST(test_ps_round_state_merge_stats_weighted) {
                 fa->n_samples = ns[k];
                 fa->n_updates = 1;
             }
-        p->has_stats = 1;
+        p->mb.has_stats = 1;
     }
     ck_assert_int_eq(ps_round_state_merge_stats(&rs, &t), 1);
-    ck_assert_int_eq(t.v[0]->has_stats + t.v[1]->has_stats, 0);
+    ck_assert_int_eq(t.v[0]->mb.has_stats + t.v[1]->mb.has_stats, 0);
     double want = (ns[0] * v[0] + ns[1] * v[1]) / (ns[0] + ns[1]);
     const kfac_factor_t *fa = &rs.stats->layers[0].f[0];
     ck_assert_msg(fabs(fa->data[0] - want) <= 1e-6 * want, "seed %" PRIu64 ": merged %.9g, want %.9g", seed,
