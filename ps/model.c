@@ -109,3 +109,8 @@ int ps_model_forget(ps_model_t *m, double since_s) {
     }
     return forgot;
 }
+
+const char *ps_model_layer_name(const void *net, int layer) {
+    const net_t *n = net;
+    return layer >= 0 && layer < n->n_layers ? n->layers[layer].name : NULL;
+}

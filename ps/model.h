@@ -67,4 +67,8 @@ const float *ps_model_polyak(const ps_model_t *m);
  * Returns how many were. */
 int ps_model_forget(ps_model_t *m, double since_s);
 
+/* The name of layer `layer` of net (a net_t), NULL when there is none: for
+ * the lines of ps_stats_guard_check. */
+const char *ps_model_layer_name(const void *net, int layer);
+
 #endif

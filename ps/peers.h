@@ -68,6 +68,8 @@ typedef struct ps_peer {
     /* gradient workers */
     int has_params;          /* has been sent Params at least once */
     uint64_t params_ns;      /* when it was last sent Params (clock_now_ns) */
+    int stats_asked;         /* the last Params it was sent asked for statistics (want_stats) ... */
+    uint64_t stats_ask_version; /* ... and were of this version: a GradPush may carry statistics only then */
     int n_stalls;            /* times it was dropped for not pushing */
     /* its gradient of the current round, held until the step so that the
      * PS sums the round in rank order whatever the arrival order (floating

@@ -117,6 +117,8 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
         p->params_ns = clock_now_ns();
+        p->stats_asked = ws;
+        p->stats_ask_version = (uint64_t)s->round.t;
         if (s->round.steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
             ps_member_join_first(p); /* before the first step everyone who asks is in round 0 */
             ps_round_state_worker_in(&s->round, clock_now_ns());
@@ -199,12 +201,6 @@ static void s_sync_factor_versions(ps_server_t *s) {
         ps_sched_folded(&blocks[b], s->model.kfac->blocks[b].factor_version);
 }
 
-/* The name of net layer `layer` for ps_stats_guard_check's lines. */
-static const char *s_layer_name(const void *net, int layer) {
-    const net_t *n = net;
-    return layer >= 0 && layer < n->n_layers ? n->layers[layer].name : NULL;
-}
-
 void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_stats_push_t *sp = &m->stats_push;
     char err[600];
@@ -248,7 +244,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_send_params(s, p);
         return;
     }
-    if (ps_stats_guard_check(s->stats_guard, s->scratch, s->cfg->stats_trace_max_ratio, s_layer_name, s->model.net, err,
+    if (ps_stats_guard_check(s->stats_guard, s->scratch, s->cfg->stats_trace_max_ratio, ps_model_layer_name, s->model.net, err,
                              sizeof err) < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
         ps_round_send_params(s, p);

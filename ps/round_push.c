@@ -196,11 +196,32 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_after_reject(s, p, m);
         return;
     }
+    /* Statistics ride in a GradPush only when the Params of its version
+     * asked this worker for them ([kfac] stats = sync, a due version): any
+     * other would reach the curvature, and the inverse daemons, with no
+     * statistics worker's one-push-per-version rule. Asked ones pass the
+     * statistics guard of a StatsPush (ps/stats_guard.h). */
     int has_stats = 0;
-    if (g->stats.n_layers > 0 && s->model.kfac) {
+    if (g->stats.n_layers > 0) {
+        if (!s->model.kfac || !p->stats_asked || p->stats_ask_version != g->version) {
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                         "grad_push.stats: statistics nobody asked for (the Params of version %" PRIu64
+                         " did not ask this worker for any; [kfac] stats = %s)",
+                         g->version, !s->model.kfac ? "none ([optimizer] kind = sgd)"
+                                     : s->cfg->stats_mode == RUNCFG_STATS_SYNC ? "sync, not due at that version"
+                                                                               : "async, from kfac-statsd");
+            ps_round_after_reject(s, p, m);
+            return;
+        }
         if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
                                  sizeof err) < 0) {
             ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
+            ps_round_after_reject(s, p, m);
+            return;
+        }
+        if (ps_stats_guard_check(s->stats_guard, p->stats, s->cfg->stats_trace_max_ratio, ps_model_layer_name, s->model.net,
+                                 err, sizeof err) < 0) {
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.%s", err);
             ps_round_after_reject(s, p, m);
             return;
         }
@@ -224,6 +245,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_round_state_grad_in(&s->round, g->version);
     ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
     ps_member_pushed(p, has_stats, has_state, (uint64_t)s->round.t + 1);
+    if (has_stats) ps_stats_guard_accept(s->stats_guard, p->stats); /* the traces later pushes are judged by */
     ps_peer_accepted(p);
     ps_round_try_step(s);
 }

@@ -253,9 +253,9 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
-        strcmp(kind, "scaled")) {
+        strcmp(kind, "scaled") && strcmp(kind, "gradstats")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
-                        "negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
+                        "gradstats, negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
@@ -264,7 +264,9 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     const msg_role_t role = strcmp(kind, "stats") == 0 ? MSG_ROLE_STATSD : MSG_ROLE_WORKER;
     if (s_hello(sock, c, role, &w, &t) < 0) return 1;
     uint64_t n_params = w.welcome.n_params, w_n_state = w.welcome.n_state;
-    char *w_model = role == MSG_ROLE_STATSD ? strdup(w.welcome.model_text ? w.welcome.model_text : "") : NULL;
+    const int gradstats = strcmp(kind, "gradstats") == 0;
+    char *w_model = role == MSG_ROLE_STATSD || gradstats ? strdup(w.welcome.model_text ? w.welcome.model_text : "")
+                                                         : NULL;
     printf("member %d: welcomed as id %u, shard %u of %u, %" PRIu64 " parameters\n", c->member_id,
            w.welcome.assigned_id, w.welcome.rank, w.welcome.n_ranks, n_params);
     fflush(stdout);
@@ -403,11 +405,60 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
                strcmp(kind, "stall") == 0 ? "asked for Params" : "said Hello", c->wait_ms, t.n_replies);
         return 0;
     }
+    /* gradstats: with each gradient, statistics for the model's last layer
+     * with a full factor, every such factor indefinite with 1e6 on the
+     * diagonal (F[0][1] = F[1][0] = 2e6): statistics nobody asked for, which
+     * inverse daemons would be given to invert (and fail on). */
+    msg_stats_t gms;
+    float *gpacked = NULL;
+    kfac_stats_t *gks = NULL;
+    net_t *gnet = NULL;
+    memset(&gms, 0, sizeof gms);
+    if (gradstats) {
+        char err[512];
+        gnet = net_parse(w_model ? w_model : "", "welcome", 1, err, sizeof err);
+        gks = gnet ? kfac_stats_new(gnet) : NULL;
+        int last = -1;
+        for (int j = 0; gks && j < gks->n_layers; j++)
+            for (int k = 0; k < gks->layers[j].n_factors; k++)
+                if (gks->layers[j].f[k].kind == KFAC_FACTOR_SYM && gks->layers[j].f[k].dim >= 2) last = j;
+        uint32_t want = last >= 0 ? (uint32_t)gks->layers[last].layer : 0;
+        if (last < 0 || wire_stats_want(gks, &want, 1) != 1) {
+            fprintf(stderr, "kfac-poke: cannot build the model's statistics: %s\n", gnet ? "no full factor" : err);
+            kfac_stats_free(&gks);
+            net_free(&gnet);
+            free(w_model);
+            return 1;
+        }
+        for (int k = 0; k < gks->layers[last].n_factors; k++) {
+            kfac_factor_t *f = &gks->layers[last].f[k];
+            memset(f->data, 0, kfac_factor_len(f) * sizeof(float));
+            if (f->kind == KFAC_FACTOR_SYM) {
+                for (int a = 0; a < f->dim; a++) f->data[(size_t)a * f->dim + a] = 1e6f;
+                if (f->dim >= 2) f->data[1] = f->data[f->dim] = 2e6f;
+            } else {
+                for (int a = 0; a < f->dim; a++) f->data[3 * a] = f->data[3 * a + 2] = 1e6f;
+            }
+            f->n_samples = 1;
+            f->n_updates = 1;
+        }
+        if (wire_stats_to_msg(gks, &gms, &gpacked) < 0) {
+            fprintf(stderr, "kfac-poke: cannot encode the statistics\n");
+            kfac_stats_free(&gks);
+            net_free(&gnet);
+            free(w_model);
+            return 1;
+        }
+    }
+    free(w_model);
     float *g = malloc((n_params ? n_params : 1) * sizeof *g);
     const uint64_t n_state = strcmp(kind, "negvar") == 0 ? w_n_state : 0;
     float *st = n_state ? malloc(n_state * sizeof *st) : NULL;
     if (!g || (n_state && !st)) {
         free(g);
+        wire_stats_release(&gms, &gpacked);
+        kfac_stats_free(&gks);
+        net_free(&gnet);
         return 1;
     }
     for (uint64_t j = 0; j < n_state; j++) st[j] = -1.0f;
@@ -448,10 +499,14 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         m.grad_push.n_grad = n_params;
         m.grad_push.state = st;
         m.grad_push.n_state = n_state;
+        if (gradstats) m.grad_push.stats = gms;
         if (s_send_msg(sock, &m) == 0) pushed++;
     }
     free(g);
     free(st);
+    wire_stats_release(&gms, &gpacked);
+    kfac_stats_free(&gks);
+    net_free(&gnet);
     printf("member %d: %d %s gradients pushed, %d rounds stalled; replies %" PRIu64 ", errors INVALID %" PRIu64 "\n",
            c->member_id, pushed, kind, stalls, t.n_replies, t.by_error[MSG_ERR_INVALID]);
     msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, (uint32_t)c->member_id);
