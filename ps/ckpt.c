@@ -355,6 +355,56 @@ static int s_dec_ownr(s_dec_t *d, ckw_rbuf_t *r) {
     return d->rc;
 }
 
+/* IDNT (see CKW_IDNT_LEN): checked whole (ps_idents_validate) before the
+ * table is replaced (ps_idents_load); with st->idents NULL, checked only. */
+static int s_dec_idnt(s_dec_t *d, ckw_rbuf_t *r) {
+    uint32_t n = ckw_take_u32(r);
+    if (r->bad) return s_short(d, "IDNT");
+    if (n > PS_IDENT_MAX)
+        return s_fail(d, -EBADMSG, "IDNT (member identities) holds %u identities, more than %d", n, PS_IDENT_MAX);
+    if ((uint64_t)n * CKW_IDNT_LEN > r->len - r->at) return s_short(d, "IDNT");
+    ps_ident_saved_t *v = n ? calloc(n, sizeof *v) : NULL;
+    if (n && !v) return s_fail(d, -ENOMEM, "out of memory reading %u member identities", n);
+    for (uint32_t i = 0; i < n && d->rc == 0; i++) {
+        uint32_t code = ckw_take_u32(r), id = ckw_take_u32(r);
+        const uint8_t *key = ckw_take(r, AUTH_KEY_Z85_LEN);
+        uint32_t stalls = ckw_take_u32(r), bad = ckw_take_u32(r), flags = ckw_take_u32(r);
+        uint64_t sv = ckw_take_u64(r);
+        if (!key || r->bad) {
+            s_short(d, "IDNT");
+            break;
+        }
+        if (code != CKW_ROLE_WORKER && code != CKW_ROLE_STATSD && code != CKW_ROLE_INVERTD) {
+            s_fail(d, -EBADMSG, "IDNT (member identities): identity %u (id %u) has role code %u (1: worker, 2: statsd, "
+                   "3: invertd)", i, id, code);
+            break;
+        }
+        if (flags & ~(CKW_IDNT_DEMOTED | CKW_IDNT_DISTRUSTED | CKW_IDNT_STATS_VERSION)) {
+            s_fail(d, -EBADMSG, "IDNT (member identities): identity %u has unknown flags 0x%x", i, flags);
+            break;
+        }
+        v[i].role = code == CKW_ROLE_WORKER ? MSG_ROLE_WORKER : code == CKW_ROLE_STATSD ? MSG_ROLE_STATSD
+                                                                                          : MSG_ROLE_INVERTD;
+        v[i].id = id;
+        memcpy(v[i].key, key, AUTH_KEY_Z85_LEN);
+        v[i].key[AUTH_KEY_Z85_LEN] = 0;
+        v[i].n_stalls = stalls;
+        v[i].n_bad_inverses = bad;
+        v[i].demoted = (flags & CKW_IDNT_DEMOTED) != 0;
+        v[i].distrusted = (flags & CKW_IDNT_DISTRUSTED) != 0;
+        v[i].has_stats_version = (flags & CKW_IDNT_STATS_VERSION) != 0;
+        v[i].stats_version = sv;
+    }
+    if (d->rc == 0) {
+        char why[256];
+        int rc = d->apply && d->st->idents ? ps_idents_load(d->st->idents, v, (int)n, why, sizeof why)
+                                           : ps_idents_validate(v, (int)n, why, sizeof why);
+        if (rc < 0) s_fail(d, rc == -ENOMEM ? rc : -EBADMSG, "IDNT (member identities): %s", why);
+    }
+    free(v);
+    return d->rc;
+}
+
 static const char *s_tag_name(uint32_t tag, char buf[5]) {
     for (int i = 0; i < 4; i++) {
         char c = (char)(tag >> (8 * i));
@@ -367,7 +417,7 @@ static const char *s_tag_name(uint32_t tag, char buf[5]) {
 /* One pass over the records. */
 static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
     static const uint32_t tags[CKW_N_TAGS] = {CKW_META, CKW_PRMS, CKW_BNST, CKW_SGDV, CKW_KOPT, CKW_FACT,
-                                            CKW_BLCK, CKW_SCHD, CKW_RFSH, CKW_NORM, CKW_OWNR};
+                                            CKW_BLCK, CKW_SCHD, CKW_RFSH, CKW_NORM, CKW_OWNR, CKW_IDNT};
     int seen[CKW_N_TAGS] = {0};
     ckw_rbuf_t all = {.p = payload, .len = len};
     d->flags = 0;
@@ -381,7 +431,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         int ti = -1;
         for (int i = 0; i < CKW_N_TAGS; i++)
             if (tags[i] == tag) ti = i;
-        if (ti < 0 || (tag == CKW_OWNR && d->version < 2))
+        if (ti < 0 || (tag == CKW_OWNR && d->version < 2) || (tag == CKW_IDNT && d->version < 3))
             return s_fail(d, -EBADMSG, "unknown record '%s' in a version-%u file", s_tag_name(tag, tn), d->version);
         if (seen[ti]++) return s_fail(d, -EBADMSG, "record '%s' appears twice", s_tag_name(tag, tn));
         if (ti != 0 && !seen[0]) return s_fail(d, -EBADMSG, "record '%s' before META", s_tag_name(tag, tn));
@@ -412,6 +462,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
             break;
         case CKW_NORM: s_dec_norm(d, &r); break;
         case CKW_OWNR: s_dec_ownr(d, &r); break;
+        case CKW_IDNT: s_dec_idnt(d, &r); break;
         }
         if (!need) return s_fail(d, -EINVAL, "record '%s' is not used by this run's configuration", s_tag_name(tag, tn));
         if (d->rc == 0 && r.at != r.len)
@@ -432,13 +483,16 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
                        {CKW_SCHD, d->st->sched != NULL},
                        {CKW_RFSH, d->st->refresh != NULL},
                        {CKW_NORM, 1},
-                       {CKW_OWNR, d->version >= 2}};
+                       {CKW_OWNR, d->version >= 2},
+                       {CKW_IDNT, d->version >= 3}};
     for (int i = 0; i < CKW_N_TAGS; i++) {
         char tn[5];
         if (req[i].need && !seen[i]) return s_fail(d, -EBADMSG, "record '%s' is missing (truncated file?)", s_tag_name(req[i].tag, tn));
     }
     /* version 1 knew no bindings: its member ids belong to no key, as on a fresh start */
     if (d->apply && d->version < 2 && d->st->owners) ps_owners_release(d->st->owners);
+    /* before version 3 no identity was kept: each starts afresh */
+    if (d->apply && d->version < 3 && d->st->idents) ps_idents_release(d->st->idents);
     return 0;
 }
 

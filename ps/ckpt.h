@@ -55,12 +55,13 @@
 #include "common/kfac/kfac_refresh.h"
 #include "common/nn/nn.h"
 #include "common/nn/sgd.h"
+#include "ps/ident.h"
 #include "ps/member.h"
 #include "ps/owner.h"
 #include "ps/sched.h"
 
 #define PS_CKPT_MAGIC "KFACCKPT"
-#define PS_CKPT_VERSION 2u     /* written; 2: the record OWNR (member ids bound to CURVE keys) */
+#define PS_CKPT_VERSION 3u     /* written; 2: the record OWNR (member ids bound to CURVE keys); 3: IDNT (identities) */
 #define PS_CKPT_VERSION_MIN 1u /* the oldest read */
 #define PS_CKPT_HEADER_LEN 32u
 
@@ -105,6 +106,8 @@ typedef struct ps_ckpt_state {
     ps_norm_hist_t *norms;    /* recent gradient norms ([ps] grad_norm_max_ratio), or NULL (stored empty, not restored) */
     ps_owners_t *owners;      /* member ids bound to CURVE keys (ps/owner.h), or NULL (stored empty, not restored);
                                * a version-1 file restores it empty */
+    ps_idents_t *idents;      /* what each member identity has done (ps/ident.h), or NULL (stored empty, not
+                               * restored); a file before version 3 restores it empty */
 } ps_ckpt_state_t;
 
 /* Encode st into a new buffer (*out, malloc'd, caller frees; *out_len

@@ -171,6 +171,31 @@ int ps_ckpt_encode(const ps_ckpt_state_t *st, uint8_t **out, size_t *out_len, ch
         }
     }
     ckw_rec_end(&w, at);
+    at = ckw_rec_begin(&w, CKW_IDNT);
+    {
+        int n = st->idents ? ps_idents_save(st->idents, NULL, 0) : 0;
+        ps_ident_saved_t *v = n ? calloc((size_t)n, sizeof *v) : NULL;
+        if (n && !v) w.oom = 1;
+        else if (n) n = ps_idents_save(st->idents, v, n);
+        ckw_put_u32(&w, v ? (uint32_t)n : 0u);
+        for (int i = 0; v && i < n; i++) {
+            const ps_ident_saved_t *x = &v[i];
+            char key[AUTH_KEY_Z85_LEN] = {0};
+            memcpy(key, x->key, strnlen(x->key, sizeof key));
+            ckw_put_u32(&w, x->role == MSG_ROLE_WORKER   ? CKW_ROLE_WORKER
+                            : x->role == MSG_ROLE_STATSD ? CKW_ROLE_STATSD
+                                                         : CKW_ROLE_INVERTD);
+            ckw_put_u32(&w, x->id);
+            ckw_put(&w, key, sizeof key);
+            ckw_put_u32(&w, x->n_stalls);
+            ckw_put_u32(&w, x->n_bad_inverses);
+            ckw_put_u32(&w, (x->demoted ? CKW_IDNT_DEMOTED : 0u) | (x->distrusted ? CKW_IDNT_DISTRUSTED : 0u) |
+                                (x->has_stats_version ? CKW_IDNT_STATS_VERSION : 0u));
+            ckw_put_u64(&w, x->stats_version);
+        }
+        free(v);
+    }
+    ckw_rec_end(&w, at);
     if (w.oom) {
         free(w.p);
         snprintf(err, err_len, "checkpoint: out of memory encoding %zu bytes", w.len);

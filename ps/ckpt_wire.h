@@ -26,7 +26,8 @@
 #define CKW_RFSH CKW_TAG('R', 'F', 'S', 'H')
 #define CKW_NORM CKW_TAG('N', 'O', 'R', 'M')
 #define CKW_OWNR CKW_TAG('O', 'W', 'N', 'R')
-#define CKW_N_TAGS 11
+#define CKW_IDNT CKW_TAG('I', 'D', 'N', 'T')
+#define CKW_N_TAGS 12
 
 /* OWNR: u32 n, then n bindings of CKW_OWNR_LEN bytes each: u32 role code
  * (CKW_ROLE_*), u32 member id, the key's AUTH_KEY_Z85_LEN Z85 characters.
@@ -34,6 +35,17 @@
 #define CKW_OWNR_LEN (8u + AUTH_KEY_Z85_LEN)
 #define CKW_ROLE_WORKER 1u
 #define CKW_ROLE_STATSD 2u
+#define CKW_ROLE_INVERTD 3u
+
+/* IDNT (version 3): u32 n, then n identities of CKW_IDNT_LEN bytes each
+ * (ps/ident.h, what a member has done): u32 role code (CKW_ROLE_*), u32
+ * member id, the key's AUTH_KEY_Z85_LEN Z85 characters (all zero without
+ * CURVE), u32 stalls, u32 bad inverses, u32 flags (CKW_IDNT_*), u64 the
+ * last statistics version. */
+#define CKW_IDNT_LEN (28u + AUTH_KEY_Z85_LEN)
+#define CKW_IDNT_DEMOTED 1u
+#define CKW_IDNT_DISTRUSTED 2u
+#define CKW_IDNT_STATS_VERSION 4u
 
 /* Inverse counters stored, in this order (kfac_inverse_stats_t). */
 #define CKW_N_INV_STATS 12

@@ -23,6 +23,7 @@
 struct ps_hello {
     uint32_t next_peer_id;         /* the last client id handed out */
     ps_owners_t owners;            /* member ids bound to CURVE keys (ps/owner.h) */
+    ps_idents_t idents;            /* what each member identity has done, beyond its connections (ps/ident.h) */
     ratelimit_t rl_key, rl_dup, rl_full; /* refusal lines: key, member id taken, table full */
     ratelimit_t rl_join[MSG_ROLE_COUNT]; /* join and leave lines, per role (ps_join_log_ok) */
 };
@@ -32,6 +33,7 @@ ps_hello_t *ps_hello_new(void) { return calloc(1, sizeof(ps_hello_t)); }
 void ps_hello_free(ps_hello_t **h_p) {
     if (!h_p || !*h_p) return;
     ps_owners_release(&(*h_p)->owners);
+    ps_idents_release(&(*h_p)->idents);
     free(*h_p);
     *h_p = NULL;
 }
@@ -39,6 +41,8 @@ void ps_hello_free(ps_hello_t **h_p) {
 void ps_hello_forget_key(ps_server_t *s, const char *key) { ps_owners_forget_key(&s->hello->owners, key); }
 
 ps_owners_t *ps_hello_owners(ps_server_t *s) { return &s->hello->owners; }
+
+ps_idents_t *ps_hello_idents(ps_server_t *s) { return &s->hello->idents; }
 
 int ps_hello_keep_listed(ps_server_t *s) {
     ps_owners_t *o = &s->hello->owners;
@@ -279,7 +283,10 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      msg_role_name(m->role), m->sender_id, m->hello.pid, log_escape(m->hello.host, host, sizeof host),
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
-            if (ps_member_takeover(p)) ps_round_state_grad_out(&s->round); /* it pushes the same batch again */
+            if (ps_member_takeover(p)) { /* it pushes the same batch again */
+                ps_round_state_grad_out(&s->round);
+                ps_ident_unpush(p->ident, s->round.t);
+            }
             ps_peer_reroute(p, route);
             p->pid = m->hello.pid;
             log_escape(m->hello.host, p->host, sizeof p->host); /* logged with its name: made safe once */
@@ -297,6 +304,15 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                                  skipped ? " [more like it not logged]" : "");
                     s_busy(s, route, err);
                 }
+                return;
+            }
+            /* What it has done so far stays with its identity, whichever
+             * connection it comes on (ps/ident.h). */
+            if (!(p->ident = ps_ident_attach(&s->hello->idents, m->role, key, m->sender_id, clock_now_ns()))) {
+                ps_peers_remove(&s->peers, p);
+                ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_NONE);
+                s_busy(s, route, "kfac-ps holds as many client identities as it can (out of memory, or every one "
+                                 "in use): try again later");
                 return;
             }
             p->role = m->role;

@@ -145,7 +145,7 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
         int n = 0;
         for (int i = 0; i < s->peers.n && n < PS_MAX_PEERS; i++) {
             ps_peer_t *p = s->peers.v[i];
-            if (p->role != MSG_ROLE_INVERTD || p->mb.wait != PS_WAIT_JOB || !p->present || p->distrusted) continue;
+            if (p->role != MSG_ROLE_INVERTD || p->mb.wait != PS_WAIT_JOB || !p->present || p->ident->distrusted) continue;
             waiters[n].wait_seq = p->mb.wait_seq;
             waiters[n].max_n = p->mb.max_n;
             who[n++] = p;
@@ -166,29 +166,28 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     uint64_t skipped = 0;
     ps_peer_name(p, name, sizeof name);
     ps_counters_bump(&s->ctr, PS_CTR_INV_BAD);
-    p->n_bad_inverses++;
+    const int n_bad = ps_ident_bad_inverse(p->ident);
     ps_peer_rejected(p);
     ps_counters_reject(&s->ctr, MSG_JOB_RESULT, MSG_ERR_INVALID);
     if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) refused (%d of %d): %s", name, r->job_id,
-                 r->layer, r->factor, p->n_bad_inverses, PS_BAD_INVERSES_MAX, why);
-    if (p->n_bad_inverses < PS_BAD_INVERSES_MAX || p->distrusted) return;
-    p->distrusted = 1;
+                 r->layer, r->factor, n_bad, PS_BAD_INVERSES_MAX, why);
+    if (n_bad < PS_BAD_INVERSES_MAX || !ps_ident_distrust(p->ident)) return;
     ps_member_answered(p);
     ps_counters_bump(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
     ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
     log_warn("%s: %d of its results failed verification: it gets no more jobs, and the ones it holds go to other "
-             "inverse daemons", name, p->n_bad_inverses);
+             "inverse daemons", name, p->ident->n_bad_inverses);
     char text[200];
     snprintf(text, sizeof text, "%d of your inverses failed kfac-ps's verification: no more jobs for this daemon",
-             p->n_bad_inverses);
+             p->ident->n_bad_inverses);
     ps_io_send_text(s, &p->route, MSG_SHUTDOWN, text);
 }
 
 void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
-    if (p->distrusted) {
+    if (p->ident->distrusted) {
         ps_io_reject(s, &p->route, p, MSG_JOB_REQUEST, MSG_ERR_INVALID,
-                     "this inverse daemon is distrusted: %d of its results failed verification", p->n_bad_inverses);
+                     "this inverse daemon is distrusted: %d of its results failed verification", p->ident->n_bad_inverses);
         return;
     }
     if (s->model.kfac && ps_sched_owner_block(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id) >= 0) {
@@ -214,9 +213,9 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_jobs_after_reject(s, p);
         return;
     }
-    if (p->distrusted) {
+    if (p->ident->distrusted) {
         ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
-                     "this inverse daemon is distrusted: %d of its results failed verification", p->n_bad_inverses);
+                     "this inverse daemon is distrusted: %d of its results failed verification", p->ident->n_bad_inverses);
         return;
     }
     ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
@@ -231,7 +230,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                        why, sizeof why);
     if (verdict == PS_RESULT_FOREIGN) {
         s_bad_result(s, p, r, why);
-        if (!p->distrusted) ps_jobs_after_reject(s, p);
+        if (!p->ident->distrusted) ps_jobs_after_reject(s, p);
         return;
     }
     if (verdict == PS_RESULT_UNKNOWN) {
@@ -249,7 +248,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (verdict == PS_RESULT_WRONG_VERSION) {
         ps_verify_forget(s->jobs->verify, b, r->job_id); /* no inverse to check */
         s_bad_result(s, p, r, why);
-        if (!p->distrusted) {
+        if (!p->ident->distrusted) {
             ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", why);
             ps_jobs_after_reject(s, p);
         }
@@ -281,7 +280,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
              * it (the job was cleared above). */
             ps_verify_forget(s->jobs->verify, b, r->job_id); /* checked, or not loadable */
             s_bad_result(s, p, r, why);
-            if (!p->distrusted) {
+            if (!p->ident->distrusted) {
                 ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was refused: %s", why);
                 ps_round_wait_job(s, p);
             }

@@ -216,9 +216,3 @@ void ps_member_drop_held(ps_peer_t *p) {
 void ps_member_summed(ps_peer_t *p) { p->mb.committed = 1; }
 
 void ps_member_stats_folded(ps_peer_t *p) { p->mb.has_stats = 0; }
-
-int ps_member_demote(ps_peer_t *p) {
-    if (p->mb.demoted) return 0;
-    p->mb.demoted = 1;
-    return 1;
-}

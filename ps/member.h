@@ -151,11 +151,6 @@ void ps_member_summed(ps_peer_t *p);
 /* Worker p's held statistics went into the round's statistics. */
 void ps_member_stats_folded(ps_peer_t *p);
 
-/* Worker p stalled [ps] stall_max_drops times: it is no member of the
- * rounds again and its pushes are refused. Returns 1 when it was not
- * demoted before (count and log it once), else 0. */
-int ps_member_demote(ps_peer_t *p);
-
 /* ---- what a gradient may be ------------------------------------------------ */
 
 /* Norms of recently accepted gradients (a ring), for the outlier rule. */

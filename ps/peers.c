@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/clock.h"
+
 int ps_peers_init(ps_peers_t *t, int cap) {
     memset(t, 0, sizeof *t);
     if (cap < 1) cap = 1;
@@ -82,6 +84,7 @@ void ps_peers_remove(ps_peers_t *t, ps_peer_t *p) {
         if (t->v[i] != p) continue;
         t->v[i] = t->v[t->n - 1];
         t->n--;
+        ps_ident_detach(p->ident, clock_now_ns()); /* what it did stays with its identity */
         s_peer_free(p);
         return;
     }
@@ -104,15 +107,6 @@ int ps_peers_rank_taken(const ps_peers_t *t, msg_role_t role, int rank, const ps
     return 0;
 }
 
-int ps_peers_take_token(ps_peer_t *p, uint64_t now_ns, double per_s, double burst) {
-    if (!p->req_ns) p->req_tokens = burst;
-    else if (now_ns > p->req_ns) p->req_tokens += (double)(now_ns - p->req_ns) * 1e-9 * per_s;
-    if (p->req_tokens > burst) p->req_tokens = burst;
-    if (now_ns > p->req_ns || !p->req_ns) p->req_ns = now_ns ? now_ns : 1;
-    if (p->req_tokens < 1.0) return 0;
-    p->req_tokens -= 1.0;
-    return 1;
-}
 
 const char *ps_peer_name(const ps_peer_t *p, char *buf, size_t len) {
     snprintf(buf, len, "%s#%u (pid %u on %s)", msg_role_name(p->role), p->id, p->pid,

@@ -21,6 +21,7 @@
 #include "common/net/auth_keys.h"
 #include "common/net/zloop.h"
 #include "proto/msg.h"
+#include "ps/ident.h"
 
 /* What a peer's outstanding long poll asks for. */
 typedef enum {
@@ -32,7 +33,7 @@ typedef enum {
 /* A peer's outstanding request and its part in the synchronous rounds.
  * One owner: ps/member.c writes these fields, through the named
  * transitions of ps/member.h (waiting for Params, waiting for a job,
- * answered, pushed, refused, summed, stalled, demoted, left); every other
+ * answered, pushed, refused, summed, stalled, left); every other
  * unit reads them (tools/check-fields.sh holds the rule). */
 typedef struct ps_member_rec {
     ps_wait_t wait;
@@ -45,7 +46,6 @@ typedef struct ps_member_rec {
     int skipped;             /* its push for the current round was rejected */
     int committed;           /* already added to the round's sums (it left mid-round) */
     int stalled;             /* dropped for not pushing ([ps] stall_timeout_ms): no member until it pushes */
-    int demoted;             /* [ps] stall_max_drops reached: no member again, its pushes refused */
     int has_stats;           /* stats = sync: its held push of this round carries statistics (peer.stats) */
     int has_state;           /* its held push of this round carries batch-norm state (peer.state) */
 } ps_member_rec_t;
@@ -70,7 +70,6 @@ typedef struct ps_peer {
     uint64_t params_ns;      /* when it was last sent Params (clock_now_ns) */
     int stats_asked;         /* the last Params it was sent asked for statistics (want_stats) ... */
     uint64_t stats_ask_version; /* ... and were of this version: a GradPush may carry statistics only then */
-    int n_stalls;            /* times it was dropped for not pushing */
     /* its gradient of the current round, held until the step so that the
      * PS sums the round in rank order whatever the arrival order (floating
      * point addition is not associative: with three or more workers the
@@ -83,16 +82,12 @@ typedef struct ps_peer {
     double loss;             /* mean loss of its batch */
     uint64_t n_examples, n_correct;
     kfac_stats_t *stats;     /* stats = sync: its statistics of this round (owned, NULL until needed) */
-    /* statistics workers */
-    int has_stats_version;   /* it pushed statistics before ... */
-    uint64_t stats_version;  /* ... of this parameter version (one push per version) */
-    /* inverse daemons */
-    int n_bad_inverses;      /* results that failed verification or answered another daemon's job */
-    int distrusted;          /* PS_BAD_INVERSES_MAX reached: no more jobs, its results refused */
-    /* replies and requests that cost kfac-ps work */
+    /* what it has done, kept by its identity beyond this connection:
+     * stalls and demotion, pushes of the round, statistics version, bad
+     * inverses and distrust, the request tokens (ps/ident.h); attached at
+     * Hello, never NULL for a peer that was welcomed */
+    ps_ident_t *ident;
     zloop_track_t *params_track; /* its Params sends ZeroMQ has not written out (owned; NULL until the first) */
-    double req_tokens;       /* token bucket of GetParams and JobRequest (ps_peers_take_token) */
-    uint64_t req_ns;         /* when the bucket was last filled (0: never: full) */
     /* counters */
     uint64_t n_accepted;     /* gradients / statistics / results accepted */
     uint64_t n_clipped;      /* layer gradients clipped ([ps] grad_clip_ratio) */
@@ -126,7 +121,7 @@ ps_peer_t *ps_peers_victim(const ps_peers_t *t, msg_role_t role);
  * asked for work since: up to cap into out, returns their number. */
 int ps_peers_unengaged(const ps_peers_t *t, uint64_t now_ns, uint64_t timeout_ns, ps_peer_t **out, int cap);
 
-/* Remove and free p (NULL: no-op). */
+/* Remove and free p (NULL: no-op); its identity (ps/ident.h) stays. */
 void ps_peers_remove(ps_peers_t *t, ps_peer_t *p);
 
 /* Peers of a role (MSG_ROLE_NONE: any), present ones only if present_only. */
@@ -134,12 +129,6 @@ int ps_peers_count(const ps_peers_t *t, msg_role_t role, int present_only);
 
 /* Is shard `rank` of role held by a peer other than except? */
 int ps_peers_rank_taken(const ps_peers_t *t, msg_role_t role, int rank, const ps_peer_t *except);
-
-/* A token bucket per peer for requests that cost the PS work (GetParams,
- * JobRequest): it holds at most burst tokens, refilled at per_s a second
- * (the first call finds it full). Takes one token and returns 1 when one
- * was there, else returns 0 (refuse the request). */
-int ps_peers_take_token(ps_peer_t *p, uint64_t now_ns, double per_s, double burst);
 
 /* ---- one peer's liveness, place and counts ---------------------------------
  * The fields below are written here only (tools/check-fields.sh): the

@@ -37,6 +37,7 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->n_blocks = s->model.kfac ? ps_sched_n_blocks(s->sched) : 0;
     st->norms = ps_guard_norms(s->guard);
     st->owners = ps_hello_owners(s);
+    st->idents = ps_hello_idents(s);
 }
 
 struct ps_persist {

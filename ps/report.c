@@ -224,6 +224,7 @@ void ps_report_publish(ps_server_t *s) {
     x.recoveries = ps_counter(&s->ctr, PS_CTR_RECOVERIES);
     x.stalled = ps_counter(&s->ctr, PS_CTR_STALLED);
     x.demoted = ps_counter(&s->ctr, PS_CTR_DEMOTED);
+    x.repushed = ps_counter(&s->ctr, PS_CTR_REPUSHED);
     if (s->model.kfac) {
         uint64_t now = clock_now_ns();
         x.kfac = 1;

@@ -151,6 +151,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
          * forgotten before it, and summing it now would let a worker that
          * pushes and leaves bypass the rule: it is dropped. */
         ps_member_drop_held(p);
+        ps_ident_unpush(p->ident, s->round.t);
         ps_round_state_grad_out(&s->round);
         log_info("step %ld: the gradient of a worker that left before the step is not used ([ps] aggregate = %s)",
                  s->round.t, s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN ? "median" : "trimmed_mean");
@@ -229,15 +230,15 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_round_send_params(s, p);
         return;
     }
-    if (p->has_stats_version && sp->params_version <= p->stats_version) {
+    /* this version's one push, taken or not; kept by its identity, so
+     * leaving and coming back does not reset it */
+    if (ps_ident_stats_version(p->ident, sp->params_version) < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
                      "stats_push for parameter version %" PRIu64 ": this statistics worker already pushed version %"
-                     PRIu64 " (one push per version)", sp->params_version, p->stats_version);
-        s_wait_params(s, p, p->stats_version + 1);
+                     PRIu64 " (one push per version)", sp->params_version, p->ident->stats_version);
+        s_wait_params(s, p, p->ident->stats_version + 1);
         return;
     }
-    p->has_stats_version = 1; /* this version's one push, taken or not */
-    p->stats_version = sp->params_version;
     if (ps_wire_stats_unpack(&s->shape, &sp->stats, (double)sp->n_examples, s->scratch, s->unpack_buf, err,
                              sizeof err) < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
@@ -664,15 +665,15 @@ static void s_drop_stalled(ps_server_t *s) {
     for (int i = 0; i < n; i++) {
         ps_peer_t *p = out[i];
         ps_member_drop_stalled(p);
-        p->n_stalls++;
+        const int n_stalls = ps_ident_stalled(p->ident);
         ps_counters_bump(&s->ctr, PS_CTR_STALLED);
         ps_counters_bump(&s->ctr, PS_CTR_DROPPED);
         char name[160];
         ps_peer_name(p, name, sizeof name);
-        if (s->cfg->stall_max_drops && (uint64_t)p->n_stalls >= s->cfg->stall_max_drops && ps_member_demote(p)) {
+        if (s->cfg->stall_max_drops && (uint64_t)n_stalls >= s->cfg->stall_max_drops && ps_ident_demote(p->ident)) {
             ps_counters_bump(&s->ctr, PS_CTR_DEMOTED);
             log_warn("%s stalled %d times ([ps] stall_max_drops): no member of the rounds again, its gradients are "
-                     "refused", name, p->n_stalls);
+                     "refused", name, n_stalls);
         }
         uint64_t held = 0;
         if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_STALL), now, PS_LOG_EVERY_MS, &held)) {

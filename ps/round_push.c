@@ -107,13 +107,18 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
     }
 }
 
+int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p) {
+    if (!p->key[0]) return 1;                  /* a member id is one member */
+    return (int)s->cfg->members_per_key;       /* a key holds this many (0: any number) */
+}
+
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_grad_push_t *g = &m->grad_push;
     char err[600];
-    if (p->mb.demoted) {
+    if (p->ident->demoted) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "this worker stalled %d times ([ps] stall_max_drops): it is no member of the rounds again",
-                     p->n_stalls);
+                     p->ident->n_stalls);
         ps_member_answered(p);
         return;
     }
@@ -142,6 +147,20 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     case PS_PUSH_ACCEPT:
         break;
+    }
+    /* One identity, one share of a round: a member that pushed, left and
+     * came back (a new connection, a new peer record) has already put its
+     * gradient in (ps/ident.h). */
+    const int share = ps_round_push_share(s, p);
+    if (!ps_ident_may_push(p->ident, s->round.t, share)) {
+        ps_counters_bump(&s->ctr, PS_CTR_REPUSHED);
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                     "its identity (%s) already put %d gradient%s into the round of step %ld: a member that leaves and "
+                     "comes back gets no second share (%" PRIu64 " refused so far)",
+                     p->key[0] ? "its CURVE key" : "its member id", share, share == 1 ? "" : "s", s->round.t,
+                     ps_counter(&s->ctr, PS_CTR_REPUSHED));
+        ps_round_after_reject(s, p, m);
+        return;
     }
     /* What one member may put into the round: at most a batch of examples,
      * a norm near the recent ones (msg_validate rejected NaN and Inf). */
@@ -245,6 +264,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_round_state_grad_in(&s->round, g->version);
     ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
     ps_member_pushed(p, has_stats, has_state, (uint64_t)s->round.t + 1);
+    ps_ident_pushed(p->ident, s->round.t);
     if (has_stats) ps_stats_guard_accept(s->stats_guard, p->stats); /* the traces later pushes are judged by */
     ps_peer_accepted(p);
     ps_round_try_step(s);

@@ -31,6 +31,10 @@
 
 /* ---- clients ----------------------------------------------------------------- */
 
+/* The members sharing p's identity (its request bucket grows with them:
+ * one key may hold [security] members_per_key). */
+static double s_members(const ps_peer_t *p) { return p->ident->attached > 1 ? (double)p->ident->attached : 1.0; }
+
 /* An accepted message from p: it is alive. */
 static void s_touch(ps_server_t *s, ps_peer_t *p) {
     if (!ps_peer_heard(p, clock_now_ns())) return;
@@ -108,7 +112,7 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
             m.type == MSG_JOB_REQUEST || m.type == MSG_JOB_RESULT)
             ps_peer_engaged(p);
         if ((m.type == MSG_GET_PARAMS || m.type == MSG_JOB_REQUEST) &&
-            !ps_peers_take_token(p, clock_now_ns(), PS_REQ_PER_S, PS_REQ_BURST)) {
+            !ps_ident_take_token(p->ident, clock_now_ns(), PS_REQ_PER_S * s_members(p), PS_REQ_BURST * s_members(p))) {
             ps_counters_bump(&s->ctr, PS_CTR_RATE_LIMITED);
             ps_io_reject_rl(s, &s->rl_rate, route, p, m.type, MSG_ERR_INTERNAL,
                             "more than %.0f GetParams and JobRequest a second (at most %.0f at once): this one is "

@@ -221,6 +221,9 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 /* Client requests (validated, role-checked, sender present). */
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+/* The gradients one identity may put into a round (ps/ident.h): 1 for a
+ * member id, [security] members_per_key for a CURVE key (0: any number). */
+int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p);
 void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 /* ps/hello.c: its state (client ids, the member ids bound to CURVE keys,
  * its log lines' limits): NULL when out of memory; ps_hello_free NULLs the
@@ -232,6 +235,8 @@ void ps_hello_forget_key(ps_server_t *s, const char *key);
 /* ps/hello.c: the member ids bound to CURVE keys (borrowed; a checkpoint
  * saves and restores them, ps/persist.c). */
 ps_owners_t *ps_hello_owners(ps_server_t *s);
+/* The member identities (ps/ident.h), which a checkpoint saves and restores. */
+ps_idents_t *ps_hello_idents(ps_server_t *s);
 /* ps/hello.c: drop the bindings of keys not listed for their role (all of
  * them without CURVE): after a resume, once the allowlists are read, and
  * after each reload. Returns how many were dropped (logged). */

@@ -24,7 +24,8 @@
 # files is a violation. The member record `p->mb` (ps_member_rec_t) has a
 # fixed owner besides: its fields are written in ps/member.c only, through
 # the transitions of ps/member.h; the liveness, place and counts of a peer
-# in ps/peers.c only.
+# in ps/peers.c only. What a member's identity has done (`p->ident->X`,
+# ps/ident.h) is written in ps/ident.c only.
 #
 # Prints one line per violation (the field and the files) and exits 1 if
 # there was any, 2 when DIR/ps has no .c files, else 0. With -v it also
@@ -63,7 +64,7 @@ check() {
       if (n[k] > 1) { printf "%s->%s is written from %d files: %s (one unit owns it; the others call its functions)\n", ptr, k, n[k], w[k]; bad = 1; continue }
       for (i = 1; i <= n_own; i++) {
         split(own[i], po, "=")
-        if (index(k, po[1]) == 1 && f[k, 1] != po[2]) { printf "%s->%s is written from %s: its owner is %s\n", ptr, k, f[k, 1], po[2]; bad = 1 }
+        if ((po[1] == "*" || index(k, po[1]) == 1) && f[k, 1] != po[2]) { printf "%s->%s is written from %s: its owner is %s\n", ptr, k, f[k, 1], po[2]; bad = 1 }
       }
     }
     exit bad
@@ -72,4 +73,5 @@ check() {
 st=0
 writes s 's/^([A-Za-z_][A-Za-z_0-9]*).*/\1/' | check s "" || st=1
 writes p 's/^(mb\.[A-Za-z_][A-Za-z_0-9]*|[A-Za-z_][A-Za-z_0-9]*).*/\1/' | check p "mb.=member.c" || st=1
+writes 'p->ident' 's/^([A-Za-z_][A-Za-z_0-9]*).*/\1/' | check 'p->ident' "*=ident.c" || st=1
 exit $st

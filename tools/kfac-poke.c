@@ -61,6 +61,9 @@
  *   gradstats small gradients, each with statistics nobody asked for: the
  *             last layer with a full factor, its factors indefinite with
  *             1e6 on the diagonal (F[0][1] = 2e6)
+ *   rejoin    for the version it is sent, --count times: a small
+ *             gradient, Bye, Hello again on the same socket, the same push
+ *             (a member that leaves and comes back to push again)
  *   negvar    small gradients, with batch-norm running statistics of -1
  *             (a negative running variance)
  * or, as an inverse daemon (Hello with role invertd), answers --count jobs
@@ -124,7 +127,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
+      "what the hostile member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
     O("host", OPT_STRING, host, "", 0, 4096,
       "the hostile member's host name in its Hello (\"\": this host's; any bytes: kfac-ps must log them safely)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,

@@ -335,7 +335,9 @@ auth_server_t *auth_server_new(uv_loop_t *loop, void *zctx, const runcfg_t *cfg,
     if (s_server_load(a, cfg, err, err_len) < 0) goto fail;
     if (!a->enabled) {
         if (!auth_endpoint_is_loopback(cfg->bind))
-            log_warn("[security] insecure = true: %s is open to anyone who reaches it, without authentication",
+            log_warn("[security] insecure = true: %s is open to anyone who reaches it, without authentication or "
+                     "encryption: any client may join in any role and claim any member id (a member's penalties "
+                     "stay with its id, but nothing stops a new id; docs/security.md, \"Without CURVE\")",
                      cfg->bind);
         return a;
     }

@@ -54,6 +54,7 @@ typedef struct {
     kfac_refresh_t **refresh;
     ps_norm_hist_t norms;
     ps_owners_t owners;
+    ps_idents_t idents;
     ps_ckpt_state_t st;
 } world_t;
 
@@ -116,6 +117,7 @@ static void s_world(world_t *w, const char *kind, const char *model) {
     w->st.n_blocks = w->kfac ? w->kfac->n_blocks : 0;
     w->st.norms = &w->norms;
     w->st.owners = &w->owners;
+    w->st.idents = &w->idents;
 }
 
 static void s_world_free(world_t *w) {
@@ -127,6 +129,7 @@ static void s_world_free(world_t *w) {
     sgd_free(&w->sgd);
     free(w->sgd_polyak);
     ps_owners_release(&w->owners);
+    ps_idents_release(&w->idents);
     net_free(&w->net);
 }
 
@@ -440,10 +443,11 @@ START_TEST(test_ps_ckpt_other_run_refused) {
 }
 END_TEST
 
-/* image with its record OWNR replaced by body (NULL: none) and format
- * version `version`, CRCs recomputed: a new buffer (*out_len bytes). */
-static uint8_t *s_with_ownr(const uint8_t *buf, size_t len, const uint8_t *body, size_t body_len, uint32_t version,
-                            size_t *out_len) {
+/* image with its record `tag` replaced by body (NULL: none) and format
+ * version `version` (before 3 also without IDNT, which it did not know),
+ * CRCs recomputed: a new buffer (*out_len bytes). */
+static uint8_t *s_with_rec(const uint8_t *buf, size_t len, const char *tag, const uint8_t *body, size_t body_len,
+                           uint32_t version, size_t *out_len) {
     uint8_t *o = malloc(len + body_len + 16);
     ck_assert_ptr_nonnull(o);
     memcpy(o, buf, PS_CKPT_HEADER_LEN);
@@ -452,8 +456,8 @@ static uint8_t *s_with_ownr(const uint8_t *buf, size_t len, const uint8_t *body,
     while (at < len) {
         uint64_t rl = 0;
         for (int i = 0; i < 8; i++) rl |= (uint64_t)buf[at + 8 + (size_t)i] << (8 * i);
-        if (memcmp(buf + at, "OWNR", 4) == 0) found = 1;
-        else {
+        if (memcmp(buf + at, tag, 4) == 0) found = 1;
+        else if (version >= 3 || memcmp(buf + at, "IDNT", 4) != 0) {
             memcpy(o + n, buf + at, 16 + (size_t)rl);
             n += 16 + (size_t)rl;
         }
@@ -461,7 +465,8 @@ static uint8_t *s_with_ownr(const uint8_t *buf, size_t len, const uint8_t *body,
     }
     ck_assert(found);
     if (body) {
-        memcpy(o + n, "OWNR\0\0\0\0", 8);
+        memcpy(o + n, tag, 4);
+        memset(o + n + 4, 0, 4);
         for (int i = 0; i < 8; i++) o[n + 8 + (size_t)i] = (uint8_t)((uint64_t)body_len >> (8 * i));
         memcpy(o + n + 16, body, body_len);
         n += 16 + body_len;
@@ -475,6 +480,11 @@ static uint8_t *s_with_ownr(const uint8_t *buf, size_t len, const uint8_t *body,
     for (int i = 0; i < 4; i++) o[28 + i] = (uint8_t)(c >> (8 * i));
     *out_len = n;
     return o;
+}
+
+static uint8_t *s_with_ownr(const uint8_t *buf, size_t len, const uint8_t *body, size_t body_len, uint32_t version,
+                            size_t *out_len) {
+    return s_with_rec(buf, len, "OWNR", body, body_len, version, out_len);
 }
 
 /* One binding of OWNR: role code, id, key. */
@@ -577,6 +587,89 @@ START_TEST(test_ps_ckpt_owners_survive) {
     ck_assert_str_eq(ps_owners_find(&b.owners, MSG_ROLE_WORKER, 1), KEY_A);
     ck_assert_str_eq(ps_owners_find(&b.owners, MSG_ROLE_STATSD, 1), KEY_B);
     free(bad);
+    free(buf);
+    s_world_free(&a);
+    s_world_free(&b);
+}
+END_TEST
+
+/* What member identities have done (ps/ident.h, record IDNT) survives a
+ * restart: penalties and statistics versions come back under the same
+ * identity; a file of version 2 (no IDNT) loads with none; damaged IDNT
+ * records (cut short, a role code, unknown flags, a short key, too many)
+ * are refused with the file's name and the record's, the table untouched. */
+START_TEST(test_ps_ckpt_idents_survive) {
+    world_t a, b;
+    s_world(&a, "sgd", s_model);
+    s_world(&b, "sgd", s_model);
+    ps_ident_t *w = ps_ident_attach(&a.idents, MSG_ROLE_WORKER, "", 7, 1);
+    ps_ident_stalled(w);
+    ps_ident_stalled(w);
+    ps_ident_demote(w);
+    ps_ident_t *v = ps_ident_attach(&a.idents, MSG_ROLE_INVERTD, KEY_A, 0, 1);
+    for (int i = 0; i < 3; i++) ps_ident_bad_inverse(v);
+    ps_ident_distrust(v);
+    ps_ident_stats_version(ps_ident_attach(&a.idents, MSG_ROLE_STATSD, KEY_B, 0, 1), 1234567890123ULL);
+    ps_ident_attach(&b.idents, MSG_ROLE_WORKER, "", 8, 1); /* replaced by the restore */
+    uint8_t *buf, *bad;
+    size_t len, blen;
+    char err[600] = "";
+    ck_assert_int_eq(ps_ckpt_encode(&a.st, &buf, &len, err, sizeof err), 0);
+    ck_assert_msg(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(b.idents.n, 3);
+    ps_ident_t *w2 = ps_ident_attach(&b.idents, MSG_ROLE_WORKER, "", 7, 2);
+    ck_assert_int_eq(w2->n_stalls, 2);
+    ck_assert_int_eq(w2->demoted, 1);
+    ps_ident_t *v2 = ps_ident_attach(&b.idents, MSG_ROLE_INVERTD, KEY_A, 3, 2);
+    ck_assert_int_eq(v2->n_bad_inverses, 3);
+    ck_assert_int_eq(v2->distrusted, 1);
+    ps_ident_t *s2 = ps_ident_attach(&b.idents, MSG_ROLE_STATSD, KEY_B, 0, 2);
+    ck_assert_int_eq(ps_ident_stats_version(s2, 1234567890123ULL), -1);
+    ck_assert_int_eq(b.idents.n, 3);
+    /* version 2 (no IDNT): loads, no identity kept */
+    uint8_t *v2f = s_with_rec(buf, len, "IDNT", NULL, 0, 2, &blen);
+    ck_assert_msg(ps_ckpt_decode(&b.st, v2f, blen, 1.0, "v2.kfc", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(b.idents.n, 0);
+    free(v2f);
+    /* damaged records */
+    uint8_t body[4 + 2 * (28 + AUTH_KEY_Z85_LEN)];
+    struct {
+        const char *why, *expect;
+        uint32_t n, code, flags;
+        const char *key;
+        size_t cut;
+    } cases[] = {
+        {"a count past the end", "shorter", 3, 1, 0, KEY_B, 0},
+        {"cut inside an identity", "shorter", 2, 1, 0, KEY_B, 9},
+        {"role code 9", "role code 9", 2, 9, 0, KEY_B, 0},
+        {"unknown flags", "unknown flags", 2, 1, 64, KEY_B, 0},
+        {"the same identity twice", "the same", 2, 1, 1, KEY_A, 0},
+        {"too many", "more than", PS_IDENT_MAX + 1, 1, 0, KEY_B, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ck_assert_int_eq(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err), 0);
+        size_t n = 0;
+        for (int i = 0; i < 4; i++) body[n++] = (uint8_t)(cases[c].n >> (8 * i));
+        for (int e = 0; e < 2; e++) {
+            uint32_t code = e ? cases[c].code : 1u, flags = e ? cases[c].flags : 1u;
+            const char *key = e ? cases[c].key : KEY_A;
+            for (int i = 0; i < 4; i++) body[n++] = (uint8_t)(code >> (8 * i));
+            for (int i = 0; i < 4; i++) body[n++] = 0; /* id */
+            memcpy(body + n, key, AUTH_KEY_Z85_LEN);
+            n += AUTH_KEY_Z85_LEN;
+            for (int i = 0; i < 8; i++) body[n++] = 0; /* stalls, bad inverses */
+            for (int i = 0; i < 4; i++) body[n++] = (uint8_t)(flags >> (8 * i));
+            for (int i = 0; i < 8; i++) body[n++] = 0; /* statistics version */
+        }
+        n -= cases[c].cut;
+        bad = s_with_rec(buf, len, "IDNT", body, n, 3, &blen);
+        int rc = ps_ckpt_decode(&b.st, bad, blen, 1.0, "bad.kfc", err, sizeof err);
+        ck_assert_msg(rc == -EBADMSG, "%s: rc %d (%s)", cases[c].why, rc, err);
+        ck_assert_msg(strstr(err, "bad.kfc") && strstr(err, "IDNT") && strstr(err, cases[c].expect),
+                      "%s reported as: %s", cases[c].why, err);
+        ck_assert_int_eq(b.idents.n, 3); /* untouched */
+        free(bad);
+    }
     free(buf);
     s_world_free(&a);
     s_world_free(&b);
@@ -715,6 +808,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_ckpt_files_and_fallback);
     tcase_add_test(tc, test_ps_ckpt_files_private_and_safe);
     tcase_add_test(tc, test_ps_ckpt_owners_survive);
+    tcase_add_test(tc, test_ps_ckpt_idents_survive);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -253,9 +253,9 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
-        strcmp(kind, "scaled") && strcmp(kind, "gradstats")) {
+        strcmp(kind, "scaled") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
-                        "gradstats, negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
+                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
@@ -395,6 +395,46 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         fflush(stdout);
         struct timespec ts = {c->wait_ms / 1000, (long)(c->wait_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL); /* nothing read meanwhile: the replies pile up wherever they pile up */
+        return 0;
+    }
+    if (strcmp(kind, "rejoin") == 0) {
+        /* The round's version v, then --count times: a small gradient of v,
+         * Bye, Hello on the same socket (a new connection to kfac-ps), and
+         * the same push again; each answer counted. Taken, a push gets no
+         * reply until the next version; refused, an Error. */
+        msg_t pm;
+        msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        s_send_msg(sock, &m);
+        if (s_wait_for(sock, c, MSG_PARAMS, &pm, &t) < 0) return 1;
+        const uint64_t v = pm.params.version;
+        msg_clear(&pm);
+        float *g = malloc((n_params ? n_params : 1) * sizeof *g);
+        if (!g) return 1;
+        for (uint64_t j = 0; j < n_params; j++) g[j] = 0.01f * (float)rng_normal(r);
+        int pushed = 0, rejoined = 0;
+        for (int i = 0; i < c->count; i++) {
+            msg_init(&m, MSG_GRAD_PUSH, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            m.grad_push.version = v;
+            m.grad_push.loss = 2.3;
+            m.grad_push.n_examples = 1;
+            m.grad_push.grad = g;
+            m.grad_push.n_grad = n_params;
+            if (s_send_msg(sock, &m) == 0) pushed++;
+            poke_sleep_ms(100); /* the push is handled before the Bye */
+            msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+            s_send_msg(sock, &m);
+            if (s_hello(sock, c, MSG_ROLE_WORKER, &w, &t) < 0) break;
+            msg_clear(&w);
+            rejoined++;
+        }
+        msg_t x;
+        s_wait_for(sock, c, MSG_NONE, &x, &t); /* the last answers, for wait_ms */
+        free(g);
+        printf("member %d: %d gradients of version %" PRIu64 " pushed, %d times left and came back; replies %" PRIu64
+               ", errors INVALID %" PRIu64 "\n",
+               c->member_id, pushed, v, rejoined, t.n_replies, t.by_error[MSG_ERR_INVALID]);
+        msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, (uint32_t)c->member_id);
+        s_send_msg(sock, &m);
         return 0;
     }
     if (strcmp(kind, "stall") == 0 || strcmp(kind, "hello") == 0) {
