@@ -173,6 +173,12 @@ void ps_member_wait_params(ps_peer_t *p, uint64_t min_version) {
     p->mb.min_version = min_version;
 }
 
+void ps_member_sent_params(ps_peer_t *p, uint64_t v, int stats_asked) {
+    p->mb.has_sent = 1;
+    p->mb.sent_version = v;
+    p->mb.stats_asked = stats_asked != 0;
+}
+
 void ps_member_wait_job(ps_peer_t *p, uint32_t max_n, uint64_t seq) {
     p->mb.wait = PS_WAIT_JOB;
     p->mb.max_n = max_n;

@@ -110,6 +110,10 @@ int ps_member_takeover(ps_peer_t *p);
  * a push answered later, a statistics worker with nothing due). */
 void ps_member_wait_params(ps_peer_t *p, uint64_t min_version);
 
+/* It was sent Params of version v (asking for statistics when
+ * stats_asked): the pushes of this connection answer those. */
+void ps_member_sent_params(ps_peer_t *p, uint64_t v, int stats_asked);
+
 /* Its JobRequest waits for a job of n <= max_n (0: any); seq is its place
  * in the queue (first come, first served). */
 void ps_member_wait_job(ps_peer_t *p, uint32_t max_n, uint64_t seq);

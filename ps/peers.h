@@ -48,6 +48,10 @@ typedef struct ps_member_rec {
     int stalled;             /* dropped for not pushing ([ps] stall_timeout_ms): no member until it pushes */
     int has_stats;           /* stats = sync: its held push of this round carries statistics (peer.stats) */
     int has_state;           /* its held push of this round carries batch-norm state (peer.state) */
+    /* the Params last sent on this connection: a push answers those */
+    int has_sent;            /* it was sent Params ... */
+    uint64_t sent_version;   /* ... of this version ... */
+    int stats_asked;         /* ... that asked for statistics (want_stats, or a statsd's layers) */
 } ps_member_rec_t;
 
 typedef struct ps_peer {
@@ -68,8 +72,6 @@ typedef struct ps_peer {
     /* gradient workers */
     int has_params;          /* has been sent Params at least once */
     uint64_t params_ns;      /* when it was last sent Params (clock_now_ns) */
-    int stats_asked;         /* the last Params it was sent asked for statistics (want_stats) ... */
-    uint64_t stats_ask_version; /* ... and were of this version: a GradPush may carry statistics only then */
     /* its gradient of the current round, held until the step so that the
      * PS sums the round in rank order whatever the arrival order (floating
      * point addition is not associative: with three or more workers the

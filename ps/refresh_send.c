@@ -39,6 +39,7 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p) {
     rc = zloop_send_take(s->sock, &p->route, &buf, len);
     free(buf);
     ps_member_answered(p);
+    if (rc == 0) ps_member_sent_params(p, (uint64_t)s->round.t, 1);
     if (rc < 0) log_debug("Params %ld not delivered to statsd#%u: %s", s->round.t, p->id, strerror(-rc));
     return rc;
 }

@@ -114,11 +114,10 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         log_debug("Params %ld not delivered to %s#%u: %s", s->round.t, msg_role_name(p->role), p->id, strerror(-rc));
         return rc;
     }
+    ps_member_sent_params(p, (uint64_t)s->round.t, p->role == MSG_ROLE_STATSD || ws);
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
         p->params_ns = clock_now_ns();
-        p->stats_asked = ws;
-        p->stats_ask_version = (uint64_t)s->round.t;
         if (s->round.steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
             ps_member_join_first(p); /* before the first step everyone who asks is in round 0 */
             ps_round_state_worker_in(&s->round, clock_now_ns());
@@ -227,6 +226,23 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
                      "stats_push.n_examples = %" PRIu64 " is more than any statistics batch ([statsd] batch <= %d)",
                      sp->n_examples, RUNCFG_STATSD_BATCH_MAX);
+        ps_round_send_params(s, p);
+        return;
+    }
+    /* Statistics of the parameters kfac-ps last sent this connection, no
+     * other: a statistics worker that joins at step t cannot push versions
+     * 0, 1, ..., t back to back (each would be folded and enter the trace
+     * history the guard judges by). */
+    if (!p->mb.has_sent || sp->params_version != p->mb.sent_version) {
+        if (p->mb.has_sent)
+            ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
+                         "stats_push for parameter version %" PRIu64 ": the Params last sent to this statistics "
+                         "worker were of version %" PRIu64 " (statistics are taken for those, one push each)",
+                         sp->params_version, p->mb.sent_version);
+        else
+            ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
+                         "stats_push for parameter version %" PRIu64 ": no Params were sent to this statistics worker "
+                         "yet (statistics are taken for those, one push each)", sp->params_version);
         ps_round_send_params(s, p);
         return;
     }

@@ -222,7 +222,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
      * statistics guard of a StatsPush (ps/stats_guard.h). */
     int has_stats = 0;
     if (g->stats.n_layers > 0) {
-        if (!s->model.kfac || !p->stats_asked || p->stats_ask_version != g->version) {
+        if (!s->model.kfac || !p->mb.has_sent || !p->mb.stats_asked || p->mb.sent_version != g->version) {
             ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                          "grad_push.stats: statistics nobody asked for (the Params of version %" PRIu64
                          " did not ask this worker for any; [kfac] stats = %s)",

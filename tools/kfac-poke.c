@@ -57,7 +57,7 @@
  *             identity factors (the second for the same version); then,
  *             each for a newer version, one whose full factors are
  *             indefinite (I + 2 (e0 e1^T + e1 e0^T)) and one of 1e6 x the
- *             identity
+ *             identity; then versions 0, 1, ..., 4 back to back (a replay)
  *   gradstats small gradients, each with statistics nobody asked for: the
  *             last layer with a full factor, its factors indefinite with
  *             1e6 on the diagonal (F[0][1] = 2e6)

@@ -5,10 +5,14 @@
 # a hostile statistics worker joins and pushes, for one parameter version,
 # statistics of 1000000 examples, then two pushes of one example (the
 # second for the same version), then, for newer versions, indefinite
-# factors and factors of 1e6 x the identity (ps/stats_guard.h). Before, n_examples had no upper bound and
-# a burst of pushes (about 60 at stat_decay 0.95) replaced the curvature.
+# factors and factors of 1e6 x the identity (ps/stats_guard.h), then a
+# replay of versions 0-4 back to back. Before, n_examples had no upper
+# bound and a burst of pushes (about 60 at stat_decay 0.95) replaced the
+# curvature; a statistics worker joining at step t could push every
+# version 0..t (each folded, each in the trace history the guard judges by).
 # Passes when the first is refused for its example count, the third for
-# being a second push of one version, each line naming the sender, the
+# being a second push of one version, the replayed ones for not being of
+# the Params last sent, each line naming the sender, the
 # honest kfac-statsd has no push refused, and the run finishes all steps.
 . tests/integration/harness.inc
 h_init 58-hostile-statsd
@@ -56,8 +60,11 @@ h_wait "$PS_PID" 120
 log=$H_DIR/ps.log
 grep -q "rejected stats_push from statsd#[0-9]* (pid [0-9]* .*n_examples = 1000000 is more than any statistics batch" "$log" ||
   h_fail "no rejection of n_examples = 1000000 naming the sender"
-grep -q "already pushed version [0-9]* (one push per version)" "$H_DIR/poke-stats.log" ||
+grep -Eq "already pushed version [0-9]* \(one push per version\)|the Params last sent to this statistics worker were of version" "$H_DIR/poke-stats.log" ||
   h_fail "the second push of one version was not refused (kfac-poke's replies)"
+# the replay of versions 0-4 after newer Params: each refused
+n_replay=$(grep -c "stats_push for parameter version [0-4]: the Params last sent to this statistics worker were of version" "$H_DIR/poke-stats.log")
+[ "$n_replay" -ge 5 ] || h_fail "the replayed versions 0-4 were not all refused ($n_replay of 5; kfac-poke's replies)"
 # kfac-ps logs one refusal line a second per cause: the replies carry each
 grep -q "invalid: stats: layer fc1 factor A: F\[0\]\[1\]^2 = .*not positive semi-definite" "$H_DIR/poke-stats.log" ||
   h_fail "the indefinite statistics were not refused with the factor and entry named (kfac-poke's replies)"

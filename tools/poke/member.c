@@ -372,8 +372,23 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
                 if (t.by_error[MSG_ERR_INVALID] > e0 || got > nv) break;
             }
         }
-        printf("member %d: 5 statistics pushes from version %" PRIu64 "; errors INVALID %" PRIu64 "\n", c->member_id,
-               v, t.by_error[MSG_ERR_INVALID]);
+        /* Last, a replay: versions 0, 1, 2, 3, 4 back to back, older than
+         * the Params it was sent (a statistics worker joining at step t
+         * pushing 0, 1, ..., t). */
+        int replayed = 0;
+        for (uint64_t rv = 0; rv < 5 && rv < last; rv++) {
+            msg_init(&m, MSG_STATS_PUSH, role, (uint32_t)c->member_id);
+            m.stats_push.params_version = rv;
+            m.stats_push.n_examples = 64;
+            m.stats_push.stats = ms;
+            if (s_send_msg(sock, &m) == 0) replayed++;
+        }
+        if (replayed) {
+            msg_t x;
+            s_wait_for(sock, c, MSG_NONE, &x, &t); /* their answers, for wait_ms */
+        }
+        printf("member %d: 5 statistics pushes from version %" PRIu64 ", then %d of versions 0-%d; errors INVALID %" PRIu64
+               "\n", c->member_id, v, replayed, replayed - 1, t.by_error[MSG_ERR_INVALID]);
         wire_stats_release(&ms, &packed);
         kfac_stats_free(&ks);
         net_free(&net);
