@@ -7,7 +7,8 @@
  * as unset) < command-line overrides (--key value, --key=value,
  * --section.key=value, --section.key value; '-' and '_' are the same in
  * command-line names; a bare --key works when the key is unique in the
- * table).
+ * table; a boolean given without a value, --flag, means true: it takes the
+ * next argument as its value only when that does not start with "--").
  *
  * INI syntax
  *     # comment            ; comment

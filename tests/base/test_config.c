@@ -169,6 +169,26 @@ START_TEST(test_config_cli_forms) {
     ck_assert(c.polyak);
     config_release(&s_spec, &c);
 
+    /* ... and so is one last on the line; --flag=false and --flag false are false */
+    const char *a3b[] = {"--lr=1", "--optimizer.polyak"};
+    ck_assert_msg(s_load(&c, err, sizeof err, 2, a3b) == 0, "%s", err);
+    ck_assert(c.polyak);
+    config_release(&s_spec, &c);
+    const char *a3c[] = {"--polyak", "--polyak=false"};
+    ck_assert_msg(s_load(&c, err, sizeof err, 2, a3c) == 0, "%s", err);
+    ck_assert(!c.polyak);
+    config_release(&s_spec, &c);
+    const char *a3d[] = {"--polyak", "false", "--lr", "2"};
+    ck_assert_msg(s_load(&c, err, sizeof err, 4, a3d) == 0, "%s", err);
+    ck_assert(!c.polyak);
+    ck_assert(c.lr == 2);
+    config_release(&s_spec, &c);
+    /* a bare option that is not a boolean still needs its value */
+    const char *a3e[] = {"--lr"};
+    ck_assert_int_eq(s_load(&c, err, sizeof err, 1, a3e), -EINVAL);
+    ck_assert_msg(strstr(err, "'--lr' needs a value") != NULL, "%s", err);
+    config_release(&s_spec, &c);
+
     /* errors */
     const char *a4[] = {"--seed=3"};
     ck_assert_int_eq(s_load(&c, err, sizeof err, 1, a4), -EINVAL);
