@@ -152,6 +152,15 @@ int config_check_spec(const config_spec_t *spec, char *err, size_t err_len);
 int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FILE *out, char *err,
                 size_t err_len);
 
+/* config_load() without the dump: the same sources, --help and --version,
+ * but --dump-config only sets *dump (1; else 0) and prints nothing, so
+ * that the caller can run its checks across options first and print the
+ * configuration with config_dump() only when they pass (--dump-config then
+ * rejects what a start would). dump may be NULL. Returns 0, CONFIG_HELP or
+ * a negative errno with the message in err. */
+int config_read(const config_spec_t *spec, void *cfg, int argc, char **argv, FILE *out, int *dump, char *err,
+                size_t err_len);
+
 /* Set every option of the table to its default (strings are allocated).
  * Returns 0, -EINVAL (a bad default, see config_check_spec) or -ENOMEM. */
 int config_defaults(const config_spec_t *spec, void *cfg, char *err, size_t err_len);

@@ -571,6 +571,23 @@ START_TEST(test_config_to_text_sections) {
     free(dump);
     config_release(&s_spec, &a);
 
+    /* config_read: the same sources, the dump left to the caller (who checks first) */
+    dump = NULL;
+    f = open_memstream(&dump, &len);
+    int want_dump = 0;
+    ck_assert_int_eq(config_read(&s_spec, &a, 3, av, f, &want_dump, err, sizeof err), 0);
+    fclose(f);
+    ck_assert_int_eq(want_dump, 1);
+    ck_assert_int_eq(a.threads, 5);
+    ck_assert_msg(len == 0, "config_read printed: %s", dump);
+    free(dump);
+    config_release(&s_spec, &a);
+    char *av_plain[] = {"kfac-test", "--threads=6"};
+    ck_assert_int_eq(config_read(&s_spec, &a, 2, av_plain, stdout, &want_dump, err, sizeof err), 0);
+    ck_assert_int_eq(want_dump, 0);
+    ck_assert_int_eq(a.threads, 6);
+    config_release(&s_spec, &a);
+
     char v[8];
     const config_option_t *o = config_find(&s_spec, "run", "name");
     ck_assert_ptr_nonnull(o);
