@@ -11,6 +11,9 @@
 #      exists) and the data folder (KFAC_DATA, default /srv/kfac/data), never
 #      the repository's models/ and data; the installed kfac-train runs the
 #      installed MLP example from another folder;
+#   5. on a fresh build tree, `make install` asks tools/deps.sh for the
+#      build's packages only (never the test stack: a worker host set up
+#      by docs/deployment.md gets no test package); `make check` for them;
 # and in no case does anything appear in or change /etc/kfac.
 set -u
 t0=$(date +%s)
@@ -19,6 +22,16 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/kfac-install.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "12-install: FAIL: $*"; exit 1; }
 etc_before=$(ls -la --time-style=+%s /etc/kfac 2>/dev/null | md5sum)
+# 5: what a fresh tree's make install and make check would ask for (make -n)
+want_deps() { # target groups: the tools/deps.sh groups make -n TARGET runs, one line
+  got=$(make -n --no-print-directory BUILD="$dir/fresh" CUDA=0 "$1" 2>/dev/null |
+    sed -n 's/^sh tools\/deps.sh \([a-z]*\)$/\1/p' | sort -u | tr '\n' ' ')
+  [ "$got" = "$2 " ] || fail "make $1 on a fresh tree runs tools/deps.sh '${got% }', expected '$2'"
+}
+want_deps install build
+want_deps all build
+want_deps data data
+want_deps check test
 make --no-print-directory BUILD="$BUILD" install PREFIX="$dir/prefix" >"$dir/1.log" 2>&1 || { tail -n 20 "$dir/1.log"; fail "make install PREFIX=$dir/prefix failed"; }
 p=$dir/prefix
 [ -f "$p/etc/kfac/kfac.ini.example" ] || fail "no $p/etc/kfac/kfac.ini.example"
