@@ -6,7 +6,8 @@
 #   make check-asan the tests under AddressSanitizer + UBSan (build-asan/)
 #   make fuzz       libFuzzer harnesses (clang) in build-fuzz/; make fuzz-run runs them
 #   make bench      print benchmark figures (never pass/fail)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=  (make uninstall: the same, removed)
+#   make clean      remove the build trees (build*/ of every target; not data/, runs/)
 #   make gpu-kit    the GPU machine's kit: build-gpukit/kfac-gpu-kit.tar.xz (docs/gpu.md)
 #   JOBS=N          build jobs (default: one per CPU; -jN on the command line wins)
 #   V=1             show full command lines;  CUDA=0 never touch CUDA
@@ -179,8 +180,9 @@ gpu-kit: $(DEPS_TEST_STAMP)
 	$(Q)sh tools/fetch-data.sh
 	$(Q)NVCC=$(NVCC) sh tools/gpu-kit.sh $(BUILD) $(GPU_KIT_DIR)
 
+# Every build tree the targets make (data/ and runs/ stay: they are data).
 clean:
-	rm -rf build build-asan
+	rm -rf $(BUILD) build build-asan $(FUZZ_BUILD) $(GPU_KIT_DIR) build-nocuda
 
 help:
 	@sed -n '2,15p' Makefile

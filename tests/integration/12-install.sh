@@ -16,6 +16,7 @@
 #      bare call succeed (the latter with a note naming the package), and
 #      `fetch-data.sh fashion-mnist` fails naming the Debian package (never
 #      `make deps`, which an installed host lacks);
+#   4b. make uninstall removes every file of an install;
 #   5. on a fresh build tree, `make install` asks tools/deps.sh for the
 #      build's packages only (never the test stack: a worker host set up
 #      by docs/deployment.md gets no test package); `make check` for them;
@@ -99,6 +100,11 @@ if [ -r data/mnist/train-images-idx3-ubyte ]; then
     fail "fetch-data.sh fashion-mnist: the fix should be the Debian package: $(cat "$dir/fd3.log")"
   [ ! -e "$dir/data/fashion-mnist" ] || fail "fetch-data.sh mnist made a fashion-mnist folder"
 fi
+# make uninstall takes back every file make install put under the prefix
+make --no-print-directory BUILD="$BUILD" uninstall PREFIX="$dir/p3" SYSCONFDIR="$dir/conf" >"$dir/u.log" 2>&1 ||
+  fail "make uninstall failed: $(tail -n 5 "$dir/u.log")"
+left=$(find "$dir/p3" "$dir/conf" -type f 2>/dev/null)
+[ -z "$left" ] || fail "make uninstall left files behind: $left"
 etc_after=$(ls -la --time-style=+%s /etc/kfac 2>/dev/null | md5sum)
 [ "$etc_before" = "$etc_after" ] || fail "/etc/kfac changed"
 if [ -n "$plot_skip" ]; then
