@@ -6,7 +6,8 @@
 #   make check-asan the tests under AddressSanitizer + UBSan (build-asan/)
 #   make fuzz       libFuzzer harnesses (clang) in build-fuzz/; make fuzz-run runs them
 #   make bench      print benchmark figures (never pass/fail)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=  (make uninstall: the same, removed)
+#   make clean      remove the build trees (build*/ of every target; not data/, runs/)
 #   make gpu-kit    the GPU machine's kit: build-gpukit/kfac-gpu-kit.tar.xz (docs/gpu.md)
 #   JOBS=N          build jobs (default: one per CPU; -jN on the command line wins)
 #   V=1             show full command lines;  CUDA=0 never touch CUDA
@@ -68,7 +69,7 @@ endif
 .DEFAULT_GOAL := all
 .PHONY: build-all build-tests build-bench
 .PHONY: gpu-kit
-.PHONY: all check check-unit check-integration check-asan bench demo install clean deps data help
+.PHONY: all check check-unit check-integration check-asan bench demo install clean deps deps-build data help
 .SUFFIXES:
 .SECONDARY:
 
@@ -77,10 +78,17 @@ LIBS    :=
 TESTS   :=
 BENCHES :=
 
-# Dependencies: a stamp records that tools/deps.sh found (or installed)
-# everything, so the apt check runs once per build tree. Targets that compile
-# re-enter make after it, so pkg-config is read with the packages present.
-DEPS_STAMP := $(BUILD)/.deps-ok
+# Dependencies: a stamp per group of tools/deps.sh records that it found (or
+# installed) the group's packages, so the apt check runs once per build tree:
+# build (make, make install: compiler and libraries), data (make data, make
+# demo: fetching the data sets too), test (make check, make bench, make
+# gpu-kit, and the unit tests' objects: the test stack as well). A host
+# that only builds and installs never gets the test stack. Targets that
+# compile re-enter make after it, so pkg-config is read with the packages
+# present.
+DEPS_STAMP := $(BUILD)/.deps-build-ok
+DEPS_DATA_STAMP := $(BUILD)/.deps-data-ok
+DEPS_TEST_STAMP := $(BUILD)/.deps-test-ok
 # The build itself runs one job per CPU unless the command line gave -j
 # (make -j1 for a serial build): a clean build took 97+107 s serial and
 # 57+62 s with -j2 on 2 cores (the CPU-only and the CUDA build).
@@ -103,6 +111,12 @@ $(BUILD)/obj/%.o: %.c | $(GEN_HEADERS) $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
+# The unit tests' objects need Check (tools/deps.sh test).
+$(BUILD)/obj/tests/%.o: tests/%.c | $(GEN_HEADERS) $(DEPS_TEST_STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
 # Position-independent objects for the CUDA backend's plugin.
 $(BUILD)/obj-pic/%.o: %.c | $(GEN_HEADERS) $(DEPS_STAMP)
 	$(call msg,CC,$<)
@@ -115,11 +129,18 @@ $(BUILD)/obj/%.cu.o: %.cu
 	$(Q)$(NVCC) $(NVFLAGS) -c $< -o $@
 
 $(DEPS_STAMP): tools/deps.sh
-	$(Q)sh tools/deps.sh
+	$(Q)sh tools/deps.sh build
 	@mkdir -p $(@D) && touch $@
-deps: $(DEPS_STAMP)
+$(DEPS_DATA_STAMP): tools/deps.sh
+	$(Q)sh tools/deps.sh data
+	@mkdir -p $(@D) && touch $@ $(DEPS_STAMP)
+$(DEPS_TEST_STAMP): tools/deps.sh
+	$(Q)sh tools/deps.sh test
+	@mkdir -p $(@D) && touch $@ $(DEPS_DATA_STAMP) $(DEPS_STAMP)
+deps: $(DEPS_TEST_STAMP)
+deps-build: $(DEPS_STAMP)
 
-data: $(DEPS_STAMP)
+data: $(DEPS_DATA_STAMP)
 	$(Q)sh tools/fetch-data.sh
 
 all: $(DEPS_STAMP)
@@ -128,7 +149,7 @@ build-all: $(LIBS) $(BINS)
 build-tests: $(LIBS) $(BINS) $(TESTS)
 build-bench: $(LIBS) $(BINS) $(BENCHES)
 
-check: $(DEPS_STAMP)
+check: $(DEPS_TEST_STAMP)
 	$(Q)$(SUBMAKE) build-tests
 	$(Q)sh tools/fetch-data.sh
 	$(Q)BUILD=$(BUILD) sh tests/run.sh $(TESTS)
@@ -136,7 +157,7 @@ check: $(DEPS_STAMP)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 check
 
-bench: $(DEPS_STAMP)
+bench: $(DEPS_TEST_STAMP)
 	$(Q)$(SUBMAKE) build-bench
 	$(Q)sh tools/fetch-data.sh
 	$(Q)for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
@@ -144,7 +165,7 @@ bench: $(DEPS_STAMP)
 # The main job: the MNIST CNN with K-FAC on a local cluster (2 workers,
 # 1 statsd, 2 invertd); see deploy/examples/mnist-cnn-kfac.ini.
 DEMO_CONFIG ?= deploy/examples/mnist-cnn-kfac.ini
-demo: $(DEPS_STAMP)
+demo: $(DEPS_DATA_STAMP)
 	$(Q)$(SUBMAKE) build-all
 	$(Q)sh tools/fetch-data.sh
 	$(Q)KFAC_BIN=$(BUILD) sh deploy/kfac-launch $(DEMO_CONFIG) --force
@@ -153,14 +174,15 @@ demo: $(DEPS_STAMP)
 # tests, bench_gpu and every non-CUDA shared library they load, in one
 # archive (tools/gpu-kit.sh; docs/gpu.md). Needs a CUDA build.
 GPU_KIT_DIR ?= build-gpukit
-gpu-kit: $(DEPS_STAMP)
+gpu-kit: $(DEPS_TEST_STAMP)
 	$(Q)test "$(CUDA)" = 1 || { echo "make gpu-kit: needs a CUDA build (nvcc and cuDNN's headers; CUDA=$(CUDA))" >&2; exit 1; }
 	$(Q)$(SUBMAKE) build-all $(BUILD)/tests/backend/test_backend $(BUILD)/tests/backend/test_backend_cuda $(BUILD)/bench/bench_gpu
 	$(Q)sh tools/fetch-data.sh
 	$(Q)NVCC=$(NVCC) sh tools/gpu-kit.sh $(BUILD) $(GPU_KIT_DIR)
 
+# Every build tree the targets make (data/ and runs/ stay: they are data).
 clean:
-	rm -rf build build-asan
+	rm -rf $(BUILD) build build-asan $(FUZZ_BUILD) $(GPU_KIT_DIR) build-nocuda
 
 help:
 	@sed -n '2,15p' Makefile

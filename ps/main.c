@@ -41,9 +41,8 @@ int main(int argc, char **argv) {
     runcfg_t cfg;
     char err[1024] = "";
     int status = 0;
-    int rc = runcfg_load(&cfg, RUNCFG_ROLE_PS, argc, argv, err, sizeof err);
+    int rc = runcfg_load_checked(&cfg, RUNCFG_ROLE_PS, argc, argv, ps_config_check, err, sizeof err);
     if (rc == CONFIG_HELP || rc == CONFIG_DUMP) goto done;
-    if (rc == 0) rc = ps_config_check(&cfg, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "kfac-ps: %s\n%s", err, strstr(err, "--help") ? "" : "(see kfac-ps --help)\n");
         status = 2;

@@ -2,6 +2,9 @@
 # tests/run.sh BIN... — run every unit-test binary, then every integration
 # script in tests/integration/ (sorted), with a summary. Each integration
 # script gets $BUILD (where the binaries are).
+# tests/run.sh --only TEST... — run just these, unit-test binaries and
+# integration scripts (*.sh) alike, with the same summary:
+#   BUILD=build sh tests/run.sh --only build/tests/base/test_config tests/integration/15-launcher-args.sh
 #
 # Exit status of a test program or script: 0 passed, 77 skipped (it cannot
 # run here, e.g. no GPU; it prints a line "... skipped: <reason>"),
@@ -60,11 +63,20 @@ run() {
   esac
 }
 
-for t in "$@"; do run "$t" "$t"; done
-for t in tests/integration/*.sh; do
-  [ -f "$t" ] || continue
-  run "$t" sh "$t"
+only=0
+[ "${1:-}" = --only ] && { only=1; shift; }
+for t in "$@"; do
+  case $t in
+    *.sh) run "$t" sh "$t" ;;
+    *) run "$t" "$t" ;;
+  esac
 done
+if [ "$only" = 0 ]; then
+  for t in tests/integration/*.sh; do
+    [ -f "$t" ] || continue
+    run "$t" sh "$t"
+  done
+fi
 echo "slowest (s): $(sort -rn "$times" | head -n 8 | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1 }')"
 # Every program's seconds, slowest first, for whoever trims the suite.
 sort -rn "$times" >"$BUILD/test-times.txt" 2>/dev/null &&

@@ -668,8 +668,9 @@ int config_parse_args(const config_spec_t *spec, void *cfg, int argc, char **arg
     return 0;
 }
 
-int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FILE *out, char *err,
+int config_read(const config_spec_t *spec, void *cfg, int argc, char **argv, FILE *out, int *dump_out, char *err,
                 size_t err_len) {
+    if (dump_out) *dump_out = 0;
     int rc = config_check_spec(spec, err, err_len);
     if (rc < 0) return rc;
     if ((rc = config_defaults(spec, cfg, err, err_len)) < 0) return rc;
@@ -702,6 +703,15 @@ int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FIL
     if (path && (rc = config_parse_file(spec, cfg, path, err, err_len)) < 0) return rc;
     if ((rc = config_apply_env(spec, cfg, err, err_len)) < 0) return rc;
     if ((rc = config_parse_args(spec, cfg, argc, argv, err, err_len)) < 0) return rc;
+    if (dump_out) *dump_out = dump;
+    return 0;
+}
+
+int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FILE *out, char *err,
+                size_t err_len) {
+    int dump = 0;
+    int rc = config_read(spec, cfg, argc, argv, out, &dump, err, err_len);
+    if (rc != 0) return rc;
     if (dump) {
         rc = config_dump(spec, cfg, out ? out : stdout);
         if (rc < 0) {

@@ -7,7 +7,8 @@
  * as unset) < command-line overrides (--key value, --key=value,
  * --section.key=value, --section.key value; '-' and '_' are the same in
  * command-line names; a bare --key works when the key is unique in the
- * table).
+ * table; a boolean given without a value, --flag, means true: it takes the
+ * next argument as its value only when that does not start with "--").
  *
  * INI syntax
  *     # comment            ; comment
@@ -149,6 +150,15 @@ int config_check_spec(const config_spec_t *spec, char *err, size_t err_len);
  * errno with the message in err. On error the struct may hold a mix of
  * sources; call config_release() in every case. */
 int config_load(const config_spec_t *spec, void *cfg, int argc, char **argv, FILE *out, char *err,
+                size_t err_len);
+
+/* config_load() without the dump: the same sources, --help and --version,
+ * but --dump-config only sets *dump (1; else 0) and prints nothing, so
+ * that the caller can run its checks across options first and print the
+ * configuration with config_dump() only when they pass (--dump-config then
+ * rejects what a start would). dump may be NULL. Returns 0, CONFIG_HELP or
+ * a negative errno with the message in err. */
+int config_read(const config_spec_t *spec, void *cfg, int argc, char **argv, FILE *out, int *dump, char *err,
                 size_t err_len);
 
 /* Set every option of the table to its default (strings are allocated).

@@ -58,7 +58,8 @@ void config_help(const config_spec_t *spec, FILE *f) {
     if (spec->summary) fprintf(f, "%s\n", spec->summary);
     fprintf(f, "\nSettings come from the defaults below, then the --config file (INI: [section]\n"
                "lines, then key = value), then the command line; later sources win. A key\n"
-               "that is unique may be given as --KEY; '-' and '_' are interchangeable.\n\n");
+               "that is unique may be given as --KEY; '-' and '_' are interchangeable. A\n"
+               "boolean given without a value (--KEY) means true (--KEY false: false).\n\n");
     fprintf(f, "  --config FILE\n      read settings from an INI file\n");
     fprintf(f, "  --dump-config\n      print the effective configuration and exit\n");
     fprintf(f, "  --help\n      print this help and exit\n");

@@ -303,11 +303,25 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
     return s;
 }
 
-int runcfg_load(runcfg_t *c, runcfg_role_t role, int argc, char **argv, char *err, size_t err_len) {
+int runcfg_load_checked(runcfg_t *c, runcfg_role_t role, int argc, char **argv, runcfg_check_fn check, char *err,
+                        size_t err_len) {
     memset(c, 0, sizeof *c);
-    int rc = config_load(runcfg_spec(role), c, argc, argv, stdout, err, err_len);
-    if (rc == 0) rc = runcfg_validate(c, err, err_len);
-    return rc;
+    int dump = 0;
+    int rc = config_read(runcfg_spec(role), c, argc, argv, stdout, &dump, err, err_len);
+    if (rc != 0) return rc;
+    /* --dump-config (and so kfac-launch --check) rejects what a start would */
+    if ((rc = runcfg_validate(c, err, err_len)) < 0) return rc;
+    if (check && (rc = check(c, err, err_len)) < 0) return rc;
+    if (!dump) return 0;
+    if (config_dump(runcfg_spec(role), c, stdout) < 0) {
+        snprintf(err, err_len, "cannot print the configuration");
+        return -EIO;
+    }
+    return CONFIG_DUMP;
+}
+
+int runcfg_load(runcfg_t *c, runcfg_role_t role, int argc, char **argv, char *err, size_t err_len) {
+    return runcfg_load_checked(c, role, argc, argv, NULL, err, err_len);
 }
 
 /* "v" or "v0, v1, v2": 1 to DATASET_MAX_CHANNELS finite numbers (positive
@@ -386,6 +400,11 @@ static int s_validate_data(const runcfg_t *c, char *err, size_t err_len) {
 int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
     int drc = s_validate_data(c, err, err_len);
     if (drc < 0) return drc;
+    log_level_t level;
+    if (log_level_parse(c->log_level, &level) < 0) {
+        snprintf(err, err_len, "[run] log_level: expected error, warn, info or debug, got '%s'", c->log_level);
+        return -EINVAL;
+    }
     if (c->optimizer == RUNCFG_OPTIMIZER_SGD && c->max_inverse_staleness >= 0) {
         snprintf(err, err_len, "[kfac] max_inverse_staleness = %d needs [optimizer] kind = kfac (it is sgd)",
                  c->max_inverse_staleness);

@@ -205,11 +205,23 @@ typedef struct runcfg {
  * on the first call). */
 const config_spec_t *runcfg_spec(runcfg_role_t role);
 
-/* config_load() with the role's spec. Returns 0, CONFIG_HELP, CONFIG_DUMP or
+/* A daemon's own checks across options (kfac-ps: ps_config_check): 0, or
  * a negative errno with the message in err. */
+typedef int (*runcfg_check_fn)(const runcfg_t *c, char *err, size_t err_len);
+
+/* config_load() with the role's spec, then runcfg_validate() and check
+ * (NULL: none), --dump-config included: the configuration is printed only
+ * when every check a start would make passes, so --dump-config (and
+ * kfac-launch --check) rejects what the daemon would. Returns 0,
+ * CONFIG_HELP, CONFIG_DUMP or a negative errno with the message in err. */
+int runcfg_load_checked(runcfg_t *c, runcfg_role_t role, int argc, char **argv, runcfg_check_fn check, char *err,
+                        size_t err_len);
+
+/* runcfg_load_checked() without a check of the daemon's own. */
 int runcfg_load(runcfg_t *c, runcfg_role_t role, int argc, char **argv, char *err, size_t err_len);
 
-/* Checks across options (e.g. staleness bound with sgd). 0 or -EINVAL. */
+/* Checks across options (e.g. staleness bound with sgd; [run] log_level
+ * one of the levels). 0 or -EINVAL. */
 int runcfg_validate(const runcfg_t *c, char *err, size_t err_len);
 
 /* The shared sections ([run] [model] [data] [optimizer] [kfac] [cluster]) as

@@ -169,6 +169,26 @@ START_TEST(test_config_cli_forms) {
     ck_assert(c.polyak);
     config_release(&s_spec, &c);
 
+    /* ... and so is one last on the line; --flag=false and --flag false are false */
+    const char *a3b[] = {"--lr=1", "--optimizer.polyak"};
+    ck_assert_msg(s_load(&c, err, sizeof err, 2, a3b) == 0, "%s", err);
+    ck_assert(c.polyak);
+    config_release(&s_spec, &c);
+    const char *a3c[] = {"--polyak", "--polyak=false"};
+    ck_assert_msg(s_load(&c, err, sizeof err, 2, a3c) == 0, "%s", err);
+    ck_assert(!c.polyak);
+    config_release(&s_spec, &c);
+    const char *a3d[] = {"--polyak", "false", "--lr", "2"};
+    ck_assert_msg(s_load(&c, err, sizeof err, 4, a3d) == 0, "%s", err);
+    ck_assert(!c.polyak);
+    ck_assert(c.lr == 2);
+    config_release(&s_spec, &c);
+    /* a bare option that is not a boolean still needs its value */
+    const char *a3e[] = {"--lr"};
+    ck_assert_int_eq(s_load(&c, err, sizeof err, 1, a3e), -EINVAL);
+    ck_assert_msg(strstr(err, "'--lr' needs a value") != NULL, "%s", err);
+    config_release(&s_spec, &c);
+
     /* errors */
     const char *a4[] = {"--seed=3"};
     ck_assert_int_eq(s_load(&c, err, sizeof err, 1, a4), -EINVAL);
@@ -549,6 +569,23 @@ START_TEST(test_config_to_text_sections) {
     fclose(f);
     ck_assert_ptr_nonnull(strstr(dump, "\nthreads = 5\n"));
     free(dump);
+    config_release(&s_spec, &a);
+
+    /* config_read: the same sources, the dump left to the caller (who checks first) */
+    dump = NULL;
+    f = open_memstream(&dump, &len);
+    int want_dump = 0;
+    ck_assert_int_eq(config_read(&s_spec, &a, 3, av, f, &want_dump, err, sizeof err), 0);
+    fclose(f);
+    ck_assert_int_eq(want_dump, 1);
+    ck_assert_int_eq(a.threads, 5);
+    ck_assert_msg(len == 0, "config_read printed: %s", dump);
+    free(dump);
+    config_release(&s_spec, &a);
+    char *av_plain[] = {"kfac-test", "--threads=6"};
+    ck_assert_int_eq(config_read(&s_spec, &a, 2, av_plain, stdout, &want_dump, err, sizeof err), 0);
+    ck_assert_int_eq(want_dump, 0);
+    ck_assert_int_eq(a.threads, 6);
     config_release(&s_spec, &a);
 
     char v[8];

@@ -11,6 +11,15 @@
 #      exists) and the data folder (KFAC_DATA, default /srv/kfac/data), never
 #      the repository's models/ and data; the installed kfac-train runs the
 #      installed MLP example from another folder;
+#   4a. the installed fetch-data.sh fetches what it is asked for: with MNIST
+#      in place and no Fashion-MNIST package, `fetch-data.sh mnist` and the
+#      bare call succeed (the latter with a note naming the package), and
+#      `fetch-data.sh fashion-mnist` fails naming the Debian package (never
+#      `make deps`, which an installed host lacks);
+#   4b. make uninstall removes every file of an install;
+#   5. on a fresh build tree, `make install` asks tools/deps.sh for the
+#      build's packages only (never the test stack: a worker host set up
+#      by docs/deployment.md gets no test package); `make check` for them;
 # and in no case does anything appear in or change /etc/kfac.
 set -u
 t0=$(date +%s)
@@ -19,6 +28,16 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/kfac-install.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "12-install: FAIL: $*"; exit 1; }
 etc_before=$(ls -la --time-style=+%s /etc/kfac 2>/dev/null | md5sum)
+# 5: what a fresh tree's make install and make check would ask for (make -n)
+want_deps() { # target groups: the tools/deps.sh groups make -n TARGET runs, one line
+  got=$(make -n --no-print-directory BUILD="$dir/fresh" CUDA=0 "$1" 2>/dev/null |
+    sed -n 's/^sh tools\/deps.sh \([a-z]*\)$/\1/p' | sort -u | tr '\n' ' ')
+  [ "$got" = "$2 " ] || fail "make $1 on a fresh tree runs tools/deps.sh '${got% }', expected '$2'"
+}
+want_deps install build
+want_deps all build
+want_deps data data
+want_deps check test
 make --no-print-directory BUILD="$BUILD" install PREFIX="$dir/prefix" >"$dir/1.log" 2>&1 || { tail -n 20 "$dir/1.log"; fail "make install PREFIX=$dir/prefix failed"; }
 p=$dir/prefix
 [ -f "$p/etc/kfac/kfac.ini.example" ] || fail "no $p/etc/kfac/kfac.ini.example"
@@ -66,6 +85,26 @@ grep -q "ExecStart=/usr/local/bin/kfac-ps --config /etc/kfac/kfac.ini" "$dir/sta
   fail "DESTDIR: the unit should name the final paths"
 make --no-print-directory BUILD="$BUILD" install PREFIX="$dir/p3" SYSCONFDIR="$dir/conf" >"$dir/3.log" 2>&1 || fail "make install SYSCONFDIR failed"
 [ -f "$dir/conf/kfac/kfac.ini.example" ] && [ ! -e "$dir/p3/etc" ] || fail "SYSCONFDIR was not honoured"
+# 4a: an installed host's data folder, MNIST already in place (no network)
+fd=$p/share/kfac/fetch-data.sh
+if [ -r data/mnist/train-images-idx3-ubyte ]; then
+  mkdir -p "$dir/data/mnist" && cp data/mnist/*-ubyte "$dir/data/mnist/"
+  KFAC_DATA="$dir/data" KFAC_FASHION_SRC="$dir/none" sh "$fd" mnist >"$dir/fd1.log" 2>&1 ||
+    fail "fetch-data.sh mnist with MNIST in place failed: $(cat "$dir/fd1.log")"
+  KFAC_DATA="$dir/data" KFAC_FASHION_SRC="$dir/none" sh "$fd" >"$dir/fd2.log" 2>&1 ||
+    fail "fetch-data.sh without Fashion-MNIST's package failed: $(cat "$dir/fd2.log")"
+  grep -q "dataset-fashion-mnist" "$dir/fd2.log" || fail "fetch-data.sh did not name the missing package: $(cat "$dir/fd2.log")"
+  KFAC_DATA="$dir/data" KFAC_FASHION_SRC="$dir/none" sh "$fd" fashion-mnist >"$dir/fd3.log" 2>&1 &&
+    fail "fetch-data.sh fashion-mnist without its package succeeded"
+  grep -q "apt-get install dataset-fashion-mnist" "$dir/fd3.log" && ! grep -q "make deps" "$dir/fd3.log" ||
+    fail "fetch-data.sh fashion-mnist: the fix should be the Debian package: $(cat "$dir/fd3.log")"
+  [ ! -e "$dir/data/fashion-mnist" ] || fail "fetch-data.sh mnist made a fashion-mnist folder"
+fi
+# make uninstall takes back every file make install put under the prefix
+make --no-print-directory BUILD="$BUILD" uninstall PREFIX="$dir/p3" SYSCONFDIR="$dir/conf" >"$dir/u.log" 2>&1 ||
+  fail "make uninstall failed: $(tail -n 5 "$dir/u.log")"
+left=$(find "$dir/p3" "$dir/conf" -type f 2>/dev/null)
+[ -z "$left" ] || fail "make uninstall left files behind: $left"
 etc_after=$(ls -la --time-style=+%s /etc/kfac 2>/dev/null | md5sum)
 [ "$etc_before" = "$etc_after" ] || fail "/etc/kfac changed"
 if [ -n "$plot_skip" ]; then

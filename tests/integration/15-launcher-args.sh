@@ -15,6 +15,10 @@
 #     role's name, reaches kfac-ps: --checkpoint.every and the bare --every);
 #   - options may come before or after CONFIG (the same command lines
 #     either way; --check CONFIG works), a second file is refused;
+#   - a boolean option given bare means true (--resume, --augment,
+#     --insecure, --force), before CONFIG, after it and last on the line;
+#     --key false, --key=false and --key no still say false, and a bare
+#     key that is not a boolean still needs its value;
 #   - an unknown option, --id and a bad --port are usage errors (exit 2).
 . tests/integration/harness.inc
 h_init 15-launcher-args
@@ -79,6 +83,34 @@ KFAC_BIN="$BUILD" sh deploy/kfac-launch --check "$cfg" >"$H_DIR/check.log" 2>&1 
   h_fail "kfac-launch --check CONFIG failed: $(cat "$H_DIR/check.log")"
 grep -q "accept it" "$H_DIR/check.log" || h_fail "kfac-launch --check CONFIG did not check: $(cat "$H_DIR/check.log")"
 
+# Bare booleans: true; an explicit value is kept (the daemons read it).
+bare_is() { # WANT KEY ARGS... -> the dry run with ARGS gives kfac-ps --KEY=WANT
+  want=$1
+  key=$2
+  shift 2
+  KFAC_BIN="$BUILD" sh deploy/kfac-launch "$@" >"$out" 2>"$H_DIR/err.log" ||
+    h_fail "'$*' failed: $(cat "$H_DIR/err.log")"
+  grep "kfac-ps " "$out" | grep -q -- " --$key=$want\( \|\$\)" ||
+    h_fail "'$*' did not give kfac-ps --$key=$want: $(grep "kfac-ps " "$out")"
+}
+bare_is true checkpoint.resume "$cfg" --dry-run --resume
+bare_is true checkpoint.resume --resume "$cfg" --dry-run
+bare_is true data.augment "$cfg" --augment --dry-run --workers 2
+bare_is true security.insecure "$cfg" --dry-run --insecure
+bare_is true run.force --force "$cfg" --dry-run
+bare_is false checkpoint.resume "$cfg" --dry-run --resume false
+bare_is no checkpoint.resume "$cfg" --resume no --dry-run
+bare_is false checkpoint.resume "$cfg" --dry-run --resume=false
+grep "kfac-ps " "$out" | grep -q -- "--cluster.workers" && h_fail "--resume=false took the next argument"
+KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run --augment --workers 3 >"$out" 2>"$H_DIR/err.log" ||
+  h_fail "--augment --workers 3 failed: $(cat "$H_DIR/err.log")"
+[ "$(grep -c 'kfac-worker ' "$out")" = 3 ] || h_fail "a bare --augment before --workers 3 did not leave it 3 workers"
+KFAC_BIN="$BUILD" "$BUILD/kfac-ps" --config "$cfg" --resume --augment --dump-config >"$out" 2>"$H_DIR/err.log" ||
+  h_fail "kfac-ps --resume --augment (bare, last) failed: $(cat "$H_DIR/err.log")"
+grep -q "^resume = true" "$out" && grep -q "^augment = true" "$out" || h_fail "kfac-ps: bare booleans did not mean true"
+KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run --steps >/dev/null 2>"$H_DIR/err.log"
+[ $? = 2 ] && grep -q "needs a value" "$H_DIR/err.log" || h_fail "a bare --steps (not a boolean) was not a usage error"
+
 for bad in "--bogus 1" "--checkpoint.bogus 1" "--id 3" "--port 70000" "--nice 40" "$cfg"; do
   # shellcheck disable=SC2086
   KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run $bad >/dev/null 2>&1
@@ -87,4 +119,4 @@ for bad in "--bogus 1" "--checkpoint.bogus 1" "--id 3" "--port 70000" "--nice 40
 done
 KFAC_BIN="$BUILD" sh deploy/kfac-launch /nonexistent.ini --dry-run >/dev/null 2>&1
 [ $? = 2 ] || h_fail "a missing configuration file is not a usage error"
-h_pass "overrides routed to exactly the daemons that read them, [checkpoint] included; options before or after CONFIG; usage errors exit 2"
+h_pass "overrides routed to exactly the daemons that read them, [checkpoint] included; options before or after CONFIG; bare booleans true; usage errors exit 2"

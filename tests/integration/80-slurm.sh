@@ -80,6 +80,14 @@ if SLURM_JOB_NODELIST=node1 KFAC_BIN="$BUILD_ABS" sh deploy/slurm/kfac-multiprog
   h_fail "kfac-multiprog accepted --invertd.thread"
 fi
 grep -q "did you mean '--invertd.threads'" "$H_DIR/bad.log" || h_fail "no suggestion for --invertd.thread: $(cat "$H_DIR/bad.log")"
+# A boolean given bare means true, as in the daemons; --key false still works.
+for args in "--data.augment:true" "--data.augment --kfac.damping 0.02:true" "--data.augment false:false"; do
+  # shellcheck disable=SC2086
+  SLURM_JOB_NODELIST=node1 KFAC_BIN="$BUILD_ABS" sh deploy/slurm/kfac-multiprog "$H_DIR/fake.ini" ${args%:*} \
+    >"$H_DIR/bool.multiprog" 2>"$H_DIR/bool.log" || h_fail "kfac-multiprog ${args%:*} failed: $(cat "$H_DIR/bool.log")"
+  [ "$(grep -c -- " --data.augment=${args##*:} " "$H_DIR/bool.multiprog")" = 6 ] ||
+    h_fail "kfac-multiprog ${args%:*}: not --data.augment=${args##*:} on every task: $(cat "$H_DIR/bool.multiprog")"
+done
 echo "80-slurm: multi-prog file of a fake 3-node allocation ok"
 
 # ---- 2. a private Slurm cluster ------------------------------------------------------------
