@@ -148,6 +148,7 @@ void ps_round_dispatch_jobs(ps_server_t *s) {
             if (p->role != MSG_ROLE_INVERTD || p->mb.wait != PS_WAIT_JOB || !p->present || p->ident->distrusted) continue;
             waiters[n].wait_seq = p->mb.wait_seq;
             waiters[n].max_n = p->mb.max_n;
+            waiters[n].owner = p->id;
             who[n++] = p;
         }
         int b = -1;
@@ -176,7 +177,9 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     ps_member_answered(p);
     ps_counters_bump(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
     ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
-    log_warn("%s: %d of its results failed verification: it gets no more jobs, and the ones it holds go to other "
+    log_warn("%s: %d of its results were refused (an inverse that failed verification, another daemon's job, or a "
+             "factor it said could not be inverted and another daemon inverted): it gets no more jobs, and the ones "
+             "it holds go to other "
              "inverse daemons", name, p->ident->n_bad_inverses);
     char text[200];
     snprintf(text, sizeof text, "%d of your inverses failed kfac-ps's verification: no more jobs for this daemon",
@@ -184,10 +187,51 @@ static void s_bad_result(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r
     ps_io_send_text(s, &p->route, MSG_SHUTDOWN, text);
 }
 
+static int s_n_daemons(const ps_server_t *s) {
+    int n = 0;
+    for (int i = 0; i < s->peers.n; i++) {
+        const ps_peer_t *q = s->peers.v[i];
+        n += q->role == MSG_ROLE_INVERTD && q->present && !q->ident->distrusted;
+    }
+    return n;
+}
+
+void ps_jobs_failed_by(ps_server_t *s, ps_peer_t *p, int b, long version) {
+    ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
+    ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
+    if (ps_sched_failed_by(sb, version, p->id, s_n_daemons(s))) return; /* the block waits for newer statistics */
+    uint64_t skipped = 0;
+    if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+        log_info("layer %d factor %d, version %ld: another inverse daemon tries it", s->model.kfac->blocks[b].layer,
+                 s->model.kfac->blocks[b].factor, version);
+}
+
+/* The inverse of `version` of block b came from daemon `by` and was
+ * installed: a daemon that reported that version could not be inverted
+ * said something false, which counts as a bad result of its identity. */
+static void s_disproved(ps_server_t *s, const ps_peer_t *by, int b, long version) {
+    uint32_t owners[PS_SCHED_FAIL_QUORUM];
+    int n = ps_sched_disproved(&ps_sched_blocks(s->sched)[b], version, owners, PS_SCHED_FAIL_QUORUM);
+    for (int k = 0; k < n; k++) {
+        ps_peer_t *q = NULL;
+        for (int i = 0; i < s->peers.n && !q; i++)
+            if (s->peers.v[i]->role == MSG_ROLE_INVERTD && s->peers.v[i]->id == owners[k]) q = s->peers.v[i];
+        if (!q || q == by) continue; /* gone: its identity keeps its other results */
+        msg_job_result_t r;
+        memset(&r, 0, sizeof r);
+        r.layer = (uint32_t)s->model.kfac->blocks[b].layer;
+        r.factor = (uint32_t)s->model.kfac->blocks[b].factor;
+        char why[200];
+        snprintf(why, sizeof why, "it reported this factor could not be inverted; invertd#%u inverted it (version %ld)",
+                 by->id, version);
+        s_bad_result(s, q, &r, why);
+    }
+}
+
 void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (p->ident->distrusted) {
         ps_io_reject(s, &p->route, p, MSG_JOB_REQUEST, MSG_ERR_INVALID,
-                     "this inverse daemon is distrusted: %d of its results failed verification", p->ident->n_bad_inverses);
+                     "this inverse daemon is distrusted: %d of its results were refused", p->ident->n_bad_inverses);
         return;
     }
     if (s->model.kfac && ps_sched_owner_block(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id) >= 0) {
@@ -215,7 +259,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     if (p->ident->distrusted) {
         ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
-                     "this inverse daemon is distrusted: %d of its results failed verification", p->ident->n_bad_inverses);
+                     "this inverse daemon is distrusted: %d of its results were refused", p->ident->n_bad_inverses);
         return;
     }
     ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
@@ -257,11 +301,10 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (verdict == PS_RESULT_FAILED) {
         uint64_t skipped = 0;
         ps_verify_forget(s->jobs->verify, b, r->job_id); /* no inverse to check */
-        ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
-        ps_sched_failed(sb, version);
         if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
+        ps_jobs_failed_by(s, p, b, version);
     } else {
         /* PS_RESULT_CHECK, or NO_PROBE / BAD_DAMPING with the reason in why: refused below */
         double t_inst = clock_now_ms();
@@ -298,6 +341,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         if (rc == 0) {
             ps_sched_installed(sb, version);
             ps_counters_bump(&s->ctr, PS_CTR_INSTALLED);
+            s_disproved(s, p, b, version);
         } else {
             ps_counters_bump(&s->ctr, PS_CTR_IGNORED_OLD);
         }

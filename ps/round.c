@@ -296,18 +296,16 @@ void ps_round_peer_error(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                 ? ps_sched_owner_block(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id)
                 : -1;
     if (b >= 0) {
-        /* The daemon gave up on its job: like a JobResult with an error, the
-         * block waits for newer statistics before it is tried again. */
-        ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
-        long version = sb->cur.version;
+        /* The daemon gave up on its job: like a JobResult with an error,
+         * another daemon tries that version (ps_jobs_failed_by). */
+        long version = ps_sched_blocks(s->sched)[b].cur.version;
         ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
-        ps_sched_failed(sb, version);
-        ps_counters_bump(&s->ctr, PS_CTR_INV_FAILED);
+        ps_jobs_failed_by(s, p, b, version);
     }
     char text[300];
     if (ps_io_peer_log_ok(s, &skipped))
         log_warn("%s reports %s: %s%s", name, msg_error_code_name(m->error.code),
-                 log_escape(m->error.text, text, sizeof text), b >= 0 ? " (its job counts as failed)" : "");
+                 log_escape(m->error.text, text, sizeof text), b >= 0 ? " (its job goes to another inverse daemon, or fails)" : "");
 }
 
 void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {

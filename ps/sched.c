@@ -21,6 +21,7 @@ void ps_sched_block_init(ps_sched_block_t *b, int n) {
     b->factor_version = -1;
     b->inv_version = -1;
     b->failed_version = -1;
+    b->fail_try_version = -1;
 }
 
 int ps_sched_wanted(const ps_sched_block_t *b, ps_sched_policy_t policy) {
@@ -51,12 +52,26 @@ int ps_sched_compare(const ps_sched_block_t *a, int ia, const ps_sched_block_t *
     return ia < ib ? -1 : ia > ib ? 1 : 0;
 }
 
+/* Did daemon owner report the block's current factor version failed? */
+static int s_failed_by(const ps_sched_block_t *b, uint32_t owner) {
+    if (owner == 0 || b->fail_try_version != b->factor_version) return 0;
+    for (int k = 0; k < b->n_fail_owners; k++)
+        if (b->fail_owners[k] == owner) return 1;
+    return 0;
+}
+
 int ps_sched_pick(const ps_sched_block_t *blocks, int n_blocks, ps_sched_policy_t policy, uint32_t max_n,
                   double now_ms, double timeout_ms) {
+    return ps_sched_pick_for(blocks, n_blocks, policy, max_n, 0, now_ms, timeout_ms);
+}
+
+int ps_sched_pick_for(const ps_sched_block_t *blocks, int n_blocks, ps_sched_policy_t policy, uint32_t max_n,
+                      uint32_t owner, double now_ms, double timeout_ms) {
     int best = -1;
     for (int i = 0; i < n_blocks; i++) {
         const ps_sched_block_t *b = &blocks[i];
         if (max_n > 0 && (uint32_t)b->n > max_n) continue;
+        if (s_failed_by(b, owner)) continue;
         if (!ps_sched_wanted(b, policy) || !ps_sched_available(b, now_ms, timeout_ms)) continue;
         if (best < 0 || ps_sched_compare(b, i, &blocks[best], best) < 0) best = i;
     }
@@ -93,6 +108,31 @@ void ps_sched_installed(ps_sched_block_t *b, long version) {
 
 void ps_sched_failed(ps_sched_block_t *b, long version) {
     if (version > b->failed_version) b->failed_version = version;
+}
+
+int ps_sched_failed_by(ps_sched_block_t *b, long version, uint32_t owner, int n_daemons) {
+    if (version != b->fail_try_version) {
+        b->fail_try_version = version;
+        b->n_fail_owners = 0;
+    }
+    int known = 0;
+    for (int k = 0; k < b->n_fail_owners; k++) known |= b->fail_owners[k] == owner;
+    if (!known && b->n_fail_owners < PS_SCHED_FAIL_QUORUM) b->fail_owners[b->n_fail_owners++] = owner;
+    /* the same daemon twice, or as many as there are, or the quorum: the block fails */
+    if (known || b->n_fail_owners >= PS_SCHED_FAIL_QUORUM || b->n_fail_owners >= n_daemons) {
+        ps_sched_failed(b, version);
+        return 1;
+    }
+    return 0;
+}
+
+int ps_sched_disproved(ps_sched_block_t *b, long version, uint32_t *out, int cap) {
+    if (b->n_fail_owners == 0 || b->fail_try_version < 0 || version < b->fail_try_version) return 0;
+    int n = 0;
+    for (int k = 0; k < b->n_fail_owners && n < cap; k++) out[n++] = b->fail_owners[k];
+    b->n_fail_owners = 0;
+    b->fail_try_version = -1;
+    return n;
 }
 
 void ps_sched_folded(ps_sched_block_t *b, long version) {
@@ -191,7 +231,7 @@ int ps_sched_pick_waiter(const ps_sched_waiter_t *waiters, int n_waiters, const 
     int best = -1, best_b = -1;
     for (int i = 0; i < n_waiters; i++) {
         if (best >= 0 && waiters[i].wait_seq >= waiters[best].wait_seq) continue;
-        int b = ps_sched_pick(blocks, n_blocks, policy, waiters[i].max_n, now_ms, timeout_ms);
+        int b = ps_sched_pick_for(blocks, n_blocks, policy, waiters[i].max_n, waiters[i].owner, now_ms, timeout_ms);
         if (b < 0) continue;
         best = i;
         best_b = b;

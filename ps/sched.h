@@ -54,6 +54,10 @@ typedef enum {
 
 /* Jobs remembered per block for matching late results. */
 #define PS_SCHED_RECENT 8
+/* Daemons whose report that a version of a block could not be inverted is
+ * kept: that many distinct daemons (or every daemon there is) make the
+ * failure the block's (ps_sched_failed_by). */
+#define PS_SCHED_FAIL_QUORUM 2
 
 typedef struct ps_sched_job {
     uint64_t id;        /* 0: empty */
@@ -68,6 +72,9 @@ typedef struct ps_sched_block {
     long factor_version;     /* newest statistics folded (-1: none) */
     long inv_version;        /* version of the installed inverse (-1: none) */
     long failed_version;     /* newest version whose job failed (-1: none) */
+    long fail_try_version;   /* the version some daemons reported they could not invert (-1: none) ... */
+    uint32_t fail_owners[PS_SCHED_FAIL_QUORUM]; /* ... those daemons (their ids) */
+    int n_fail_owners;
     int due;                 /* the refresh policy asks for a new inverse */
     ps_sched_job_t cur;      /* job in flight (cur.id == 0: none) */
     ps_sched_job_t recent[PS_SCHED_RECENT]; /* ring of jobs handed out and not answered */
@@ -99,6 +106,11 @@ int ps_sched_compare(const ps_sched_block_t *a, int ia, const ps_sched_block_t *
 int ps_sched_pick(const ps_sched_block_t *blocks, int n_blocks, ps_sched_policy_t policy, uint32_t max_n,
                   double now_ms, double timeout_ms);
 
+/* ps_sched_pick for daemon `owner` (0: any): a block whose current factor
+ * version that daemon reported it could not invert is not given to it. */
+int ps_sched_pick_for(const ps_sched_block_t *blocks, int n_blocks, ps_sched_policy_t policy, uint32_t max_n,
+                      uint32_t owner, double now_ms, double timeout_ms);
+
 /* Record that job `id` (> 0), cut from factor version `version`, went to
  * daemon `owner` at now_ms. It becomes the block's current job (an overdue
  * one it replaces stays matchable in the history) and `due` is cleared. */
@@ -121,6 +133,27 @@ void ps_sched_installed(ps_sched_block_t *b, long version);
 /* The job from `version` failed: the block is not wanted again until its
  * factor is newer than version. */
 void ps_sched_failed(ps_sched_block_t *b, long version);
+
+/* Daemon `owner` reports it could not invert the block's factor of
+ * `version` (a JobResult with an error, or an Error while holding the
+ * job). One daemon's word does not fail the block: while fewer than
+ * PS_SCHED_FAIL_QUORUM distinct daemons (and fewer than n_daemons, those
+ * there are) have said so for that version, the job goes to another
+ * daemon (ps_sched_pick_for skips those that failed it) and 0 is
+ * returned; then the block fails (ps_sched_failed) and 1 is returned. A
+ * hostile daemon that reports every job failed no longer holds a block
+ * (and a step waiting on it under a staleness bound) until newer
+ * statistics: and when another daemon inverts that version, its report was
+ * false (ps_sched_disproved). */
+int ps_sched_failed_by(ps_sched_block_t *b, long version, uint32_t owner, int n_daemons);
+
+/* The inverse of `version` was installed: the daemons that reported that
+ * version, or an older one still kept, could not be inverted are put into
+ * out (up to cap; their ids) and forgotten: the factor was invertible, at
+ * the version they had or a few folds later (each fold moves it by
+ * 1 - stat_decay, and with the guarded statistics and the damping an honest
+ * Cholesky does not fail). Returns their number. */
+int ps_sched_disproved(ps_sched_block_t *b, long version, uint32_t *out, int cap);
 
 /* New statistics: factor_version = max(factor_version, version). */
 void ps_sched_folded(ps_sched_block_t *b, long version);
@@ -166,6 +199,7 @@ void ps_sched_ages(const ps_sched_block_t *blocks, int n_blocks, long t, double 
 typedef struct ps_sched_waiter {
     uint64_t wait_seq;
     uint32_t max_n;
+    uint32_t owner; /* its id (ps_sched_pick_for; 0: any) */
 } ps_sched_waiter_t;
 
 /* The next job to hand out: among the n_waiters daemons waiting, the one

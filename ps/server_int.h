@@ -221,6 +221,9 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len);
 /* Client requests (validated, role-checked, sender present). */
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+/* Inverse daemon p reports it could not invert block b's factor of
+ * `version` (ps_sched_failed_by: another daemon tries it first); counted. */
+void ps_jobs_failed_by(ps_server_t *s, ps_peer_t *p, int b, long version);
 /* The gradients one identity may put into a round (ps/ident.h): 1 for a
  * member id, [security] members_per_key for a CURVE key (0: any number). */
 int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p);

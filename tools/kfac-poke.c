@@ -72,6 +72,8 @@
  *                   (I + 2 (e0 e1^T + e1 e0^T)); n = 1: the next kind
  *   inv-scaled      the true inverse of the job's factor times 1e6
  *   inv-other       the true inverse of another matrix (F + I, diagonal scaled)
+ *   inv-fail        no inverse: a result that says the factor could not be
+ *                   inverted, for every job
  * and stops early when kfac-ps shuts it out.
  * It waits for Welcome, Params and each answer at most --wait_ms, prints
  * what came back (errors one per line, up to --print), and exits 0 when it
@@ -127,7 +129,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, inv-indefinite, inv-scaled or inv-other (see the header of tools/kfac-poke.c)"),
+      "what the hostile member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other or inv-fail (see the header of tools/kfac-poke.c)"),
     O("host", OPT_STRING, host, "", 0, 4096,
       "the hostile member's host name in its Hello (\"\": this host's; any bytes: kfac-ps must log them safely)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,

@@ -30,7 +30,7 @@ static void s_blocks(ps_sched_block_t *bl) {
 START_TEST(test_ps_jobs_first_come_first_served) {
     ps_sched_block_t bl[NB];
     s_blocks(bl);
-    ps_sched_waiter_t w[3] = {{5, 0}, {2, 64}, {9, 0}};
+    ps_sched_waiter_t w[3] = {{5, 0, 0}, {2, 64, 0}, {9, 0, 0}};
     int b = -1;
     /* the one waiting longest (seq 2) gets the stalest block it can take: the largest n <= 64 */
     ck_assert_int_eq(ps_sched_pick_waiter(w, 3, bl, NB, PS_SCHED_CONTINUOUS, 0.0, 1000.0, &b), 1);
@@ -88,7 +88,7 @@ START_TEST(test_ps_jobs_request_job_result_install) {
     s_blocks(bl);
     uint64_t next_id = 1;
     const uint32_t daemon = 7, other = 8;
-    ps_sched_waiter_t w = {1, 0};
+    ps_sched_waiter_t w = {1, 0, 0};
     int b = -1;
     ck_assert_int_eq(ps_sched_pick_waiter(&w, 1, bl, NB, PS_SCHED_CONTINUOUS, 0.0, 1000.0, &b), 0);
     uint64_t id = next_id++;
@@ -155,10 +155,63 @@ START_TEST(test_ps_jobs_result_verdicts) {
 }
 END_TEST
 
+/* A daemon's report that it could not invert a version does not fail the
+ * block while another daemon may try it: the job goes to the others (the
+ * one that failed it is passed over), and a second daemon's failure (or
+ * the same daemon's second, or the only daemon's) fails the block until
+ * newer statistics. An install of that version disproves the reports. */
+START_TEST(test_ps_jobs_failure_needs_two_daemons) {
+    ps_sched_block_t bl[NB];
+    s_blocks(bl);
+    const uint32_t bad = 7, good = 8;
+    int b = -1;
+    ps_sched_waiter_t w[2] = {{1, 0, bad}, {2, 0, good}};
+    ck_assert_int_eq(ps_sched_pick_waiter(w, 2, bl, NB, PS_SCHED_CONTINUOUS, 0.0, 1000.0, &b), 0);
+    const int blk = b;
+    const long v = bl[blk].factor_version;
+    /* the bad daemon reports failure, 2 daemons present: not failed */
+    ck_assert_int_eq(ps_sched_failed_by(&bl[blk], v, bad, 2), 0);
+    ck_assert_int_eq(ps_sched_wanted(&bl[blk], PS_SCHED_CONTINUOUS), 1);
+    /* the bad daemon, first in line, is not given that block again; the good one is */
+    ck_assert_int_ne(ps_sched_pick_for(bl, NB, PS_SCHED_CONTINUOUS, 0, bad, 0.0, 1000.0), blk);
+    for (int i = 0; i < NB; i++) /* only blk wanted: the bad daemon gets nothing, the good one blk */
+        if (i != blk) bl[i].inv_version = bl[i].factor_version;
+    ck_assert_int_eq(ps_sched_pick_for(bl, NB, PS_SCHED_CONTINUOUS, 0, bad, 0.0, 1000.0), -1);
+    ck_assert_int_eq(ps_sched_pick_waiter(w, 2, bl, NB, PS_SCHED_CONTINUOUS, 0.0, 1000.0, &b), 1);
+    ck_assert_int_eq(b, blk);
+    /* the good daemon inverts it: the bad one's report is disproved, once */
+    ps_sched_installed(&bl[blk], v);
+    uint32_t out[PS_SCHED_FAIL_QUORUM];
+    ck_assert_int_eq(ps_sched_disproved(&bl[blk], v, out, PS_SCHED_FAIL_QUORUM), 1);
+    ck_assert_uint_eq(out[0], bad);
+    ck_assert_int_eq(ps_sched_disproved(&bl[blk], v, out, PS_SCHED_FAIL_QUORUM), 0);
+    /* a report is disproved by an install of its version or a newer one, not an older one */
+    ck_assert_int_eq(ps_sched_failed_by(&bl[blk], v, bad, 2), 0);
+    ck_assert_int_eq(ps_sched_disproved(&bl[blk], v - 1, out, PS_SCHED_FAIL_QUORUM), 0);
+    ck_assert_int_eq(ps_sched_disproved(&bl[blk], v + 3, out, PS_SCHED_FAIL_QUORUM), 1);
+    /* newer statistics: everyone may take the new version */
+    bl[blk].factor_version = v + 1;
+    ck_assert_int_eq(ps_sched_pick_for(bl, NB, PS_SCHED_CONTINUOUS, 0, bad, 0.0, 1000.0), blk);
+    /* two distinct daemons fail it: the block fails until newer statistics */
+    ck_assert_int_eq(ps_sched_failed_by(&bl[blk], v + 1, bad, 3), 0);
+    ck_assert_int_eq(ps_sched_failed_by(&bl[blk], v + 1, good, 3), 1);
+    ck_assert_int_eq(ps_sched_wanted(&bl[blk], PS_SCHED_CONTINUOUS), 0);
+    /* the same daemon twice fails it too (an Error after a failed result) */
+    bl[blk].factor_version = v + 2;
+    ck_assert_int_eq(ps_sched_failed_by(&bl[blk], v + 2, good, 3), 0);
+    ck_assert_int_eq(ps_sched_failed_by(&bl[blk], v + 2, good, 3), 1);
+    /* the only daemon there is: its word is enough, as before */
+    bl[blk].factor_version = v + 3;
+    ck_assert_int_eq(ps_sched_failed_by(&bl[blk], v + 3, good, 1), 1);
+    ck_assert_int_eq(ps_sched_wanted(&bl[blk], PS_SCHED_CONTINUOUS), 0);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_jobs");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_ps_jobs_first_come_first_served);
+    tcase_add_test(tc, test_ps_jobs_failure_needs_two_daemons);
     tcase_add_test(tc, test_ps_jobs_pick_waiter_matches_oracle);
     tcase_add_test(tc, test_ps_jobs_request_job_result_install);
     tcase_add_test(tc, test_ps_jobs_result_verdicts);

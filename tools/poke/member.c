@@ -199,6 +199,21 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
         if (rc == -2) { shut = 1; break; }
         if (rc < 0) break;
         const int n = (int)job.job.n;
+        if (strcmp(kind, "inv-fail") == 0) { /* says it could not invert it, every time */
+            msg_init(&m, MSG_JOB_RESULT, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+            m.job_result.job_id = job.job.job_id;
+            m.job_result.layer = job.job.layer;
+            m.job_result.factor = job.job.factor;
+            m.job_result.factor_version = job.job.factor_version;
+            m.job_result.method = MSG_METHOD_CHOLESKY;
+            m.job_result.n = (uint32_t)n;
+            m.job_result.damping = job.job.damping;
+            m.job_result.compute_ms = 1.0;
+            m.job_result.error = (char *)"not positive definite";
+            if (s_send_msg(sock, &m) == 0) answered++;
+            msg_clear(&job);
+            continue;
+        }
         float *F = malloc((size_t)n * n * sizeof(float)), *H = calloc((size_t)n * n, sizeof(float));
         float *packed = malloc(kfac_linalg_packed_len(n) * sizeof(float));
         kfac_inverse_t *inv = kfac_inverse_new(n);
@@ -249,13 +264,14 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
 /* The hostile member (see the header comment). Returns the exit status. */
 int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     const char *kind = c->member_kind;
-    if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
+    if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0 ||
+        strcmp(kind, "inv-fail") == 0)
         return s_member_invertd(sock, c);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
         strcmp(kind, "scaled") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
-                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
+                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other or inv-fail, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
