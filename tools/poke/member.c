@@ -251,11 +251,12 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     const char *kind = c->member_kind;
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0)
         return s_member_invertd(sock, c);
+    if (strcmp(kind, "fast-worker") == 0) return poke_fast_worker(sock, c, r);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
         strcmp(kind, "scaled")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
-                        "negvar, inv-indefinite, inv-scaled or inv-other, not '%s'\n", kind);
+                        "negvar, inv-indefinite, inv-scaled, inv-other or fast-worker, not '%s'\n", kind);
         return 2;
     }
     tally_t t;
