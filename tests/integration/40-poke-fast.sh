@@ -46,11 +46,12 @@ ps=$H_PID
 h_wait_log "$H_DIR/ps.log" "listening on" 30 || h_fail "kfac-ps does not listen"
 h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini" --statsd.id 1
 h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --invertd.id 1
-for i in 1 2; do
-  h_start "fast-$i" "$BUILD/kfac-poke" --endpoint "$ep" --member_id "$i" --member_kind fast-worker \
-    --seed "$i" --count 1000000 --wait_ms 30000
-  eval "m$i=\$H_PID"
-done
+h_start fast-1 "$BUILD/kfac-poke" --endpoint "$ep" --member_id 1 --member_kind fast-worker --seed 1 \
+  --count 1000000 --wait_ms 30000
+m1=$H_PID
+h_start fast-2 "$BUILD/kfac-poke" --endpoint "$ep" --member_id 2 --member_kind fast-worker --seed 2 \
+  --count 1000000 --wait_ms 30000
+m2=$H_PID
 h_wait_steps 100 60
 kill -TERM "$m2"
 h_wait "$m2" 5
