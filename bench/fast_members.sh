@@ -15,9 +15,11 @@
 #          (fc 3136 -> 1024), the network of study 7: K-FAC with the wide
 #          layer doubly-factored (model.doubly_min_in = 1000), SGD at lr 0.05
 #   --demo-steps, --wide-steps  W,K: the first W steps of every arm are
-#          a warm-up, the next K are measured (defaults 50,1000 and 20,150)
+#          a warm-up, the next K are measured (defaults 50,1000 and 20,100);
+#          a K-FAC arm's warm-up lasts at least until as many inverses were
+#          installed as the model has blocks to invert
 #   --out  folder of the runs' files (default: a temporary one, removed)
-#   --arm-timeout  seconds an arm may run in all (default 150); an arm
+#   --arm-timeout  seconds an arm may run in all (default 120); an arm
 #          that does not reach W + K steps is measured over what it did
 #
 # Every configuration (model, members) runs two arms: SGD ([cluster]
@@ -25,7 +27,8 @@
 # kfac-invertd, at nice 10 as deploy/kfac-launch starts them). kfac-ps is
 # started for more steps than are measured and stopped with SIGTERM once
 # W + K are written. Figures, all from the measured steps:
-#   steps/s       K / (wall_s of step W + K - wall_s of step W), steps.csv
+#   steps/s       K / (wall_s of step S + K - wall_s of step S), steps.csv, S
+#                 the step at which the warm-up ended
 #   wait, curvature, update, publish  means of wait_ms, curv_ms, update_ms
 #                 and publish_ms (steps.csv; bench/bench_cluster.sh says what each is)
 #   kfac-ps CPU   utime + stime of kfac-ps (/proc/PID/stat, every thread of
@@ -53,8 +56,8 @@ models="demo wide"
 members_list="1 2 4"
 out=""
 demo_steps=50,1000
-wide_steps=20,150
-arm_timeout=150
+wide_steps=20,100
+arm_timeout=120
 while [ $# -gt 0 ]; do
   case $1 in
     --models) models=$2; shift 2 ;;
@@ -137,10 +140,11 @@ ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }
 hz=$(getconf CLK_TCK)
 
 # run_arm MODEL MEMBERS OPT: one cluster; sets SPS, UPD, WAIT, CURV, PUB,
-# CPU (ms per step), NPAR, NOTE.
+# CPU (ms per step), INVS, FOLDS (inverses installed and statistics folded
+# in the measured steps), AGE (mean inverse age), MEAS (the steps), NPAR, NOTE.
 run_arm() {
   model=$1 m=$2 opt=$3
-  SPS=0 UPD=0 WAIT=0 CURV=0 PUB=0 CPU=0 NOTE=""
+  SPS=0 UPD=0 WAIT=0 CURV=0 PUB=0 CPU=0 INVS=0 FOLDS=0 AGE=0 MEAS="" NOTE=""
   case $model in
     demo) cfg=deploy/examples/mnist-cnn-kfac.ini wk=$demo_steps extra="" ;;
     wide) cfg=experiments/mnist-cnn.ini wk=$wide_steps extra="--model.file experiments/mnist-cnn-wide-auto.model" ;;
@@ -188,23 +192,30 @@ run_arm() {
     i=$((i + 1))
   done
   csv=$dir/steps.csv
+  # K-FAC: the warm-up lasts until as many inverses were installed as the
+  # model has blocks (kfac-ps's log: "N blocks to invert"), so that the
+  # measured steps are preconditioned ones.
+  nb=0
+  [ "$opt" = kfac ] && nb=$(sed -n 's/.* \([0-9]*\) blocks to invert.*/\1/p' "$pslog" | head -n 1)
   t0=$(date +%s)
   r0="" c0="" r1="" c1=""
   while :; do
     n=$(rows "$csv")
     c=$(ticks "$ps")
+    inv=$(tail -n 1 "$csv" 2>/dev/null | awk -F, -v c="$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "inverses_installed") print i; exit }' "$csv" 2>/dev/null)" 'c { print $c + 0 }')
     [ -n "$c" ] || { NOTE="kfac-ps exited after $n steps (see $pslog)"; break; }
     for p in $members; do
       kill -0 "$p" 2>/dev/null || { NOTE="a fast member exited: $(tail -n 1 "$out/$model-$m-$opt-fast-1.log")"; break 2; }
     done
     if [ -z "$r0" ]; then
-      [ "$n" -ge "$w" ] && r0=$n c0=$c
-    elif [ "$n" -ge $((w + k)) ] && [ "$n" -gt "$r0" ]; then # the CPU window: at least one poll after r0
+      [ "$n" -ge "$w" ] && [ "${inv:-0}" -ge "${nb:-0}" ] && r0=$n c0=$c
+    elif [ "$n" -ge $((r0 + k)) ]; then # the CPU window: at least one poll after r0
       r1=$n c1=$c
       break
     fi
     if [ $(($(date +%s) - t0)) -ge "$arm_timeout" ]; then
-      NOTE="only $n steps in ${arm_timeout} s"
+      NOTE="only $n steps in ${arm_timeout} s${r0:+, measured from step $r0}"
+      [ -z "$r0" ] && [ "$n" -ge "$w" ] && NOTE="$NOTE, $inv of $nb inverses installed: not measured"
       [ -n "$r0" ] && [ "$n" -gt "$r0" ] && r1=$n c1=$c
       break
     fi
@@ -218,14 +229,18 @@ run_arm() {
   fi
   CPU=$(awk -v a="$c0" -v b="$c1" -v ra="$r0" -v rb="$r1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) * 1000 / hz / (rb - ra) }')
   # shellcheck disable=SC2046 # five numbers, split on purpose
-  set -- $(awk -F, -v lo="$w" -v hi="$((r1 < w + k ? r1 : w + k))" '
+  set -- $(awk -F, -v lo="$r0" -v hi="$((r1 < r0 + k ? r1 : r0 + k))" '
     NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
     $h["step"] == lo { w0 = $h["wall_s"] }
+    $h["step"] == lo { i0 = $h["inverses_installed"]; s0 = $h["stats_folded"] }
     $h["step"] > lo && $h["step"] <= hi { n++; w1 = $h["wall_s"]; u += $h["update_ms"]; q += $h["wait_ms"]
-                                          cv += $h["curv_ms"]; pb += $h["publish_ms"] }
-    END { if (n < 1 || w1 <= w0) print 0, 0, 0, 0, 0
-          else printf "%.3f %.3f %.3f %.3f %.3f\n", n / (w1 - w0), u / n, q / n, cv / n, pb / n }' "$csv")
-  SPS=$1 UPD=$2 WAIT=$3 CURV=$4 PUB=$5
+                                          cv += $h["curv_ms"]; pb += $h["publish_ms"]; ag += $h["inv_age_mean"]
+                                          i1 = $h["inverses_installed"]; s1 = $h["stats_folded"] }
+    END { if (n < 1 || w1 <= w0) print 0, 0, 0, 0, 0, 0, 0, 0
+          else printf "%.3f %.3f %.3f %.3f %.3f %d %d %.1f\n", n / (w1 - w0), u / n, q / n, cv / n, pb / n,
+                      i1 - i0, s1 - s0, ag / n }' "$csv")
+  SPS=$1 UPD=$2 WAIT=$3 CURV=$4 PUB=$5 INVS=$6 FOLDS=$7 AGE=$8
+  MEAS="steps $r0-$((r1 < r0 + k ? r1 : r0 + k))"
 }
 
 echo "machine: $(awk -F: '/^model name/ { sub(/^ /, "", $2); print $2; exit }' /proc/cpuinfo), $(grep -c ^processor /proc/cpuinfo) logical CPUs"
@@ -246,11 +261,11 @@ for model in $models; do
     echo "== $model, $m fast member(s) $(date -u +%H:%M:%S)"
     run_arm "$model" "$m" sgd
     s_sps=$SPS s_upd=$UPD s_cpu=$CPU npar=${NPAR:-0}
-    echo "  sgd:  $SPS steps/s; a step: wait $WAIT (curvature $CURV), update $UPD, publish $PUB ms; kfac-ps CPU $CPU ms/step${NOTE:+ ($NOTE)}"
+    echo "  sgd:  $SPS steps/s ($MEAS); a step: wait $WAIT (curvature $CURV), update $UPD, publish $PUB ms; kfac-ps CPU $CPU ms/step${NOTE:+ ($NOTE)}"
     run_arm "$model" "$m" kfac
     k_sps=$SPS k_cpu=$CPU
     [ "$npar" -gt 0 ] 2>/dev/null || npar=${NPAR:-0}
-    echo "  kfac: $SPS steps/s; a step: wait $WAIT (curvature $CURV), update $UPD, publish $PUB ms; kfac-ps CPU $CPU ms/step${NOTE:+ ($NOTE)}"
+    echo "  kfac: $SPS steps/s ($MEAS); a step: wait $WAIT (curvature $CURV), update $UPD, publish $PUB ms; kfac-ps CPU $CPU ms/step; $INVS inverses installed, $FOLDS statistics folded, inverse age $AGE${NOTE:+ ($NOTE)}"
     bytes=$((npar * 4 * m * 2))
     mc=$("$BIN/bench/bench_memcpy" --bytes "$bytes" --reps 20 | sed -n 's/^memcpy .*median_ms=\([0-9.]*\).*/\1/p')
     gl=-
