@@ -66,7 +66,7 @@ while [ $# -gt 0 ]; do
     --demo-steps) demo_steps=$2; shift 2 ;;
     --wide-steps) wide_steps=$2; shift 2 ;;
     --arm-timeout) arm_timeout=$2; shift 2 ;;
-    -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fast_members.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
