@@ -75,6 +75,13 @@
  *   inv-fail        no inverse: a result that says the factor could not be
  *                   inverted, for every job
  * and stops early when kfac-ps shuts it out.
+ * Not hostile: --member_kind fast-worker is a gradient worker that computes
+ * nothing: it answers each new Params at once with a gradient it made once
+ * (tools/poke/fast.c), until Shutdown, SIGTERM or --count pushes; with a
+ * real kfac-statsd and kfac-invertd beside it a cluster steps at what
+ * kfac-ps and the transport cost (bench/fast_members.sh):
+ *   kfac-poke --endpoint tcp://127.0.0.1:5555 --member_id 1 --member_kind fast-worker \
+ *     --count 1000000 --wait_ms 60000
  * It waits for Welcome, Params and each answer at most --wait_ms, prints
  * what came back (errors one per line, up to --print), and exits 0 when it
  * was welcomed (1 when it was refused or nothing answered: the refusal text
@@ -129,7 +136,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the hostile member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other or inv-fail (see the header of tools/kfac-poke.c)"),
+      "what the member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other, inv-fail (hostile), or fast-worker (a gradient worker that computes nothing; see the header of tools/kfac-poke.c)"),
     O("host", OPT_STRING, host, "", 0, 4096,
       "the hostile member's host name in its Hello (\"\": this host's; any bytes: kfac-ps must log them safely)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,

@@ -18,5 +18,5 @@ $(BUILD)/kfac-%: $(BUILD)/obj/tools/kfac-%.o $(PROTO_LIB) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ -Wl,--start-group $^ -Wl,--end-group $(LDLIBS)
 
-# kfac-poke's hostile members live in a part of their own (tools/poke/).
-$(BUILD)/kfac-poke: $(BUILD)/obj/tools/poke/member.o
+# kfac-poke's members live in a part of their own (tools/poke/).
+$(BUILD)/kfac-poke: $(BUILD)/obj/tools/poke/member.o $(BUILD)/obj/tools/poke/fast.o

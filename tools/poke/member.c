@@ -267,11 +267,14 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0 ||
         strcmp(kind, "inv-fail") == 0)
         return s_member_invertd(sock, c);
+    if (strcmp(kind, "fast-worker") == 0) return poke_fast_worker(sock, c, r);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
         strcmp(kind, "scaled") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
-                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other or inv-fail, not '%s'\n", kind);
+                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other, inv-fail or fast-worker, not "
+                        "'%s'
+", kind);
         return 2;
     }
     tally_t t;

@@ -1,5 +1,6 @@
 /* tools/poke/poke.h — kfac-poke's parts (tools/kfac-poke.c: options,
- * frames, main; tools/poke/member.c: replies and the hostile members). */
+ * frames, main; tools/poke/member.c: replies and the hostile members;
+ * tools/poke/fast.c: the fast worker of the benchmarks). */
 #ifndef KFAC_TOOLS_POKE_H
 #define KFAC_TOOLS_POKE_H
 
@@ -43,5 +44,11 @@ void poke_sleep_ms(int ms);
 /* The hostile member of --member_id / --member_kind (the header of
  * tools/kfac-poke.c). Returns the exit status. */
 int poke_member(void *sock, const poke_cfg_t *c, rng_t *r);
+
+/* The fast worker (--member_kind fast-worker; the header of
+ * tools/poke/fast.c): joins as worker --member_id and answers each new
+ * Params at once with a stored gradient until Shutdown, a signal or
+ * --count pushes. Returns the exit status. */
+int poke_fast_worker(void *sock, const poke_cfg_t *c, rng_t *r);
 
 #endif
