@@ -273,8 +273,7 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         strcmp(kind, "scaled") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
                         "gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other, inv-fail or fast-worker, not "
-                        "'%s'
-", kind);
+                        "'%s'\n", kind);
         return 2;
     }
     tally_t t;
