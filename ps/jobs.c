@@ -286,6 +286,14 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             log_warn("%s: result for job %" PRIu64 " (layer %u factor %u) dropped: not handed out by this server, or "
                      "answered already",
                      name, r->job_id, r->layer, r->factor);
+        /* The next job costs a cut (O(n^2)): a stream of results for jobs
+         * nobody was given pays for it from the request budget, as a
+         * JobRequest does. */
+        if (!ps_ident_take_token(p->ident, clock_now_ns(), PS_REQ_PER_S, PS_REQ_BURST)) {
+            ps_counters_bump(&s->ctr, PS_CTR_RATE_LIMITED);
+            ps_member_answered(p);
+            return;
+        }
         ps_jobs_after_reject(s, p);
         return;
     }

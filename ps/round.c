@@ -325,6 +325,12 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         if (p->role == MSG_ROLE_STATSD) ps_round_send_params(s, p);
         break;
     case MSG_JOB_RESULT:
+        /* an invalid result, answered with the next job (a cut): charged */
+        if (!ps_ident_take_token(p->ident, clock_now_ns(), PS_REQ_PER_S, PS_REQ_BURST)) {
+            ps_counters_bump(&s->ctr, PS_CTR_RATE_LIMITED);
+            ps_member_answered(p);
+            break;
+        }
         ps_jobs_after_reject(s, p);
         break;
     default:

@@ -54,8 +54,17 @@ static void s_settle(ps_server_t *s) {
 static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8_t *data, size_t len) {
     msg_t m;
     char err[600] = "";
-    int rc = msg_decode(data, len, &m, err, sizeof err);
     ps_peer_t *p = ps_peers_find(&s->peers, route);
+    if (!p && len > PS_PRE_HELLO_MAX_BYTES && s->life.phase != PS_PHASE_CLOSED) {
+        /* A connection that has not said Hello may send a Hello, a few
+         * hundred bytes: a large frame from it is refused before it is
+         * decoded (no copy, no allocation for it). */
+        ps_io_reject(s, route, NULL, MSG_NONE, MSG_ERR_NOT_WELCOMED,
+                     "a frame of %zu bytes before Hello (at most %d before it): say Hello first", len,
+                     PS_PRE_HELLO_MAX_BYTES);
+        return;
+    }
+    int rc = msg_decode(data, len, &m, err, sizeof err);
     if (s->life.phase == PS_PHASE_CLOSED) {
         /* The grace period after Shutdown: anyone still talking is told again. */
         if (rc == 0 && m.type != MSG_BYE && m.type != MSG_HEARTBEAT)
@@ -456,6 +465,7 @@ static int s_setup_net(ps_server_t *s, char *err, size_t err_len) {
     s_malloc_prime(max_bytes, (int64_t)s->cfg->workers * grad_bytes);
     o.linger_ms = PS_LINGER_MS;
     o.sndhwm = PS_SNDHWM;
+    o.rcvhwm = PS_RCVHWM;
     if (!(s->sock = zloop_socket_new(&s->loop, s->zctx, ZMQ_ROUTER, &o, s_on_recv, s))) {
         snprintf(err, err_len, "cannot create the ROUTER socket");
         return -ENOMEM;

@@ -75,6 +75,15 @@ typedef struct ps_io ps_io_t;
  * ZeroMQ's default is 1000. A client holds at most one Params reply queued
  * besides (ps_round_send_params). */
 #define PS_SNDHWM 16
+/* ZMQ_RCVHWM of the ROUTER: messages queued from one client before ZeroMQ
+ * stops reading its connection (TCP pushes back on the client; nothing is
+ * dropped); ZeroMQ's default, 1000, let one client park 1000 frames of the
+ * largest size in kfac-ps's memory. An honest client has one request and a
+ * heartbeat or two in flight. */
+#define PS_RCVHWM 16
+/* The largest frame a connection may send before its Hello (a Hello is a
+ * few hundred bytes): a larger one is refused undecoded. */
+#define PS_PRE_HELLO_MAX_BYTES 65536
 /* Requests that cost kfac-ps work (GetParams, JobRequest), per client: at
  * most PS_REQ_BURST at once, PS_REQ_PER_S a second after that (an honest
  * client sends one at start-up and after an error: its pushes and results

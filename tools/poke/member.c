@@ -190,6 +190,37 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
     fflush(stdout);
     msg_clear(&w);
     int answered = 0, shut = 0;
+    if (strcmp(kind, "inv-unknown") == 0) {
+        /* One job, for a real block's layer and factor; then --count results
+         * for jobs never handed out, back to back, no reply read: each used
+         * to make kfac-ps cut the next job (O(n^2)) at no cost. */
+        msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+        m.job_request.max_n = 0;
+        s_send_msg(sock, &m);
+        msg_t job;
+        if (s_wait_for(sock, c, MSG_JOB, &job, &t) < 0) return 1;
+        const uint32_t layer = job.job.layer, factor = job.job.factor;
+        const uint64_t fv = job.job.factor_version;
+        msg_clear(&job);
+        for (int i = 0; i < c->count; i++) {
+            msg_init(&m, MSG_JOB_RESULT, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+            m.job_result.job_id = 1000000000ULL + (uint64_t)i;
+            m.job_result.layer = layer;
+            m.job_result.factor = factor;
+            m.job_result.factor_version = fv;
+            m.job_result.method = MSG_METHOD_CHOLESKY;
+            m.job_result.n = 1;
+            m.job_result.error = (char *)"none";
+            if (s_send_msg(sock, &m) == 0) answered++;
+        }
+        msg_t x;
+        if (s_wait_for(sock, c, MSG_NONE, &x, &t) == -2) shut = 1;
+        printf("member %d: %d results for jobs never handed out; jobs received %" PRIu64 "; %s\n", c->member_id,
+               answered, t.by_type[MSG_JOB], shut ? "shut out by kfac-ps" : "not shut out");
+        msg_init(&m, MSG_BYE, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+        s_send_msg(sock, &m);
+        return 0;
+    }
     for (int i = 0; i < c->count; i++) {
         msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
         m.job_request.max_n = 0;
@@ -265,14 +296,14 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
 int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     const char *kind = c->member_kind;
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0 ||
-        strcmp(kind, "inv-fail") == 0)
+        strcmp(kind, "inv-fail") == 0 || strcmp(kind, "inv-unknown") == 0)
         return s_member_invertd(sock, c);
     if (strcmp(kind, "fast-worker") == 0) return poke_fast_worker(sock, c, r);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
         strcmp(kind, "scaled") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
-                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other, inv-fail or fast-worker, not "
+                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown or fast-worker, not "
                         "'%s'\n", kind);
         return 2;
     }

@@ -1,0 +1,78 @@
+#!/bin/sh
+# tests/integration/58-hostile-budget.sh — messages that make kfac-ps work
+# are paid for (ps/server_int.h, PS_REQ_PER_S and PS_REQ_BURST, per
+# identity): an inverse daemon (tools/kfac-poke --member_kind inv-unknown)
+# takes one job, then sends 3000 results for jobs nobody was given, back
+# to back. Before, each was answered with the next job: a cut of the
+# factor (O(n^2), on the thread the workers wait on), at no cost. Now such
+# a result takes a token from the daemon's request budget, as a JobRequest
+# does, and without one it gets no job.
+# Also a frame larger than PS_PRE_HELLO_MAX_BYTES from a connection that
+# has not said Hello is refused before it is decoded (kfac-poke --kinds
+# large).
+# The MNIST MLP with K-FAC (2 workers, 1 kfac-statsd, 1 honest
+# kfac-invertd). Passes when the daemon got at most the burst plus the rate
+# for the time it ran in jobs, kfac-ps counted the rest as over the rate
+# limit, every step ran, and the large frame was refused with its size.
+. tests/integration/harness.inc
+h_init 58-hostile-budget
+[ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
+port=$(h_port) || exit 1
+ep="tcp://127.0.0.1:$port"
+cat >"$H_DIR/run.ini" <<EOF2
+[run]
+seed = 2
+steps = 200
+eval_every = 1000
+eval_n = 1000
+out_dir = $H_DIR/out
+[model]
+file = models/mnist-mlp.model
+[data]
+batch = 32
+train_n = 5000
+[kfac]
+stats = async
+[statsd]
+priority = normal
+[invertd]
+priority = normal
+[cluster]
+ps = $ep
+workers = 2
+statsd = 1
+invertd = 1
+[ps]
+bind = $ep
+EOF2
+h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
+PS_PID=$H_PID
+h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
+h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
+h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini"
+h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --invertd.id 1
+h_wait_steps 20 90
+t0=$(date +%s)
+h_start poke-unknown "$BUILD/kfac-poke" --endpoint "$ep" --member_id 7 --member_kind inv-unknown --count 3000 \
+  --wait_ms 2000 --print 5
+POKE=$H_PID
+h_wait "$POKE" 60
+[ "$H_STATUS" = 0 ] || h_fail "the inverse daemon sending unknown results exited with status $H_STATUS"
+secs=$(($(date +%s) - t0 + 1))
+got=$(sed -n 's/.*results for jobs never handed out; jobs received \([0-9]*\);.*/\1/p' "$H_DIR/poke-unknown.log")
+[ -n "$got" ] || h_fail "the daemon did not report: $(tail -n 3 "$H_DIR/poke-unknown.log")"
+# 40 at once, 20 a second after that, and the first job
+bound=$((40 + 20 * secs + 1))
+[ "$got" -le "$bound" ] || h_fail "the daemon got $got jobs for 3000 unknown results in about $secs s (at most $bound)"
+# a large frame before Hello
+"$BUILD/kfac-poke" --endpoint "$ep" --kinds large --large_bytes 200000 --count 1 --replies 1 --wait_ms 5000 \
+  --print 5 >"$H_DIR/poke-large.log" 2>&1 || h_fail "kfac-poke (large) failed: $(tail -n 3 "$H_DIR/poke-large.log")"
+grep -q "a frame of [0-9]* bytes before Hello (at most 65536 before it)" "$H_DIR/poke-large.log" ||
+  h_fail "the large frame before Hello was not refused undecoded: $(grep reply "$H_DIR/poke-large.log" | head -n 2)"
+h_wait "$PS_PID" 120
+[ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
+rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
+[ "$rows" -eq 200 ] || h_fail "steps.csv has $rows steps, expected 200"
+limited=$(sed -n 's/.* \([0-9][0-9]*\) over the rate limit.*/\1/p' "$H_DIR/ps.log" | tail -n 1)
+grep "done:" "$H_DIR/ps.log" | grep -q "rate" || h_fail "the done line does not count the requests over the rate limit: $(grep 'done:' "$H_DIR/ps.log")"
+h_pass "3000 results for jobs never handed out bought $got jobs in about $secs s (bound $bound); a 200000-byte frame before Hello refused undecoded; every step ran"
