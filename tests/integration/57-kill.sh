@@ -9,11 +9,11 @@
 #            it goes on from its checkpoint of step 50 and the surviving
 #            clients say Hello again (the workers start their shards at
 #            the version they are welcomed at);
-#   worker   worker 2 is killed after step 80 and started again at once with
-#            its id: kfac-ps answers "in use" (the old one was heard less than
-#            3 heartbeats ago) unless it has already seen the old one's
-#            connection close; the new one tries again 1 s later and takes
-#            over the shard and the place in the round;
+#   worker   after step 80 a second worker 2 is started while the first
+#            still runs: kfac-ps must answer "in use" (the old one was heard
+#            less than 3 heartbeats ago and its connection is open); then
+#            the first is killed, and the new one, trying again 1 s later,
+#            takes over the shard and the place in the round;
 #   invertd  the inverse daemon is killed after step 80 and started again:
 #            its job goes back to the queue.
 # Each case also checks the log line that says what happened.
@@ -120,15 +120,18 @@ port=$(h_port) || exit 1
 cluster worker "$port"
 until_step worker 80
 shard=$(sed -n 's/.*welcomed by kfac-ps.*rank \([0-9]*\)\/.*/\1/p' "$H_DIR/worker-worker2.log" | head -n 1)
+# Started while the first worker 2 still runs, the new one must be told to
+# wait (a restart after the kill is told so only when its Hello beats the
+# closed connection's discovery, which kfac-ps now probes at once).
+start worker-worker2b worker "$port" --worker.id 2
+h_wait_log "$H_DIR/worker-worker2b.log" "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" 60 ||
+  h_fail "worker: a second worker 2, started while the first still ran, was not told to wait"
 kill -KILL "$W2_PID"
 h_wait "$W2_PID" 10
-start worker-worker2b worker "$port" --worker.id 2
 finish worker
 acc2=$ACC
 grep -q "worker id 2 rejoins .* takes over shard $shard " "$H_DIR/worker-ps.log" ||
   h_fail "worker: the restarted worker 2 did not get shard $shard back"
-grep -q "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" "$H_DIR/worker-worker2b.log" ||
-  grep -q "worker#.* connection closed" "$H_DIR/worker-ps.log" || h_fail "worker: the restarted worker 2 was not told to wait while its predecessor could still be alive"
 # kfac-ps notices the killed worker's closed connection at its next
 # heartbeat and, as it should, goes on with the other two until the new
 # process takes the record over (it retries after 1 s, 2 s, ...): those
