@@ -27,6 +27,7 @@
 #include "common/base/ratelimit.h"
 #include "common/base/clock.h"
 #include "common/base/version.h"
+#include "tests/lib/check_main.h"
 #include "tests/lib/fake_ps.h"
 
 /* The model the fake kfac-ps sends in its Welcome (the connection only
@@ -203,7 +204,7 @@ static void s_run_handshake(int answer, client_side_t *cs, fake_ps_t *f) {
     ck_assert_ptr_nonnull(cs->c);
     uv_timer_init(&loop, &cs->guard);
     cs->guard.data = cs;
-    uv_timer_start(&cs->guard, s_on_guard, 15000, 0);
+    uv_timer_start(&cs->guard, s_on_guard, check_scaled_ms(15000), 0);
     ck_assert_int_eq(client_start(cs->c), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     cs->stop_code = client_exit_code(cs->c);
