@@ -49,18 +49,22 @@ every = 10
 keep = 10
 EOF2
 
-# cluster NAME PORT [kfac-ps options...]: kfac-ps, 3 workers, 1 invertd; PS_PID.
+# cluster NAME PORT [kfac-ps options...]: kfac-ps, 3 workers, 1 invertd;
+# PS_PID, and the clients' pids in CLIENT_PIDS.
 cluster() {
   name=$1 port=$2
   shift 2
   h_start "$name-ps" "$BUILD/kfac-ps" --config "$H_DIR/run.ini" --bind "tcp://127.0.0.1:$port" \
     --out-dir "$H_DIR/$name" "$@"
   PS_PID=$H_PID
+  CLIENT_PIDS=""
   for i in 0 1 2; do
     h_start "$name-worker$i" "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --cluster.ps "tcp://127.0.0.1:$port" \
       --worker.id "$i"
+    CLIENT_PIDS="$CLIENT_PIDS $H_PID"
   done
   h_start "$name-invertd" "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --cluster.ps "tcp://127.0.0.1:$port"
+  CLIENT_PIDS="$CLIENT_PIDS $H_PID"
 }
 
 # rows FILE: data rows of a CSV
@@ -98,7 +102,11 @@ h_wait "$PS_PID" 30
 [ "$H_STATUS" = 0 ] || h_fail "run B: kfac-ps exited with status $H_STATUS after SIGTERM"
 stop=$(sed -n 's/.*checkpoint at step \([0-9]*\) (SIGTERM).*/\1/p' "$H_DIR/b-ps.log")
 [ -n "$stop" ] || h_fail "run B: no checkpoint written on SIGTERM"
-sleep 1 # the clients read Shutdown and exit
+# the clients read Shutdown and exit (before the next cluster starts)
+for p in $CLIENT_PIDS; do
+  h_wait "$p" 30
+  [ "$H_STATUS" = 0 ] || h_fail "run B: a client exited with status $H_STATUS after kfac-ps's Shutdown (124: still running after 30 s)"
+done
 
 port=$(h_port) || exit 1
 cluster b2 "$port" --out-dir "$H_DIR/b" --resume
