@@ -41,10 +41,17 @@
 #                                        there is no systemd or policy-rc.d
 #                                        forbids it, the install just does not
 #                                        start them)
+#   clang libclang-rt-dev                tests/integration/70-fuzz.sh and make
+#                                        fuzz-run: the libFuzzer harnesses need
+#                                        clang and its libFuzzer runtime (only
+#                                        recommended by clang, and this script
+#                                        installs no recommends); without them
+#                                        the fuzzing in make check is a skip
 set -eu
 pkgs="pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
 liblapacke-dev libuv1-dev check zlib1g-dev libdnnl-dev curl ca-certificates
-dataset-fashion-mnist gnuplot-nox systemd systemd-container procps iproute2 slurm-wlm munge libmicrohttpd-dev python3-numpy"
+dataset-fashion-mnist gnuplot-nox systemd systemd-container procps iproute2 slurm-wlm munge libmicrohttpd-dev python3-numpy
+clang libclang-rt-dev"
 missing=""
 for p in $pkgs; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
