@@ -67,9 +67,6 @@ cluster() {
   CLIENT_PIDS="$CLIENT_PIDS $H_PID"
 }
 
-# rows FILE: data rows of a CSV
-rows() { awk 'NR > 1' "$1" | wc -l; }
-
 # losses FILE: "step,train_loss" per step, the last row of each step
 losses() {
   cs=$(h_csv_col "$1" step) || h_fail "$cs"
@@ -86,17 +83,14 @@ port=$(h_port) || exit 1
 cluster a "$port"
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "run A: kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
-[ "$(rows "$H_DIR/a/steps.csv")" -eq "$STEPS" ] || h_fail "run A: steps.csv has $(rows "$H_DIR/a/steps.csv") rows"
+[ "$(h_rows "$H_DIR/a/steps.csv")" -eq "$STEPS" ] || h_fail "run A: steps.csv has $(rows "$H_DIR/a/steps.csv") rows"
 
 port=$(h_port) || exit 1
 cluster b "$port"
-n=0
-while [ "$(rows "$H_DIR/b/steps.csv" 2>/dev/null || echo 0)" -lt 12 ]; do
-  n=$((n + 1))
-  [ $n -lt 1200 ] || h_fail "run B: fewer than 12 steps after 120 s"
+if ! h_wait_rows "$H_DIR/b/steps.csv" 12 120 "$PS_PID"; then
   kill -0 "$PS_PID" 2>/dev/null || h_fail "run B: kfac-ps exited before it was stopped"
-  sleep 0.1
-done
+  h_fail "run B: fewer than 12 steps after 120 s"
+fi
 kill -TERM "$PS_PID"
 h_wait "$PS_PID" 30
 [ "$H_STATUS" = 0 ] || h_fail "run B: kfac-ps exited with status $H_STATUS after SIGTERM"

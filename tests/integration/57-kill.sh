@@ -72,16 +72,9 @@ cluster() {
   INV_PID=$H_PID
 }
 
-rows() { if [ -r "$1" ]; then awk 'NR > 1' "$1" | wc -l; else echo 0; fi; }
-
 # until_step RUN N: wait (at most 120 s) until RUN's steps.csv has N rows
 until_step() {
-  n=0
-  while [ "$(rows "$H_DIR/$1/steps.csv")" -lt "$2" ]; do
-    n=$((n + 1))
-    [ $n -lt 1200 ] || h_fail "$1: fewer than $2 steps after 120 s"
-    sleep 0.1
-  done
+  h_wait_rows "$H_DIR/$1/steps.csv" "$2" 120 || h_fail "$1: fewer than $2 steps after 120 s"
 }
 
 # finish RUN: wait for RUN's kfac-ps (PS_PID) to exit 0; ACC = its final
@@ -154,7 +147,7 @@ h_wait "$INV_PID" 10
 start invertd-invertd2 invertd "$port"
 finish invertd
 acc3=$ACC
-[ "$(rows "$H_DIR/invertd/steps.csv")" -eq "$STEPS" ] || h_fail "invertd: not $STEPS steps"
+[ "$(h_rows "$H_DIR/invertd/steps.csv")" -eq "$STEPS" ] || h_fail "invertd: not $STEPS steps"
 close "$acc0" "$acc3" || h_fail "invertd: final accuracy $acc3, undisturbed $acc0: more than 0.3 points apart"
 
 h_pass "final test accuracy undisturbed $acc0; kfac-ps killed and resumed $acc1, a worker killed and restarted $acc2 ($short steps without it), the invertd killed and restarted $acc3"

@@ -58,20 +58,13 @@ cluster() {
   ST_PID=$H_PID
 }
 
-rows() { if [ -r "$1" ]; then awk 'NR > 1' "$1" | wc -l; else echo 0; fi; }
-
 cluster base
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "base: kfac-ps exited with status $H_STATUS"
 pa0=$(h_csv_last "$H_DIR/base/eval.csv" polyak_acc)
 
 cluster kill
-n=0
-while [ "$(rows "$H_DIR/kill/steps.csv")" -lt 80 ]; do
-  n=$((n + 1))
-  [ $n -lt 1200 ] || h_fail "kill: fewer than 80 steps after 120 s"
-  sleep 0.1
-done
+h_wait_rows "$H_DIR/kill/steps.csv" 80 120 || h_fail "kill: fewer than 80 steps after 120 s"
 # started while the first still runs (heard lately, its connection open):
 # kfac-ps must tell it to wait
 h_start kill-statsd2 "$BUILD/kfac-statsd" --config "$H_DIR/run.ini" --cluster.ps "tcp://127.0.0.1:$PORT" --statsd.id 1
@@ -87,7 +80,7 @@ after=$(h_csv_last "$H_DIR/kill/steps.csv" stats_folded)
 # more than 10 folds after the restart: a statistics worker pushes once per
 # parameter version (kfac-ps sends it the next version only)
 [ "$after" -gt "$((folded + 10))" ] || h_fail "statistics folded: $folded at the kill, $after at the end: the new statsd did not work"
-[ "$(rows "$H_DIR/kill/steps.csv")" -eq 400 ] || h_fail "kill: not 400 steps"
+[ "$(h_rows "$H_DIR/kill/steps.csv")" -eq 400 ] || h_fail "kill: not 400 steps"
 pa1=$(h_csv_last "$H_DIR/kill/eval.csv" polyak_acc)
 h_ge "$pa0" "$ACC" && h_ge "$pa1" "$ACC" || h_fail "Polyak accuracy $pa1 (undisturbed $pa0) below $ACC"
 awk -v a="$pa0" -v b="$pa1" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
