@@ -31,14 +31,14 @@ export BUILD
 # two-core CPU load. The multiplier keeps them a guard there too.
 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
 export CK_TIMEOUT_MULTIPLIER
-pass=0; fail=0; skip=0; failed=""; skipped=""; why_failed=""
-log=$(mktemp "${TMPDIR:-/tmp}/kfac-run.XXXXXX") || exit 1
-times=$(mktemp "${TMPDIR:-/tmp}/kfac-times.XXXXXX") || exit 1
 limit=${KFAC_TEST_TIMEOUT_S:-1200}
 case $limit in
   ''|*[!0-9]*|0) echo "tests/run.sh: KFAC_TEST_TIMEOUT_S must be a positive number of seconds, not '$limit'" >&2; exit 2 ;;
 esac
 command -v timeout >/dev/null || { echo "tests/run.sh: needs timeout (coreutils)" >&2; exit 2; }
+pass=0; fail=0; skip=0; failed=""; skipped=""; why_failed=""
+log=$(mktemp "${TMPDIR:-/tmp}/kfac-run.XXXXXX") || exit 1
+times=$(mktemp "${TMPDIR:-/tmp}/kfac-times.XXXXXX") || exit 1
 child=""
 trap 'rm -f "$log" "$times"' EXIT
 # timeout passes a signal it gets on to its group: an interrupted run
