@@ -26,6 +26,7 @@
 
 #include "common/base/log.h"
 #include "common/net/auth_watch.h"
+#include "tests/lib/tmpdir.h"
 
 typedef struct {
     int n;
@@ -77,15 +78,12 @@ static void s_write(const char *dir, const char *name) {
 static char s_dir[256];
 
 static void s_setup(void) {
-    snprintf(s_dir, sizeof s_dir, "%s/kfac-watch-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(s_dir));
+    test_tmpdir_make(s_dir, sizeof s_dir, "watch");
     log_init(LOG_LEVEL_ERROR, "test_auth_watch");
 }
 
 static void s_teardown(void) {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", s_dir);
+    if (test_tmpdir_remove(s_dir) != 0) fprintf(stderr, "could not remove %s\n", s_dir);
 }
 
 static void s_open(uv_loop_t *loop) {
