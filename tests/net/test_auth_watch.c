@@ -136,7 +136,8 @@ START_TEST(test_auth_watch_debounces_a_burst) {
             prev_ms = t_ms;
         }
     }
-    ck_assert_msg(whole, "no burst of 5 writes within the 200 ms debounce in %d tries (this machine is too busy)", tries);
+    ck_assert_msg(whole, "no burst of 5 writes within the 200 ms debounce in %d tries (this machine is too busy)",
+                  tries);
     s_pump(&loop, &seen, 1, 5000);
     ck_assert_int_eq(seen.n, 1);
     ck_assert_str_eq(seen.what, folder);
