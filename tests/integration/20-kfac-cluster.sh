@@ -62,6 +62,6 @@ h_ge "$inv" "$MIN_INV" || h_fail "${inv:-no} inverses installed in 200 steps, wa
 h_ge "$folded" 1 || h_fail "no statistics were folded ($folded)"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
-best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+best=$(h_max "$acc" "$pacc")
 h_ge "$best" "$ACC" || h_fail "final test accuracy $acc (Polyak $pacc) is below $ACC"
 h_pass "200 steps, test accuracy $acc (Polyak $pacc) >= $ACC, $inv inverses, $folded statistics batches"

@@ -95,6 +95,6 @@ jobs2=$(sed -n 's/.* \([0-9][0-9]*\) jobs (.*/\1/p' "$H_DIR/invertd-2.log" | tai
 [ "${jobs2:-0}" -ge 10 ] || h_fail "the second invertd computed only ${jobs2:-0} inverses"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
-best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+best=$(h_max "$acc" "$pacc")
 h_ge "$best" "$ACC" || h_fail "final test accuracy $acc (Polyak $pacc) is below $ACC"
 h_pass "new invertd got its first job after $ms ms (bound $bound ms); training survived SIGKILL of the other; $jobs2 jobs; accuracy $acc (Polyak $pacc)"

@@ -97,6 +97,6 @@ h_ge "$n_batches" 1 || h_fail "kfac-statsd pushed no statistics: $sd_line"
 
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
-best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+best=$(h_max "$acc" "$pacc")
 h_ge "$best" "$ACC" || h_fail "final test accuracy $acc (Polyak $pacc) is below $ACC"
 h_pass "200 steps, test accuracy $acc (Polyak $pacc) >= $ACC; statsd: $n_stats layer statistics in $n_batches batches of $n_layers layers (per layer $per); $similar similar refreshes"
