@@ -122,19 +122,8 @@ static void s_fake_ps_thread(void *arg) {
         a.refuse.text = "test refusal";
         f->n_send_failed += !fake_ps_send(sock, &id, &a);
     } else {
-        runcfg_t ps;
-        char err[256];
         char *argv_ps[] = {"kfac-ps", "--seed", "1234", NULL};
-        runcfg_load(&ps, RUNCFG_ROLE_PS, 3, argv_ps, err, sizeof err);
-        char *text = runcfg_shared_text(&ps);
-        msg_init(&a, MSG_WELCOME, MSG_ROLE_PS, 0);
-        a.welcome.model_text = (char *)s_model;
-        a.welcome.config_text = text;
-        a.welcome.assigned_id = 42;
-        a.welcome.n_ranks = 1;
-        f->n_send_failed += !fake_ps_send(sock, &id, &a);
-        free(text);
-        runcfg_release(&ps);
+        f->n_send_failed += !fake_ps_send_welcome(sock, &id, s_model, 3, argv_ps);
         /* The client's first request after Welcome. */
         for (int i = 0; i < 5; i++) {
             memset(&m, 0, sizeof m);

@@ -223,20 +223,9 @@ static void s_fake_ps_thread(void *arg) {
         snprintf(f->fail, sizeof f->fail, "no Hello");
     else {
         msg_clear(&m);
-        runcfg_t ps;
-        char err[256];
         char *argv_ps[] = {"kfac-ps", NULL};
-        runcfg_load(&ps, RUNCFG_ROLE_PS, 1, argv_ps, err, sizeof err);
-        char *text = runcfg_shared_text(&ps);
+        (void)fake_ps_send_welcome(f->sock, &id, "input 1x1x2\nflatten\nfc name=f out=2\nsoftmax_xent\n", 1, argv_ps);
         msg_t a;
-        msg_init(&a, MSG_WELCOME, MSG_ROLE_PS, 0);
-        a.welcome.model_text = (char *)"input 1x1x2\nflatten\nfc name=f out=2\nsoftmax_xent\n";
-        a.welcome.config_text = text;
-        a.welcome.assigned_id = 42;
-        a.welcome.n_ranks = 1;
-        (void)s_send(f, &id, &a);
-        free(text);
-        runcfg_release(&ps);
         if (f->newest) s_newest_script(f, &id);
         else s_queue_script(f, &id);
         msg_init(&a, MSG_SHUTDOWN, MSG_ROLE_PS, 0);
