@@ -17,6 +17,14 @@
 # "N passed, N failed, N skipped" alone on the last line (what test-report
 # readers look for).
 # Exits non-zero only when something failed.
+#
+# Each program runs under coreutils' timeout, in a process group of its own,
+# for at most $KFAC_TEST_TIMEOUT_S seconds (default 1200: the slowest
+# program, 58-hostile-suite, took 441 s beside two busy loops on 2 CPUs,
+# bench/RESULTS.md). One that runs past it gets SIGTERM, SIGKILL 15 s
+# later, counts as failed and is named "timed out" in the summary. When a
+# program ends, whatever it left running in its group (a daemon of a failed
+# test) is killed and named, so it cannot hold a port for the next one.
 set -u
 BUILD=${BUILD:-build}
 export BUILD
@@ -26,12 +34,20 @@ export BUILD
 # two-core CPU load. The multiplier keeps them a guard there too.
 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
 export CK_TIMEOUT_MULTIPLIER
+limit=${KFAC_TEST_TIMEOUT_S:-1200}
+case $limit in
+  ''|*[!0-9]*|0) echo "tests/run.sh: KFAC_TEST_TIMEOUT_S must be a positive number of seconds, not '$limit'" >&2; exit 2 ;;
+esac
+command -v timeout >/dev/null || { echo "tests/run.sh: needs timeout (coreutils)" >&2; exit 2; }
 pass=0; fail=0; skip=0; failed=""; skipped=""; why_failed=""
 log=$(mktemp "${TMPDIR:-/tmp}/kfac-run.XXXXXX") || exit 1
 times=$(mktemp "${TMPDIR:-/tmp}/kfac-times.XXXXXX") || exit 1
+child=""
 trap 'rm -f "$log" "$times"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# timeout passes a signal it gets on to its group: an interrupted run
+# leaves no test program behind.
+trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; exit 130' INT
+trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; exit 143' TERM
 
 # run NAME CMD...: run one test program and count the outcome. Its output
 # goes to $log first (shown when it ends, and searched for the skip reason):
@@ -41,11 +57,29 @@ run() {
   shift
   echo "== $name"
   t0=$(date +%s)
-  "$@" >"$log" 2>&1
+  # timeout makes itself the leader of a new process group (its pid is the
+  # group's id), and on expiry signals the whole group.
+  timeout -k 15 "$limit" "$@" >"$log" 2>&1 </dev/null &
+  child=$!
+  wait "$child"
   st=$?
   t1=$(date +%s)
+  if kill -0 "-$child" 2>/dev/null; then
+    kill -KILL "-$child" 2>/dev/null
+    echo "$name: left processes running; killed them" >>"$log"
+  fi
+  child=""
   cat "$log"
+  timed_out=""
+  case $st in 124|137) [ $((t1 - t0)) -ge "$limit" ] && timed_out=1 ;; esac
   echo "$((t1 - t0)) $name" >>"$times"
+  if [ -n "$timed_out" ]; then
+    fail=$((fail + 1)); failed="$failed $name"
+    echo "$name: FAILED (timed out after $limit s)"
+    why_failed="$why_failed
+  $name: timed out after $limit s (KFAC_TEST_TIMEOUT_S)"
+    return
+  fi
   case $st in
     0) pass=$((pass + 1)) ;;
     77)

@@ -54,11 +54,18 @@
 #                                        there is no systemd or policy-rc.d
 #                                        forbids it, the install just does not
 #                                        start them)
+#   clang libclang-rt-dev                tests/integration/70-fuzz.sh and make
+#                                        fuzz-run: the libFuzzer harnesses need
+#                                        clang and its libFuzzer runtime (only
+#                                        recommended by clang, and this script
+#                                        installs no recommends); without them
+#                                        the fuzzing in make check is a skip
 set -eu
 build="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev
 liblapacke-dev libuv1-dev zlib1g-dev libdnnl-dev libmicrohttpd-dev"
 data="curl ca-certificates dataset-fashion-mnist"
-test="check gnuplot-nox python3-numpy systemd systemd-container procps iproute2 slurm-wlm munge"
+test="check gnuplot-nox python3-numpy systemd systemd-container procps iproute2 slurm-wlm munge clang
+libclang-rt-dev"
 what=${1:-test}
 case $what in
   build) pkgs=$build ;;

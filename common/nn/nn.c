@@ -746,7 +746,13 @@ int net_set_conv_engine(net_t *net, nn_conv_engine_t engine, char *err, size_t e
     }
     if (!wanted) return 0;
     char why[200];
-    if (!nn_dnnl_probe(why, sizeof why)) {
+    int probe = nn_dnnl_probe(why, sizeof why);
+    if (probe < 0) {
+        /* a wrong convolution is a fault to report, not a machine to work around */
+        if (err && err_len) snprintf(err, err_len, "oneDNN is broken here: %s", why);
+        return probe;
+    }
+    if (!probe) {
         if (engine == NN_CONV_ENGINE_ONEDNN) {
             if (err && err_len) snprintf(err, err_len, "oneDNN cannot run here: %s", why);
             return -ENOTSUP;

@@ -207,9 +207,10 @@ int net_threads(const net_t *net);
  * from the measurement in bench/RESULTS.md ("oneDNN"), so that two runs of
  * the same build and model always take the same path; where oneDNN cannot
  * run, OpenBLAS with one warning. BLAS: OpenBLAS everywhere. The engines
- * differ in float rounding only (tests/nn/test_nn_dnnl.c). Logs one info
- * line per conv layer on oneDNN. Not while a pass runs. Returns 0,
- * -EINVAL, -ENOMEM or -ENOTSUP. */
+ * differ in float rounding only (tests/nn/test_nn_dnnl.c). ONEDNN and AUTO
+ * both return -EIO (why in err) when oneDNN runs but its probe's result is
+ * wrong. Logs one info line per conv layer on oneDNN. Not while a pass
+ * runs. Returns 0, -EINVAL, -ENOMEM, -ENOTSUP or -EIO. */
 int net_set_conv_engine(net_t *net, nn_conv_engine_t engine, char *err, size_t err_len);
 
 /* The AUTO rule for conv layer l: NN_CONV_ENGINE_ONEDNN or _BLAS. */

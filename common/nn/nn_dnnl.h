@@ -38,10 +38,15 @@
 
 typedef struct nn_dnnl_conv nn_dnnl_conv_t;
 
-/* Was the build linked with oneDNN, and can it make and run a convolution
- * here (run-time code generation allowed, a CPU it has kernels for)? Returns
- * 1, or 0 with the reason in why (why_len bytes; may be NULL). Costs a few
- * milliseconds (a small convolution is created and run). */
+/* Can oneDNN make and run a convolution here (run-time code generation
+ * allowed, a CPU it has kernels for), and is its result right? Returns 1;
+ * 0 when it cannot run here (the primitives were refused); -EIO when it
+ * made them and then failed to run them or gave a wrong result (a broken
+ * oneDNN: an error, never a reason to fall back quietly). Says why in why
+ * (why_len bytes; may be NULL) unless it returns 1. Costs a few
+ * milliseconds (a small convolution is created, run and checked).
+ * KFAC_TEST_ONEDNN_WRONG=1 in the environment makes the check expect a
+ * wrong value, so that tests can see a wrong result fail. */
 int nn_dnnl_probe(char *why, size_t why_len);
 
 /* An engine for conv layer l (borrowed for its shape only; LAYER_CONV).

@@ -21,6 +21,7 @@
 #include "common/base/config.h"
 #include "common/base/version.h"
 #include "common/base/rng.h"
+#include "tests/lib/tmpdir.h"
 
 typedef struct tcfg {
     char *name;
@@ -76,16 +77,6 @@ static int s_text(tcfg_t *c, const char *text, char *err, size_t err_len) {
     return config_parse_text(&s_spec, c, text, "run.ini", err, err_len);
 }
 
-static char *s_tmpfile(const char *text) {
-    char *path = strdup("/tmp/kfac-test-config-XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ssize_t n = write(fd, text, strlen(text));
-    ck_assert_int_eq((int)n, (int)strlen(text));
-    close(fd);
-    return path;
-}
-
 START_TEST(test_config_defaults_from_table) {
     tcfg_t c = {0};
     char err[512];
@@ -108,8 +99,9 @@ START_TEST(test_config_defaults_from_table) {
 END_TEST
 
 START_TEST(test_config_precedence_defaults_file_cli) {
-    char *path = s_tmpfile("# a run file\n[optimizer]\nlr = 0.5\nmomentum = 0.8\n[worker]\nthreads = 4\n"
-                           "[ps]\nport = 5555\n");
+    char *path = test_tmpfile("test-config",
+                              "# a run file\n[optimizer]\nlr = 0.5\nmomentum = 0.8\n[worker]\nthreads = 4\n"
+                              "[ps]\nport = 5555\n");
     tcfg_t c = {0};
     char err[512];
     char cfgarg[300];

@@ -17,6 +17,7 @@
 #include "common/base/config.h"
 #include "common/base/rng.h"
 #include "tests/lib/seed.h"
+#include "tests/lib/tmpdir.h"
 
 typedef struct ecfg {
     char *ps;
@@ -42,15 +43,6 @@ static const config_spec_t s_spec = {
     .epilogue = "Exit status: 0 fine, 78 configuration error.\n",
 };
 
-static char *s_tmpfile(const char *text) {
-    char *path = strdup("/tmp/kfac-test-config-env-XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq((int)write(fd, text, strlen(text)), (int)strlen(text));
-    close(fd);
-    return path;
-}
-
 static int s_load(ecfg_t *c, int argc, const char *const *argv, FILE *out, char *err, size_t err_len) {
     char *av[16];
     av[0] = "kfac-envtest";
@@ -72,7 +64,7 @@ START_TEST(test_config_env_precedence) {
     snprintf(text, sizeof text, "[cluster]\nps = tcp://file:1\n[data]\ndir = /file\n[worker]\nid = %d\n", id_file);
     snprintf(env_id, sizeof env_id, "%d", id_env);
     snprintf(cli_id, sizeof cli_id, "%d", id_cli);
-    char *path = s_tmpfile(text);
+    char *path = test_tmpfile("test-config-env", text);
     char err[512];
     ecfg_t c;
     unsetenv("KFACT_PS");

@@ -11,9 +11,9 @@
 #      exit 2 with the message naming the field, the same message kfac-ps
 #      gives at start-up, and kfac-multiprog refuses them too;
 #   3. a misspelt launcher option gets a "did you mean";
-#   4. a worker that fails at start-up (device = cuda where no GPU is usable)
-#      stops the whole cluster at once, exit 1, instead of a run that waits
-#      for it (skipped where a GPU is usable: the worker would start).
+#   4. a worker that fails at start-up (device = cuda with every GPU hidden
+#      by CUDA_VISIBLE_DEVICES=-1, so on a GPU host too) stops the whole
+#      cluster at once, exit 1, instead of a run that waits for it.
 . tests/integration/harness.inc
 h_init 16-launcher-checks
 cat >"$H_DIR/bad.ini" <<EOF2
@@ -82,16 +82,13 @@ if "$BUILD/kfac-worker" --help 2>/dev/null | grep -q 'device=' &&
    ! KFAC_BIN="$BUILD" "$BUILD/kfac-worker" --config "$H_DIR/good.ini" --worker.device cuda --dump-config >/dev/null 2>&1; then
   h_fail "--worker.device cuda is not accepted by the parser"
 fi
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
-  echo "16-launcher-checks: part 4 skipped: a GPU is usable here"
-else
-  port=$(h_port) || exit 1
-  t0=$(date +%s)
-  h_start fail env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/good.ini" --port "$port" --quiet --worker.device cuda
-  h_wait "$H_PID" 60
-  [ "$H_STATUS" = 1 ] || h_fail "a worker failing at start-up: expected exit 1, got $H_STATUS"
-  grep -q "worker-1 failed at start-up: stopping the cluster" "$H_DIR/fail.log" || h_fail "the launcher did not stop on the failed worker"
-  el=$(($(date +%s) - t0))
-  [ "$el" -lt 50 ] || h_fail "the launcher took ${el}s to stop"
-fi
+port=$(h_port) || exit 1
+t0=$(date +%s)
+h_start fail env KFAC_BIN="$BUILD" CUDA_VISIBLE_DEVICES=-1 sh deploy/kfac-launch "$H_DIR/good.ini" --port "$port" --quiet \
+  --worker.device cuda
+h_wait "$H_PID" 60
+[ "$H_STATUS" = 1 ] || h_fail "a worker failing at start-up: expected exit 1, got $H_STATUS"
+grep -q "worker-1 failed at start-up: stopping the cluster" "$H_DIR/fail.log" || h_fail "the launcher did not stop on the failed worker"
+el=$(($(date +%s) - t0))
+[ "$el" -lt 50 ] || h_fail "the launcher took ${el}s to stop"
 h_pass "typo stopped before start, --check (checks across options included), suggestions, start-up failure stops the cluster"

@@ -5,7 +5,10 @@
 # batch 64 per worker) for 200 steps. Passes when
 #   - the launcher and every daemon exit 0 (the run ends by itself),
 #   - steps.csv has all 200 steps, each with 2 workers present, and inverses
-#     and statistics arrived (inverses_installed and stats_folded > 0),
+#     and statistics arrived: at least MIN_INV block inverses installed (an
+#     honest run installs 435-448 on 2 CPUs: every one of the 6 blocks about
+#     every 3 steps; 1 inverse in 200 steps is a failure) and statistics
+#     folded,
 #   - the final test accuracy on 2000 test examples (current parameters or
 #     their Polyak average) is at least ACC.
 # The launcher runs with --nice 0 and the curvature daemons compute at normal
@@ -14,6 +17,7 @@
 # busy host.
 . tests/integration/harness.inc
 h_init 20-kfac-cluster
+MIN_INV=100  # a quarter of what honest runs install (above)
 ACC=0.92   # the MLP reaches ~0.94-0.95 here; plain SGD at this budget ~0.90
 port=$(h_port) || exit 1
 cat >"$H_DIR/run.ini" <<EOF2
@@ -54,10 +58,10 @@ wp=$(h_csv_col "$steps" workers_present) || h_fail "$wp"
 awk -F, -v c="$wp" 'NR > 1 && $c != 2 { bad = 1 } END { exit bad }' "$steps" || h_fail "a step ran without both workers"
 inv=$(h_csv_last "$steps" inverses_installed)
 folded=$(h_csv_last "$steps" stats_folded)
-h_ge "$inv" 1 || h_fail "no inverse was installed ($inv)"
+h_ge "$inv" "$MIN_INV" || h_fail "${inv:-no} inverses installed in 200 steps, want at least $MIN_INV"
 h_ge "$folded" 1 || h_fail "no statistics were folded ($folded)"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
-best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+best=$(h_max "$acc" "$pacc")
 h_ge "$best" "$ACC" || h_fail "final test accuracy $acc (Polyak $pacc) is below $ACC"
 h_pass "200 steps, test accuracy $acc (Polyak $pacc) >= $ACC, $inv inverses, $folded statistics batches"

@@ -9,13 +9,19 @@
 #   - it carries step, loss, both test accuracies, steps/s, the inverse age
 #     of every block of fc1..fc3, the clients by role and the rejected
 #     messages by type;
-#   - kfac_step increases between two reads;
+#   - kfac_step and kfac_wall_seconds increase between two reads;
+#   - the other gauges and counters hold what the run says: kfac_steps_target
+#     its [run] steps, kfac_train_accuracy in [0, 1], both kfac_test_loss
+#     above 0, kfac_robust_steps_total 0 (the plain mean), the curvature's
+#     idle seconds (kfac_curvature_idle_seconds) under [ps] curvature_warn_s
+#     (30 s, the warning no healthy run gives);
 #   - other paths get 404 and other methods 405; SIGTERM then ends the run
 #     cleanly (the launcher exits 143) with its weights saved, and without
 #     a curvature warning;
 #   - part 2, the same run without kfac-statsd and kfac-invertd and with
 #     [ps] curvature_warn_s = 1: the metrics show kfac_curvature_stale 1
-#     for inverses and statistics, and kfac-ps warned once about each (and
+#     for inverses and statistics with at least 1 idle second each, and
+#     kfac-ps warned once about each (and
 #     once, at step 20, that no kfac-statsd is connected), then SIGTERM.
 . tests/integration/harness.inc
 h_init 22-metrics-endpoint
@@ -47,6 +53,14 @@ EOF2
 h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet
 url=http://127.0.0.1:$mport/metrics
 step_of() { awk '$1 == "kfac_step" { print $2 }' "$1"; }
+# value FILE SAMPLE: the value of SAMPLE (name with its labels) in a reply
+value() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+# value_in FILE SAMPLE LO HI: SAMPLE is a number in [LO, HI], else the test fails
+value_in() {
+  v=$(value "$1" "$2")
+  awk -v v="$v" -v lo="$3" -v hi="$4" 'BEGIN { exit !(v ~ /^-?[0-9.e+-]+$/ && v + 0 >= lo && v + 0 <= hi) }' ||
+    h_fail "$2 is '$v' in ${1##*/}, not a number in [$3, $4]"
+}
 
 # first read: once the run has made a step and evaluated (bounded: 90 s)
 i=0
@@ -101,6 +115,16 @@ for want in 'kfac_test_accuracy{params="current"} 0\.' 'kfac_test_accuracy{param
 done
 awk '$1 == "kfac_steps_per_second" && $2 > 0 { f = 1 } END { exit !f }' "$H_DIR/m2.txt" ||
   h_fail "no positive steps/s in the second reply: $(grep '^kfac_steps_per_second' "$H_DIR/m2.txt")"
+[ "$(value "$f" kfac_steps_target)" = 100000 ] || h_fail "kfac_steps_target is '$(value "$f" kfac_steps_target)', not [run] steps = 100000"
+value_in "$f" kfac_wall_seconds 0.001 100000
+awk -v a="$(value "$f" kfac_wall_seconds)" -v b="$(value "$H_DIR/m2.txt" kfac_wall_seconds)" 'BEGIN { exit !(b + 0 > a + 0) }' ||
+  h_fail "kfac_wall_seconds did not increase between the two reads"
+value_in "$f" kfac_train_accuracy 0 1
+value_in "$f" 'kfac_test_loss{params="current"}' 0.000001 100
+value_in "$f" 'kfac_test_loss{params="polyak"}' 0.000001 100
+[ "$(value "$f" kfac_robust_steps_total)" = 0 ] || h_fail "kfac_robust_steps_total is '$(value "$f" kfac_robust_steps_total)' with the plain mean, not 0"
+value_in "$f" 'kfac_curvature_idle_seconds{what="inverses"}' 0 30
+value_in "$f" 'kfac_curvature_idle_seconds{what="statistics"}' 0 30
 
 code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/nothing")
 [ "$code" = 404 ] || h_fail "GET /nothing: expected 404, got $code"
@@ -138,6 +162,8 @@ while [ $i -lt 300 ]; do
   i=$((i + 1))
 done
 [ -n "$stale" ] || h_fail "the metrics never showed kfac_curvature_stale 1 for both inverses and statistics"
+value_in "$H_DIR/m3.txt" 'kfac_curvature_idle_seconds{what="inverses"}' 1 100000
+value_in "$H_DIR/m3.txt" 'kfac_curvature_idle_seconds{what="statistics"}' 1 100000
 log2=$H_DIR/out2/logs/ps.log
 h_wait_log "$log2" "no statistics were folded for" 30 && h_wait_log "$log2" "no inverse has been installed" 30 ||
   h_fail "part 2: kfac-ps did not warn about the missing curvature"

@@ -69,9 +69,7 @@ echo "$summary" | grep -q ", rejected 0" || h_fail "factored: kfac-ps rejected m
 grep -q "goes factored" "$H_DIR/dense/logs"/worker-*.log && h_fail "dense: a worker went factored with KFAC_DENSE_GRADS=1"
 grep -q "layer updates in factored form" "$H_DIR/dense/logs/ps.log" && h_fail "dense: kfac-ps stepped in factored form"
 best() {
-  a=$(h_csv_last "$1/eval.csv" test_acc)
-  p=$(h_csv_last "$1/eval.csv" polyak_acc)
-  awk -v a="$a" -v b="$p" 'BEGIN { print (a + 0 > b + 0) ? a : b }'
+  h_max "$(h_csv_last "$1/eval.csv" test_acc)" "$(h_csv_last "$1/eval.csv" polyak_acc)"
 }
 fa=$(best "$H_DIR/factored")
 da=$(best "$H_DIR/dense")

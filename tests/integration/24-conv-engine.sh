@@ -14,7 +14,10 @@
 #             path in both: what tests/integration/55-deterministic.sh relies
 #             on). auto mixes the two engines whose accuracy is checked
 #             above, so its runs are short.
-# Skipped (77) where oneDNN cannot run here (kfac-train with onednn says so).
+# Skipped (77) only where oneDNN cannot run here (kfac-train with onednn says
+# "cannot run here": its primitives were refused). A oneDNN that runs and
+# gives a wrong result in its probe ("broken here") fails, for onednn and
+# auto alike (KFAC_TEST_ONEDNN_WRONG=1 forces it: common/nn/nn_dnnl.h).
 . tests/integration/harness.inc
 h_init 24-conv-engine
 [ -x "$BUILD/kfac-train" ] || h_fail "missing $BUILD/kfac-train"
@@ -26,7 +29,7 @@ train() { # name engine [steps]
 }
 if ! train onednn onednn; then
   grep -q "cannot run here" "$H_DIR/onednn.log" && h_skip "oneDNN cannot run here: $(grep -m1 'cannot run here' "$H_DIR/onednn.log")"
-  h_fail "kfac-train with conv_engine = onednn failed"
+  h_fail "kfac-train with conv_engine = onednn failed: $(grep -m1 ERROR "$H_DIR/onednn.log")"
 fi
 train blas blas || h_fail "kfac-train with conv_engine = blas failed"
 train auto auto 30 || h_fail "kfac-train with conv_engine = auto failed"

@@ -7,9 +7,14 @@
 # the model and binds its socket for about 200 ms more on this machine) (while it reads its model and
 # data, or just after); then SIGTERM once it listens.
 # Passes when every kfac-ps was still running after the SIGHUP, listened,
-# and exited 0 on SIGTERM.
+# and exited 0 on SIGTERM, and at least one SIGHUP came before the watcher:
+# the watcher logs each SIGHUP it handles ("SIGHUP: nothing to reload"), so
+# a log without that line is a signal that came earlier (else the test
+# would pass without having sent one early).
 . tests/integration/harness.inc
 h_init 27-sighup-early
+early=""
+late=""
 for d in 0 0.01 0.05 0.1; do
   port=$(h_port) || exit 1
   h_start "ps-$d" "$BUILD/kfac-ps" --model.file models/mnist-mlp.model --run.out_dir "$H_DIR/out-$d" \
@@ -29,5 +34,7 @@ for d in 0 0.01 0.05 0.1; do
   kill -TERM "$pid"
   h_wait "$pid" 20
   [ "$H_STATUS" = 0 ] || h_fail "kfac-ps sent SIGHUP after $d s exited $H_STATUS (129: killed by SIGHUP)"
+  if grep -q "SIGHUP: nothing to reload" "$H_DIR/ps-$d.log"; then late="$late $d"; else early="$early $d"; fi
 done
-h_pass "kfac-ps survived a SIGHUP 0, 10, 50 and 100 ms after its first log line and exited 0 on SIGTERM"
+[ -n "$early" ] || h_fail "every SIGHUP (after$late s) reached the watcher: none came before it, nothing early was tested"
+h_pass "kfac-ps survived a SIGHUP 0, 10, 50 and 100 ms after its first log line and exited 0 on SIGTERM; before the watcher:$early s, after it:${late:- none}"

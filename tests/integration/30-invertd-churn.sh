@@ -4,7 +4,10 @@
 # results are held back 400 ms, so it nearly always holds a job) train the
 # MNIST MLP. Once the run is under way:
 #   - a second kfac-invertd is started: it must get its first job within a
-#     second of its Welcome (its log says "first job N ms after welcome");
+#     second of its Welcome (its log says "first job N ms after welcome"),
+#     or within 20 of this run's median step times where that is longer (a
+#     loaded host, where kfac-ps's loop gets the CPU as seldom as the steps
+#     do: 1 s is 60 steps of a quiet run);
 #   - the first kfac-invertd is killed with SIGKILL while it holds a job.
 # Passes when training still runs to its last step (kfac-ps exits 0), the
 # second daemon kept computing, and the final accuracy bound holds. The
@@ -63,7 +66,13 @@ h_start invertd-2 "$BUILD/kfac-invertd" $cfg --id 2
 i2=$H_PID
 h_wait_log "$H_DIR/invertd-2.log" "first job [0-9]+ ms after welcome" 10 || h_fail "the new invertd got no job within 10 s"
 ms=$(sed -n 's/.*first job \([0-9]*\) ms after welcome.*/\1/p' "$H_DIR/invertd-2.log" | head -n 1)
-[ "$ms" -lt 1000 ] || h_fail "the new invertd waited $ms ms for its first job (bound: 1000)"
+# the bound: 1 s, or 20 median step times (ms, from steps.csv's wall_s)
+wc=$(h_csv_col "$H_DIR/out/steps.csv" wall_s) || h_fail "$wc"
+step_ms=$(awk -F, -v c="$wc" 'NR > 1 { if (NR > 2) print int(($c - p) * 1000); p = $c }' "$H_DIR/out/steps.csv" |
+  sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : 0) }')
+bound=$((20 * step_ms))
+[ "$bound" -ge 1000 ] || bound=1000
+[ "$ms" -lt "$bound" ] || h_fail "the new invertd waited $ms ms for its first job (bound: $bound ms, median step $step_ms ms)"
 
 # The old one dies mid-job (it holds every result for 400 ms).
 h_wait_log "$H_DIR/ps.log" "step +80/" 90 || h_fail "training did not reach step 80"
@@ -86,6 +95,6 @@ jobs2=$(sed -n 's/.* \([0-9][0-9]*\) jobs (.*/\1/p' "$H_DIR/invertd-2.log" | tai
 [ "${jobs2:-0}" -ge 10 ] || h_fail "the second invertd computed only ${jobs2:-0} inverses"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
-best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+best=$(h_max "$acc" "$pacc")
 h_ge "$best" "$ACC" || h_fail "final test accuracy $acc (Polyak $pacc) is below $ACC"
-h_pass "new invertd got its first job after $ms ms; training survived SIGKILL of the other; $jobs2 jobs; accuracy $acc (Polyak $pacc)"
+h_pass "new invertd got its first job after $ms ms (bound $bound ms); training survived SIGKILL of the other; $jobs2 jobs; accuracy $acc (Polyak $pacc)"

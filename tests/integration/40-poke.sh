@@ -59,6 +59,6 @@ rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq 400 ] || h_fail "steps.csv has $rows steps, expected 400"
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
-best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+best=$(h_max "$acc" "$pacc")
 h_ge "$best" "$ACC" || h_fail "final test accuracy $acc (Polyak $pacc) is below $ACC"
 h_pass "$(tail -n 1 "$H_DIR/poke.log"); training finished with accuracy $acc (Polyak $pacc)"

@@ -5,7 +5,10 @@
 # (first 10000 training examples, batch 64 per worker) for 200 steps.
 # Passes when
 #   - the launcher and every daemon exit 0 (the run ends by itself),
-#   - steps.csv has all 200 steps, inverses and statistics arrived,
+#   - steps.csv has all 200 steps, inverses and statistics arrived: at
+#     least MIN_INV block inverses installed (honest runs installed 143 and
+#     176 on 2 CPUs; a quarter of that is every one of the 6 blocks 6 times)
+#     and statistics folded,
 #   - kfac-ps recorded refreshes that found a factor similar to its previous
 #     batch value (the intervals grew),
 #   - kfac-statsd skipped stable layers: its summary line ("layer
@@ -23,6 +26,7 @@
 # The launcher runs with --nice 0 (a steady supply of statistics).
 . tests/integration/harness.inc
 h_init 45-adaptive-refresh
+MIN_INV=36  # a quarter of what honest runs install (above)
 ACC=0.92   # with refresh = continuous the same run reaches ~0.94-0.95; plain SGD ~0.90
 port=$(h_port) || exit 1
 cat >"$H_DIR/run.ini" <<EOF2
@@ -68,7 +72,7 @@ rows=$(awk 'NR > 1' "$steps" | wc -l)
 [ "$rows" -eq 200 ] || h_fail "steps.csv has $rows steps, expected 200"
 inv=$(h_csv_last "$steps" inverses_installed)
 folded=$(h_csv_last "$steps" stats_folded)
-h_ge "$inv" 1 || h_fail "no inverse was installed ($inv)"
+h_ge "$inv" "$MIN_INV" || h_fail "${inv:-no} inverses installed in 200 steps, want at least $MIN_INV"
 h_ge "$folded" 1 || h_fail "no statistics were folded ($folded)"
 
 ps_line=$(grep -h "adaptive refresh: " "$H_DIR"/out/logs/ps*.log | tail -n 1)
@@ -93,6 +97,6 @@ h_ge "$n_batches" 1 || h_fail "kfac-statsd pushed no statistics: $sd_line"
 
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 pacc=$(h_csv_last "$H_DIR/out/eval.csv" polyak_acc)
-best=$(awk -v a="$acc" -v b="$pacc" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+best=$(h_max "$acc" "$pacc")
 h_ge "$best" "$ACC" || h_fail "final test accuracy $acc (Polyak $pacc) is below $ACC"
 h_pass "200 steps, test accuracy $acc (Polyak $pacc) >= $ACC; statsd: $n_stats layer statistics in $n_batches batches of $n_layers layers (per layer $per); $similar similar refreshes"

@@ -49,22 +49,23 @@ every = 10
 keep = 10
 EOF2
 
-# cluster NAME PORT [kfac-ps options...]: kfac-ps, 3 workers, 1 invertd; PS_PID.
+# cluster NAME PORT [kfac-ps options...]: kfac-ps, 3 workers, 1 invertd;
+# PS_PID, and the clients' pids in CLIENT_PIDS.
 cluster() {
   name=$1 port=$2
   shift 2
   h_start "$name-ps" "$BUILD/kfac-ps" --config "$H_DIR/run.ini" --bind "tcp://127.0.0.1:$port" \
     --out-dir "$H_DIR/$name" "$@"
   PS_PID=$H_PID
+  CLIENT_PIDS=""
   for i in 0 1 2; do
     h_start "$name-worker$i" "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --cluster.ps "tcp://127.0.0.1:$port" \
       --worker.id "$i"
+    CLIENT_PIDS="$CLIENT_PIDS $H_PID"
   done
   h_start "$name-invertd" "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --cluster.ps "tcp://127.0.0.1:$port"
+  CLIENT_PIDS="$CLIENT_PIDS $H_PID"
 }
-
-# rows FILE: data rows of a CSV
-rows() { awk 'NR > 1' "$1" | wc -l; }
 
 # losses FILE: "step,train_loss" per step, the last row of each step
 losses() {
@@ -82,23 +83,24 @@ port=$(h_port) || exit 1
 cluster a "$port"
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "run A: kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
-[ "$(rows "$H_DIR/a/steps.csv")" -eq "$STEPS" ] || h_fail "run A: steps.csv has $(rows "$H_DIR/a/steps.csv") rows"
+[ "$(h_rows "$H_DIR/a/steps.csv")" -eq "$STEPS" ] || h_fail "run A: steps.csv has $(rows "$H_DIR/a/steps.csv") rows"
 
 port=$(h_port) || exit 1
 cluster b "$port"
-n=0
-while [ "$(rows "$H_DIR/b/steps.csv" 2>/dev/null || echo 0)" -lt 12 ]; do
-  n=$((n + 1))
-  [ $n -lt 1200 ] || h_fail "run B: fewer than 12 steps after 120 s"
+if ! h_wait_rows "$H_DIR/b/steps.csv" 12 120 "$PS_PID"; then
   kill -0 "$PS_PID" 2>/dev/null || h_fail "run B: kfac-ps exited before it was stopped"
-  sleep 0.1
-done
+  h_fail "run B: fewer than 12 steps after 120 s"
+fi
 kill -TERM "$PS_PID"
 h_wait "$PS_PID" 30
 [ "$H_STATUS" = 0 ] || h_fail "run B: kfac-ps exited with status $H_STATUS after SIGTERM"
 stop=$(sed -n 's/.*checkpoint at step \([0-9]*\) (SIGTERM).*/\1/p' "$H_DIR/b-ps.log")
 [ -n "$stop" ] || h_fail "run B: no checkpoint written on SIGTERM"
-sleep 1 # the clients read Shutdown and exit
+# the clients read Shutdown and exit (before the next cluster starts)
+for p in $CLIENT_PIDS; do
+  h_wait "$p" 30
+  [ "$H_STATUS" = 0 ] || h_fail "run B: a client exited with status $H_STATUS after kfac-ps's Shutdown (124: still running after 30 s)"
+done
 
 port=$(h_port) || exit 1
 cluster b2 "$port" --out-dir "$H_DIR/b" --resume

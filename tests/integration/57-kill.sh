@@ -9,11 +9,11 @@
 #            it goes on from its checkpoint of step 50 and the surviving
 #            clients say Hello again (the workers start their shards at
 #            the version they are welcomed at);
-#   worker   worker 2 is killed after step 80 and started again at once with
-#            its id: kfac-ps answers "in use" (the old one was heard less than
-#            3 heartbeats ago) unless it has already seen the old one's
-#            connection close; the new one tries again 1 s later and takes
-#            over the shard and the place in the round;
+#   worker   after step 80 a second worker 2 is started while the first
+#            still runs: kfac-ps must answer "in use" (the old one was heard
+#            less than 3 heartbeats ago and its connection is open); then
+#            the first is killed, and the new one, trying again 1 s later,
+#            takes over the shard and the place in the round;
 #   invertd  the inverse daemon is killed after step 80 and started again:
 #            its job goes back to the queue.
 # Each case also checks the log line that says what happened.
@@ -72,16 +72,9 @@ cluster() {
   INV_PID=$H_PID
 }
 
-rows() { if [ -r "$1" ]; then awk 'NR > 1' "$1" | wc -l; else echo 0; fi; }
-
 # until_step RUN N: wait (at most 120 s) until RUN's steps.csv has N rows
 until_step() {
-  n=0
-  while [ "$(rows "$H_DIR/$1/steps.csv")" -lt "$2" ]; do
-    n=$((n + 1))
-    [ $n -lt 1200 ] || h_fail "$1: fewer than $2 steps after 120 s"
-    sleep 0.1
-  done
+  h_wait_rows "$H_DIR/$1/steps.csv" "$2" 120 || h_fail "$1: fewer than $2 steps after 120 s"
 }
 
 # finish RUN: wait for RUN's kfac-ps (PS_PID) to exit 0; ACC = its final
@@ -120,15 +113,18 @@ port=$(h_port) || exit 1
 cluster worker "$port"
 until_step worker 80
 shard=$(sed -n 's/.*welcomed by kfac-ps.*rank \([0-9]*\)\/.*/\1/p' "$H_DIR/worker-worker2.log" | head -n 1)
+# Started while the first worker 2 still runs, the new one must be told to
+# wait (a restart after the kill is told so only when its Hello beats the
+# closed connection's discovery, which kfac-ps now probes at once).
+start worker-worker2b worker "$port" --worker.id 2
+h_wait_log "$H_DIR/worker-worker2b.log" "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" 60 ||
+  h_fail "worker: a second worker 2, started while the first still ran, was not told to wait"
 kill -KILL "$W2_PID"
 h_wait "$W2_PID" 10
-start worker-worker2b worker "$port" --worker.id 2
 finish worker
 acc2=$ACC
 grep -q "worker id 2 rejoins .* takes over shard $shard " "$H_DIR/worker-ps.log" ||
   h_fail "worker: the restarted worker 2 did not get shard $shard back"
-grep -q "cannot take this kfac-worker now: worker id 2 is in use .*trying again in" "$H_DIR/worker-worker2b.log" ||
-  grep -q "worker#.* connection closed" "$H_DIR/worker-ps.log" || h_fail "worker: the restarted worker 2 was not told to wait while its predecessor could still be alive"
 # kfac-ps notices the killed worker's closed connection at its next
 # heartbeat and, as it should, goes on with the other two until the new
 # process takes the record over (it retries after 1 s, 2 s, ...): those
@@ -151,7 +147,7 @@ h_wait "$INV_PID" 10
 start invertd-invertd2 invertd "$port"
 finish invertd
 acc3=$ACC
-[ "$(rows "$H_DIR/invertd/steps.csv")" -eq "$STEPS" ] || h_fail "invertd: not $STEPS steps"
+[ "$(h_rows "$H_DIR/invertd/steps.csv")" -eq "$STEPS" ] || h_fail "invertd: not $STEPS steps"
 close "$acc0" "$acc3" || h_fail "invertd: final accuracy $acc3, undisturbed $acc0: more than 0.3 points apart"
 
 h_pass "final test accuracy undisturbed $acc0; kfac-ps killed and resumed $acc1, a worker killed and restarted $acc2 ($short steps without it), the invertd killed and restarted $acc3"

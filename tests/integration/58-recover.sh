@@ -8,9 +8,11 @@
 # (ps/recover.h), reset the norm history, publish a new version without a
 # step and go on: the run finishes with exit 0, the recoveries are logged
 # and counted (summary and metrics), and steps.csv has one row per real
-# step (the steps less the recoveries).
+# step (the steps less the recoveries). The metrics are read with curl,
+# which the test needs (tools/deps.sh installs it).
 . tests/integration/harness.inc
 h_init 58-recover
+command -v curl >/dev/null 2>&1 || h_fail "curl is missing (tools/deps.sh installs it): it reads the metrics endpoint"
 STEPS=120
 port=$(h_port) || exit 1
 mport=$(h_port) || exit 1
@@ -51,10 +53,8 @@ m=""
 n=0
 while kill -0 "$ps_pid" 2>/dev/null && [ $n -lt 600 ]; do
   n=$((n + 1))
-  if command -v curl >/dev/null 2>&1; then
-    v=$(curl -s "http://127.0.0.1:$mport/metrics" | sed -n 's/^kfac_recoveries_total \([0-9]*\)$/\1/p')
-    if [ -n "$v" ] && [ "$v" -gt 0 ]; then m=$v; break; fi
-  fi
+  v=$(curl -s "http://127.0.0.1:$mport/metrics" | sed -n 's/^kfac_recoveries_total \([0-9]*\)$/\1/p')
+  if [ -n "$v" ] && [ "$v" -gt 0 ]; then m=$v; break; fi
   sleep 0.2
 done
 h_wait "$ps_pid" 120
@@ -65,7 +65,5 @@ grep -q "every worker's gradient was refused (.* as norm outliers): publishing t
   h_fail "no log line says the PS went back to the last good parameters"
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq $((STEPS - rec)) ] || h_fail "steps.csv has $rows rows, want $STEPS steps less $rec recoveries"
-if command -v curl >/dev/null 2>&1; then
-  [ -n "$m" ] || h_fail "the metrics never showed kfac_recoveries_total above 0"
-fi
-h_pass "$STEPS steps with [ps] grad_norm_max_ratio = 1.02: $rec rounds had every gradient refused and were recovered (back to the last good parameters, kfac_recoveries_total ${m:-not read}); $rows steps taken"
+[ -n "$m" ] || h_fail "the metrics never showed kfac_recoveries_total above 0"
+h_pass "$STEPS steps with [ps] grad_norm_max_ratio = 1.02: $rec rounds had every gradient refused and were recovered (back to the last good parameters, kfac_recoveries_total $m); $rows steps taken"

@@ -50,12 +50,7 @@ run() {
   for i in 1 2 3; do h_start "$1-worker$i" "$BUILD/kfac-worker" $cfg --worker.id "$i"; done
   h_start "$1-invertd" "$BUILD/kfac-invertd" $cfg
   if [ "$ATTACK" = 1 ]; then
-    n=0
-    while [ ! -r "$H_DIR/$1/steps.csv" ] || [ "$(awk 'NR > 1' "$H_DIR/$1/steps.csv" | wc -l)" -lt 20 ]; do
-      n=$((n + 1))
-      [ $n -lt 600 ] || h_fail "$1: fewer than 20 steps after 60 s"
-      sleep 0.1
-    done
+    h_wait_rows "$H_DIR/$1/steps.csv" 20 60 || h_fail "$1: fewer than 20 steps after 60 s"
     h_start "$1-poke" "$BUILD/kfac-poke" --endpoint "$ep" --member_id 9 --member_kind scaled --count "$STEPS" \
       --wait_ms 3000 --seed 5
   fi

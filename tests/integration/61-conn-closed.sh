@@ -40,19 +40,10 @@ progress_every = 1000
 delay_ms = 120000
 EOF2
 
-rows() { if [ -r "$1" ]; then awk 'NR > 1' "$1" | wc -l; else echo 0; fi; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # until_rows N SECONDS: 0 once steps.csv has N rows, 1 after SECONDS
-until_rows() {
-  lim=$(($2 * 10))
-  t=0
-  while [ "$(rows "$H_DIR/run/steps.csv")" -lt "$1" ]; do
-    t=$((t + 1))
-    [ $t -le $lim ] || return 1
-    sleep 0.1
-  done
-}
+until_rows() { h_wait_rows "$H_DIR/run/steps.csv" "$1" "$2"; }
 
 port=$(h_port) || exit 1
 ep="tcp://127.0.0.1:$port"
@@ -77,12 +68,12 @@ h_wait_log "$H_DIR/ps.log" "invertd#.* connection closed: its job [0-9]+ .* goes
 inv_ms=$(($(now_ms) - t0))
 
 # a gradient worker
-n0=$(rows "$H_DIR/run/steps.csv")
+n0=$(h_rows "$H_DIR/run/steps.csv")
 t0=$(now_ms)
 kill -KILL "$W2_PID"
 h_wait "$W2_PID" 10
 until_rows $((n0 + 5)) "$BOUND_S" ||
-  h_fail "steps stopped at $(rows "$H_DIR/run/steps.csv") (killed at $n0): the dead worker was not noticed within $BOUND_S s (worker_timeout_ms = 30000)"
+  h_fail "steps stopped at $(h_rows "$H_DIR/run/steps.csv") (killed at $n0): the dead worker was not noticed within $BOUND_S s (worker_timeout_ms = 30000)"
 w_ms=$(($(now_ms) - t0))
 n=$(grep -c "worker#.*connection closed" "$H_DIR/ps.log")
 [ "$n" = 1 ] || h_fail "the dead worker's connection closed was logged $n times, not once"
@@ -91,7 +82,7 @@ grep -q "silent for" "$H_DIR/ps.log" && h_fail "a peer was dropped for silence, 
 # the same member again: takes over its shard as after a timeout
 h_start worker2b "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --cluster.ps "$ep" --worker.id 2
 h_wait_log "$H_DIR/ps.log" "worker id 2 rejoins .* takes over shard" 30 || h_fail "the new worker 2 did not take over its shard"
-n1=$(rows "$H_DIR/run/steps.csv")
+n1=$(h_rows "$H_DIR/run/steps.csv")
 until_rows $((n1 + 5)) 30 || h_fail "no steps after worker 2 came back"
 kill -0 "$PS_PID" 2>/dev/null || h_fail "kfac-ps exited"
 h_pass "killed invertd's job back in the queue after ${inv_ms} ms, 5 more steps ${w_ms} ms after a worker was killed (timeouts 60 s and 30 s)"

@@ -227,22 +227,36 @@ c_boot() { # HOST: boot its container, wait until systemd runs
   eval "pid_$h=$!"
   running="$running $h"
 }
-c_wait_up() { # HOST [fail]: skip when it cannot boot, or with "fail" (a boot mid-run) fail
+# c_wait_up HOST [fail]: wait until the container's systemd runs. A
+# container whose systemd never started (nspawn refused here) is a skip, or
+# with "fail" (a boot mid-run) a failure; one whose systemd started and then
+# died, went to maintenance (emergency mode) or did not come up in time is
+# a failure either way: that is the boot this test is about.
+c_wait_up() {
   out=h_skip
   [ "${2:-}" = fail ] && out=h_fail
   state=""
+  started=""
   t=0
   while [ $t -lt $((BOOT_S * 5)) ]; do
     eval "np=\$pid_$1"
-    kill -0 "$np" 2>/dev/null || $out "container $1 did not boot: $(tail -n 3 "$H_DIR/console-$1.log" | tr '\n' ' ')"
+    if ! kill -0 "$np" 2>/dev/null; then
+      [ -n "$started" ] && h_fail "the systemd of container $1 started and then exited (last state '$state'): $(tail -n 3 "$H_DIR/console-$1.log" | tr '\n' ' ')"
+      $out "container $1 did not boot: $(tail -n 3 "$H_DIR/console-$1.log" | tr '\n' ' ')"
+    fi
     if l=$(c_leader "$1"); then
+      started=1
       state=$(nsenter -t "$l" -a systemctl is-system-running 2>/dev/null)
-      case $state in running | degraded) return 0 ;; esac
+      case $state in
+        running | degraded) return 0 ;;
+        maintenance | stopping) h_fail "the systemd of container $1 started and failed to boot (state '$state'): $(tail -n 3 "$H_DIR/console-$1.log" | tr '\n' ' ')" ;;
+      esac
     fi
     sleep 0.2
     t=$((t + 1))
   done
-  $out "the systemd of container $1 did not come up in ${BOOT_S}s (state '$state')"
+  [ -n "$started" ] && h_fail "the systemd of container $1 started and did not come up in ${BOOT_S}s (state '$state')"
+  $out "container $1 did not start systemd in ${BOOT_S}s"
 }
 # keys_run HOST N VARS: docs/security.md's block N inside HOST, after VARS
 # (shell assignments) and the scp stand-in; then carry HOST's public keys.

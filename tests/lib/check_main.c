@@ -65,6 +65,14 @@ static int s_skip_probe(char *why, size_t why_len) {
     return buf[0] == 's';
 }
 
+uint64_t check_scaled_ms(uint64_t ms) {
+    const char *e = getenv("CK_TIMEOUT_MULTIPLIER");
+    char *end = NULL;
+    double k = e ? strtod(e, &end) : 1.0;
+    if (!e || end == e || *end || !(k > 0.0) || k > 1000.0) k = 1.0;
+    return (uint64_t)((double)ms * k + 0.5);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     blas_restart_if_generic(argv); /* the same OpenBLAS kernels the daemons use (may execv) */

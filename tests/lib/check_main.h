@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Required: the binary's suite (one per module, tests named
  * test_<unit>_<behaviour>). Owned by the caller (srunner_create takes it). */
@@ -22,5 +23,12 @@ Suite *make_suite(void);
  * after, so it may create contexts (CUDA, ZeroMQ) that the forked tests
  * must not inherit. A probe that crashes fails the binary. */
 int suite_skip_reason(char *why, size_t why_len) __attribute__((weak));
+
+/* ms x CK_TIMEOUT_MULTIPLIER (the factor by which Check stretches its own
+ * per-test timeouts, and which tests/run.sh sets for a loaded machine; 1
+ * when unset, not a number or not above 0): a watchdog inside a test that
+ * guards against a hang scales as Check's timeouts do, so that on a slow
+ * machine the test's timeout, not its watchdog, is the bound. */
+uint64_t check_scaled_ms(uint64_t ms);
 
 #endif

@@ -7,6 +7,26 @@
 #include <string.h>
 #include <uv.h>
 
+#include "common/run/runcfg.h"
+
+int fake_ps_send_welcome(void *sock, zmq_msg_t *id, const char *model_text, int ps_argc, char **ps_argv) {
+    runcfg_t ps;
+    char err[256];
+    ck_assert_msg(runcfg_load(&ps, RUNCFG_ROLE_PS, ps_argc, ps_argv, err, sizeof err) == 0, "%s", err);
+    char *text = runcfg_shared_text(&ps);
+    ck_assert_ptr_nonnull(text);
+    msg_t a;
+    msg_init(&a, MSG_WELCOME, MSG_ROLE_PS, 0);
+    a.welcome.model_text = (char *)model_text;
+    a.welcome.config_text = text;
+    a.welcome.assigned_id = 42;
+    a.welcome.n_ranks = 1;
+    int sent = fake_ps_send(sock, id, &a);
+    free(text);
+    runcfg_release(&ps);
+    return sent;
+}
+
 void fake_ps_open(void **ctx, void **sock, char *endpoint, size_t endpoint_len) {
     *ctx = zmq_ctx_new();
     ck_assert_ptr_nonnull(*ctx);

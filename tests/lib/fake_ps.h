@@ -20,6 +20,12 @@ void fake_ps_open(void **ctx, void **sock, char *endpoint, size_t endpoint_len);
 /* Send m (only read) to the client id: 1 when both frames left, else 0. */
 int fake_ps_send(void *sock, zmq_msg_t *id, const msg_t *m);
 
+/* Welcome the client id as kfac-ps does: model_text, the shared
+ * configuration of a kfac-ps loaded from ps_argv (ps_argc entries, the
+ * program name first; the load must succeed), assigned id 42, one rank.
+ * 1 when it left, else 0. */
+int fake_ps_send_welcome(void *sock, zmq_msg_t *id, const char *model_text, int ps_argc, char **ps_argv);
+
 /* The next message from a client that is not a Heartbeat, within
  * timeout_ms, decoded into m (msg_clear it); *id becomes its sender (it is
  * left as it was when nothing comes). Returns 0, or -1 on timeout or an

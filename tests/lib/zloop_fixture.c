@@ -4,6 +4,8 @@
 #include <check.h>
 #include <zmq.h>
 
+#include "tests/lib/check_main.h"
+
 
 static void s_on_watchdog(uv_timer_t *t) {
     fx_t *f = t->data;
@@ -20,7 +22,7 @@ void fx_init(fx_t *f, uint64_t timeout_ms, void (*close_all)(fx_t *)) {
     ck_assert_int_eq(uv_timer_init(&f->loop, &f->watchdog), 0);
     f->watchdog.data = f;
     f->watchdog_open = 1;
-    ck_assert_int_eq(uv_timer_start(&f->watchdog, s_on_watchdog, timeout_ms, 0), 0);
+    ck_assert_int_eq(uv_timer_start(&f->watchdog, s_on_watchdog, check_scaled_ms(timeout_ms), 0), 0);
 }
 
 void fx_close_watchdog(fx_t *f) {

@@ -20,7 +20,8 @@ struct fx {
     void (*close_all)(fx_t *f); /* the test's own teardown, also run on timeout */
 };
 
-/* A loop, a context and a watchdog of timeout_ms that runs close_all. */
+/* A loop, a context and a watchdog of timeout_ms (x CK_TIMEOUT_MULTIPLIER:
+ * check_scaled_ms) that runs close_all. */
 void fx_init(fx_t *f, uint64_t timeout_ms, void (*close_all)(fx_t *));
 void fx_close_watchdog(fx_t *f);
 /* Run the loop until every handle is closed, then tear down. */

@@ -28,6 +28,7 @@
 #include "common/net/auth.h"
 #include "common/net/zloop.h"
 #include "common/run/runcfg.h"
+#include "tests/lib/tmpdir.h"
 
 static char s_dir[256];
 static char s_path[8][512];
@@ -49,15 +50,12 @@ static void s_keygen(const char *name, s_keys_t *k) {
 }
 
 static void s_setup(void) {
-    snprintf(s_dir, sizeof s_dir, "%s/kfac-auth-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(s_dir));
+    test_tmpdir_make(s_dir, sizeof s_dir, "auth");
     log_init(LOG_LEVEL_ERROR, "test_auth");
 }
 
 static void s_teardown(void) {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", s_dir);
+    if (test_tmpdir_remove(s_dir) != 0) fprintf(stderr, "could not remove %s\n", s_dir);
 }
 
 /* A runcfg_t whose strings point at static buffers (never released). */

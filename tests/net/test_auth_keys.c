@@ -27,6 +27,7 @@
 #include <zmq.h>
 
 #include "common/net/auth_keys.h"
+#include "tests/lib/tmpdir.h"
 
 typedef struct {
     char pub[AUTH_KEY_Z85_LEN + 1], sec[AUTH_KEY_Z85_LEN + 1];
@@ -41,8 +42,7 @@ static s_pair_t s_pair(void) {
 static char s_dir[256];
 
 static void s_mkdir(void) {
-    snprintf(s_dir, sizeof s_dir, "%s/kfac-auth-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(s_dir));
+    test_tmpdir_make(s_dir, sizeof s_dir, "auth");
 }
 
 /* Write text to s_dir/name with mode; returns the path (static buffer per call site: copy it). */
@@ -60,9 +60,7 @@ static const char *s_file(const char *name, const char *text, unsigned mode) {
 }
 
 static void s_rmdir(void) {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(test_tmpdir_remove(s_dir), 0);
 }
 
 START_TEST(test_auth_key_roundtrip) {

@@ -27,6 +27,7 @@
 #include "common/base/ratelimit.h"
 #include "common/base/clock.h"
 #include "common/base/version.h"
+#include "tests/lib/check_main.h"
 #include "tests/lib/fake_ps.h"
 
 /* The model the fake kfac-ps sends in its Welcome (the connection only
@@ -121,19 +122,8 @@ static void s_fake_ps_thread(void *arg) {
         a.refuse.text = "test refusal";
         f->n_send_failed += !fake_ps_send(sock, &id, &a);
     } else {
-        runcfg_t ps;
-        char err[256];
         char *argv_ps[] = {"kfac-ps", "--seed", "1234", NULL};
-        runcfg_load(&ps, RUNCFG_ROLE_PS, 3, argv_ps, err, sizeof err);
-        char *text = runcfg_shared_text(&ps);
-        msg_init(&a, MSG_WELCOME, MSG_ROLE_PS, 0);
-        a.welcome.model_text = (char *)s_model;
-        a.welcome.config_text = text;
-        a.welcome.assigned_id = 42;
-        a.welcome.n_ranks = 1;
-        f->n_send_failed += !fake_ps_send(sock, &id, &a);
-        free(text);
-        runcfg_release(&ps);
+        f->n_send_failed += !fake_ps_send_welcome(sock, &id, s_model, 3, argv_ps);
         /* The client's first request after Welcome. */
         for (int i = 0; i < 5; i++) {
             memset(&m, 0, sizeof m);
@@ -203,7 +193,7 @@ static void s_run_handshake(int answer, client_side_t *cs, fake_ps_t *f) {
     ck_assert_ptr_nonnull(cs->c);
     uv_timer_init(&loop, &cs->guard);
     cs->guard.data = cs;
-    uv_timer_start(&cs->guard, s_on_guard, 15000, 0);
+    uv_timer_start(&cs->guard, s_on_guard, check_scaled_ms(15000), 0);
     ck_assert_int_eq(client_start(cs->c), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     cs->stop_code = client_exit_code(cs->c);

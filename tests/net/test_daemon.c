@@ -8,11 +8,14 @@
  *     an input the role rejects is answered with Error(INVALID) naming it
  *     and counts as an answer too;
  *   - the newest only (a kfac-worker-like role): Params v2 and v3 sent
- *     while v1 computes: v3 replaces v2, so the pushes are v1 and v3;
+ *     while v1 computes: v3 replaces v2, so the pushes are v1 and v3. No
+ *     sleep stands for "while": the fake kfac-ps sends v2 once v1's work
+ *     has begun, and v1's work ends only once the daemon has taken v3 in;
  *   - both: Shutdown ends the daemon with exit code 0, the role's stop runs
  *     once.
  */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,16 @@
 
 /* What the roles saw (the daemon owns and frees their state). */
 static int s_n_stops, s_n_welcomes;
+
+/* The newest-only scenario's hand-shake between the compute thread, the
+ * daemon's loop thread (accept) and the fake kfac-ps's thread. */
+static atomic_int s_v1_started, s_v3_accepted;
+
+/* Wait (polling every ms) until *flag is set; 1 when it was within ms. */
+static int s_wait_flag(atomic_int *flag, int ms) {
+    for (int t = 0; t < ms && !atomic_load(flag); t++) uv_sleep(1);
+    return atomic_load(flag) != 0;
+}
 
 typedef struct fake_ps {
     void *ctx, *sock;
@@ -57,7 +70,8 @@ static int s_accept_queue(client_daemon_t *d, client_daemon_job_t *j, const clie
 
 static int s_accept_newest(client_daemon_t *d, client_daemon_job_t *j, const client_daemon_job_t *newest, char *err,
                            size_t n) {
-    (void)d, (void)j, (void)newest, (void)err, (void)n;
+    (void)d, (void)newest, (void)err, (void)n;
+    if (j->in.type == MSG_PARAMS && j->in.params.version == 3) atomic_store(&s_v3_accepted, 1);
     return CLIENT_DAEMON_INPUT_NEWEST;
 }
 
@@ -65,6 +79,10 @@ static int s_accept_newest(client_daemon_t *d, client_daemon_job_t *j, const cli
  * version (a GradPush). */
 static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *j) {
     (void)state, (void)cc;
+    if (j->in.type == MSG_PARAMS && j->in.params.version == 1) {
+        atomic_store(&s_v1_started, 1);
+        (void)s_wait_flag(&s_v3_accepted, 10000); /* else the pushes show it */
+    }
     uv_sleep(S_WORK_MS);
     msg_t m;
     double *ms;
@@ -185,7 +203,10 @@ static void s_queue_script(fake_ps_t *f, zmq_msg_t *id) {
 static void s_newest_script(fake_ps_t *f, zmq_msg_t *id) {
     s_expect(f, id, MSG_GET_PARAMS, 0, "after Welcome");
     s_send_params(f, id, 1);
-    uv_sleep(S_WORK_MS / 3); /* v1 is computing */
+    if (!s_wait_flag(&s_v1_started, 10000)) {
+        snprintf(f->fail, sizeof f->fail, "the work on Params v1 did not begin within 10 s");
+        return;
+    }
     s_send_params(f, id, 2);
     s_send_params(f, id, 3);
     s_expect(f, id, MSG_GRAD_PUSH, 1, "the first Params");
@@ -202,20 +223,9 @@ static void s_fake_ps_thread(void *arg) {
         snprintf(f->fail, sizeof f->fail, "no Hello");
     else {
         msg_clear(&m);
-        runcfg_t ps;
-        char err[256];
         char *argv_ps[] = {"kfac-ps", NULL};
-        runcfg_load(&ps, RUNCFG_ROLE_PS, 1, argv_ps, err, sizeof err);
-        char *text = runcfg_shared_text(&ps);
+        (void)fake_ps_send_welcome(f->sock, &id, "input 1x1x2\nflatten\nfc name=f out=2\nsoftmax_xent\n", 1, argv_ps);
         msg_t a;
-        msg_init(&a, MSG_WELCOME, MSG_ROLE_PS, 0);
-        a.welcome.model_text = (char *)"input 1x1x2\nflatten\nfc name=f out=2\nsoftmax_xent\n";
-        a.welcome.config_text = text;
-        a.welcome.assigned_id = 42;
-        a.welcome.n_ranks = 1;
-        (void)s_send(f, &id, &a);
-        free(text);
-        runcfg_release(&ps);
         if (f->newest) s_newest_script(f, &id);
         else s_queue_script(f, &id);
         msg_init(&a, MSG_SHUTDOWN, MSG_ROLE_PS, 0);
@@ -230,6 +240,8 @@ static void s_fake_ps_thread(void *arg) {
 static int s_run(const client_daemon_role_t *r, fake_ps_t *f) {
     log_init(getenv("TEST_DAEMON_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, "test_daemon");
     s_n_stops = s_n_welcomes = 0;
+    atomic_store(&s_v1_started, 0);
+    atomic_store(&s_v3_accepted, 0);
     fake_ps_open(&f->ctx, &f->sock, f->endpoint, sizeof f->endpoint); /* handed to the thread */
     uv_thread_t th;
     ck_assert_int_eq(uv_thread_create(&th, s_fake_ps_thread, f), 0);

@@ -20,6 +20,7 @@
 #include <zmq.h>
 
 #include "common/net/zloop.h"
+#include "tests/lib/check_main.h"
 #include "tests/lib/zloop_fixture.h"
 
 START_TEST(test_zloop_bind_ephemeral_port) {
@@ -558,7 +559,7 @@ START_TEST(test_zloop_watch_multiframe_batches_and_close) {
     x->w.batch = 4;
     uv_timer_init(&loop, &x->dog);
     x->dog.data = x;
-    uv_timer_start(&x->dog, s_watch_fx_dog, 3000, 0);
+    uv_timer_start(&x->dog, s_watch_fx_dog, check_scaled_ms(3000), 0);
     ck_assert_int_eq(zloop_watch_start(&x->w, &loop), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     ck_assert_int_eq(x->timed_out, 0);

@@ -31,7 +31,10 @@
  * says so, "auto" keeps every conv layer on OpenBLAS and trains, and
  * "onednn" is refused.
  *
- * Skipped (exit 77) where oneDNN cannot run (nn_dnnl_probe says why).
+ * Skipped (exit 77) only where oneDNN cannot run (nn_dnnl_probe returns
+ * 0 and says why). A oneDNN that runs and gives a wrong result (the probe
+ * returns -EIO) is not skipped: test_nn_dnnl_probe_is_right fails, and so
+ * does every engine choice but blas (KFAC_TEST_ONEDNN_WRONG=1 forces it).
  */
 #include <check.h>
 #include <errno.h>
@@ -55,7 +58,7 @@
 #define TOL 1e-4
 #define DRAWS 12
 
-int suite_skip_reason(char *why, size_t why_len) { return !nn_dnnl_probe(why, why_len); }
+int suite_skip_reason(char *why, size_t why_len) { return nn_dnnl_probe(why, why_len) == 0; }
 
 static int s_between(rng_t *r, int lo, int hi) { return lo + (int)rng_below(r, (uint32_t)(hi - lo + 1)); }
 
@@ -306,6 +309,34 @@ START_TEST(test_nn_dnnl_denied_code_generation_falls_back) {
 }
 END_TEST
 
+START_TEST(test_nn_dnnl_probe_is_right) {
+    char why[256] = "";
+    ck_assert_msg(nn_dnnl_probe(why, sizeof why) == 1, "%s", why);
+}
+END_TEST
+
+/* A wrong result (forced: the probe expects a wrong value) is an error for
+ * onednn and auto alike, never a quiet fall-back to OpenBLAS. Check forks
+ * each test, so the variable stays in this one. */
+START_TEST(test_nn_dnnl_wrong_result_fails) {
+    ck_assert_int_eq(setenv("KFAC_TEST_ONEDNN_WRONG", "1", 1), 0);
+    char why[256] = "";
+    ck_assert_int_eq(nn_dnnl_probe(why, sizeof why), -EIO);
+    ck_assert_msg(strstr(why, "gave") != NULL, "%s", why);
+    const char *text = "input 3x12x12\nconv name=c1 out=8 k=3 pad=1\nrelu\nconv name=c2 out=8 k=3\n"
+                       "flatten\nfc out=3\nsoftmax_xent\n";
+    net_t *net = s_build(text, 4, 1, NN_CONV_ENGINE_BLAS);
+    const nn_conv_engine_t engines[2] = {NN_CONV_ENGINE_ONEDNN, NN_CONV_ENGINE_AUTO};
+    for (int i = 0; i < 2; i++) {
+        char err[256] = "";
+        ck_assert_int_eq(net_set_conv_engine(net, engines[i], err, sizeof err), -EIO);
+        ck_assert_msg(strstr(err, "broken") != NULL, "%s", err);
+        ck_assert_int_eq(net_conv_onednn_layers(net), 0);
+    }
+    net_free(&net);
+}
+END_TEST
+
 START_TEST(test_nn_dnnl_engine_names_round_trip) {
     for (int e = 0; e < NN_CONV_ENGINE_COUNT; e++) {
         nn_conv_engine_t got;
@@ -322,6 +353,8 @@ Suite *make_suite(void) {
     Suite *s = suite_create("nn_dnnl");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_nn_dnnl_probe_is_right);
+    tcase_add_test(tc, test_nn_dnnl_wrong_result_fails);
     tcase_add_test(tc, test_nn_dnnl_conv_matches_blas);
     tcase_add_test(tc, test_nn_dnnl_fan_out_adds_input_gradient);
     tcase_add_test(tc, test_nn_dnnl_batch_sizes_change);

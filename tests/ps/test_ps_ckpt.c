@@ -31,6 +31,7 @@
 #include "ps/ckpt.h"
 #include "tests/lib/seed.h"
 #include "tests/lib/testnet.h"
+#include "tests/lib/tmpdir.h"
 
 /* Every kind of factor and block: conv (KFC), doubly-factored fc (K, Psi,
  * G, Gbias), batch norm (2x2 blocks, state), fc without bias. */
@@ -682,8 +683,8 @@ START_TEST(test_ps_ckpt_files_and_fallback) {
     uint64_t seed = test_seed();
     rng_t r;
     rng_seed(&r, seed);
-    char dir[] = "/tmp/kfac-ckpt-test.XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "ckpt-test");
     char sub[300], p[4300], err[600] = "";
     snprintf(sub, sizeof sub, "%s/a/b", dir); /* created on the first write */
     world_t a[3], b;
@@ -749,8 +750,8 @@ END_TEST
  * it was); a file larger than PS_CKPT_MAX_BYTES is refused before it is
  * read. */
 START_TEST(test_ps_ckpt_files_private_and_safe) {
-    char dir[] = "/tmp/kfac-ckpt-safe.XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "ckpt-safe");
     char sub[300], p[4300], err[600] = "", tmp[4300], target[400];
     snprintf(sub, sizeof sub, "%s/ck", dir);
     snprintf(target, sizeof target, "%s/target", dir);
@@ -790,9 +791,7 @@ START_TEST(test_ps_ckpt_files_private_and_safe) {
     ck_assert_msg(strstr(err, "not a checkpoint") != NULL, "%s", err);
     ck_assert_ptr_null(buf);
     unlink(big);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(test_tmpdir_remove(dir), 0);
 }
 END_TEST
 

@@ -15,15 +15,7 @@
 #include <unistd.h>
 
 #include "common/run/runcfg.h"
-
-static char *s_tmpfile(const char *text) {
-    char *path = strdup("/tmp/kfac-test-runcfg-env-XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq((int)write(fd, text, strlen(text)), (int)strlen(text));
-    close(fd);
-    return path;
-}
+#include "tests/lib/tmpdir.h"
 
 static int s_load(runcfg_t *c, runcfg_role_t role, int argc, const char *const *argv, char *err, size_t err_len) {
     char *av[16];
@@ -43,8 +35,8 @@ static int *s_id(runcfg_t *c, runcfg_role_t role) {
 }
 
 START_TEST(test_runcfg_env_precedence_every_role) {
-    char *path = s_tmpfile("[cluster]\nps = tcp://10.0.0.1:5555\n[data]\ndir = /file/data\n"
-                           "[worker]\nid = 1\n[statsd]\nid = 2\n[invertd]\nid = 3\n");
+    char *path = test_tmpfile("test-runcfg-env", "[cluster]\nps = tcp://10.0.0.1:5555\n[data]\ndir = /file/data\n"
+                                                 "[worker]\nid = 1\n[statsd]\nid = 2\n[invertd]\nid = 3\n");
     char err[1024];
     for (int r = 0; r < RUNCFG_ROLE_COUNT; r++) {
         runcfg_role_t role = (runcfg_role_t)r;

@@ -14,19 +14,16 @@
 
 #include "common/run/rundir.h"
 #include "tests/lib/check_main.h"
+#include "tests/lib/tmpdir.h"
 
 static char s_dir[512];
 
 static void s_setup(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(s_dir, sizeof s_dir, "%s/kfac-rundir.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(s_dir));
+    test_tmpdir_make(s_dir, sizeof s_dir, "rundir");
 }
 
 static void s_teardown(void) {
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", s_dir);
+    if (test_tmpdir_remove(s_dir) != 0) fprintf(stderr, "could not remove %s\n", s_dir);
 }
 
 /* Lines in dir/name (-1: no file). */
