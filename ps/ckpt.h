@@ -138,6 +138,12 @@ int ps_ckpt_write_file(const char *dir, uint64_t step, const uint8_t *buf, size_
  * -errno. */
 int ps_ckpt_read_file(const char *path, uint8_t **out, size_t *out_len, char *err, size_t err_len);
 
+/* mkdir -p; the folders it makes are private (0700) from the start: a
+ * checkpoint holds the model and the optimizer's whole state. Returns 0,
+ * -ENOTDIR when path is not a folder (a link to one is not taken), or
+ * -errno. */
+int ps_ckpt_mkdirs(const char *path);
+
 /* The checkpoint files of dir, newest (largest step) first: up to cap
  * steps into steps[]. Returns their number (0 when dir is missing or has
  * none) or -errno. */

@@ -23,9 +23,7 @@ const char *ps_ckpt_path(const char *dir, uint64_t step, char *buf, size_t len) 
     return buf;
 }
 
-/* mkdir -p; the folders it makes are private (0700): a checkpoint holds the
- * model and the optimizer's whole state. */
-static int s_mkdirs(const char *path) {
+int ps_ckpt_mkdirs(const char *path) {
     char p[4096];
     if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return -ENAMETOOLONG;
     for (char *q = p + 1; *q; q++) {
@@ -35,13 +33,16 @@ static int s_mkdirs(const char *path) {
         *q = '/';
     }
     if (mkdir(p, 0700) < 0 && errno != EEXIST) return -errno;
+    struct stat st;
+    if (lstat(p, &st) != 0) return -errno;
+    if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
     return 0;
 }
 
 int ps_ckpt_write_file(const char *dir, uint64_t step, const uint8_t *buf, size_t len, char *path, size_t path_len,
                        char *err, size_t err_len) {
     char tmp[4200], fin[4200];
-    int rc = s_mkdirs(dir);
+    int rc = ps_ckpt_mkdirs(dir);
     if (rc < 0) {
         snprintf(err, err_len, "cannot create the checkpoint folder %s: %s", dir, strerror(-rc));
         return rc;
@@ -110,13 +111,24 @@ int ps_ckpt_write_file(const char *dir, uint64_t step, const uint8_t *buf, size_
 int ps_ckpt_read_file(const char *path, uint8_t **out, size_t *out_len, char *err, size_t err_len) {
     *out = NULL;
     *out_len = 0;
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         int rc = -errno;
-        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(-rc));
+        if (fd >= 0) close(fd);
+        snprintf(err, err_len, "%s: cannot open: %s%s", path, strerror(-rc),
+                 rc == -ELOOP ? " (a symbolic link: kfac-ps reads only checkpoints it wrote)" : "");
         return rc;
     }
     struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & 022))) {
+        fclose(f);
+        snprintf(err, err_len,
+                 "%s: owned by uid %u with mode %04o: kfac-ps reads only checkpoints of its own user that nobody "
+                 "else may write (it writes them 0600); move the file away, or fix it with chown and chmod 600",
+                 path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        return -EACCES;
+    }
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > PS_CKPT_MAX_BYTES) {
         fclose(f);
         snprintf(err, err_len, "%s: %lld bytes, more than any checkpoint kfac-ps reads (%llu): not a checkpoint",

@@ -205,18 +205,23 @@ static enum MHD_Result s_on_request(void *cls, struct MHD_Connection *c, const c
                    MHD_RESPMEM_MUST_FREE);
 }
 
-/* "HOST:PORT" into sa. 0 or -EINVAL with the reason in err. */
+/* "HOST:PORT" (":PORT": 127.0.0.1) into sa. 0 or -EINVAL with the reason
+ * in err; "*" is refused (the operator names 0.0.0.0 to mean every
+ * interface). */
 static int s_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_t err_len) {
     memset(sa, 0, sizeof *sa);
     sa->sin_family = AF_INET;
     const char *colon = addr ? strrchr(addr, ':') : NULL;
     char host[64];
-    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host) {
+    if (colon == addr) { /* ":PORT": this host only */
+        snprintf(host, sizeof host, "127.0.0.1");
+    } else if (!colon || (size_t)(colon - addr) >= sizeof host) {
         snprintf(err, err_len, "[ps] metrics = %s: expected HOST:PORT, e.g. 127.0.0.1:9464", addr ? addr : "");
         return -EINVAL;
+    } else {
+        memcpy(host, addr, (size_t)(colon - addr));
+        host[colon - addr] = '\0';
     }
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
     char *end = NULL;
     long port = strtol(colon + 1, &end, 10);
     if (!colon[1] || *end || port < 0 || port > 65535) {
@@ -224,7 +229,16 @@ static int s_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, siz
         return -EINVAL;
     }
     if (strcmp(host, "localhost") == 0) snprintf(host, sizeof host, "127.0.0.1");
-    if (strcmp(host, "*") == 0) snprintf(host, sizeof host, "0.0.0.0");
+    if (strcmp(host, "*") == 0) {
+        /* the endpoint has no authentication: every interface is a choice
+         * the operator writes out, not a wildcard's side effect */
+        snprintf(err, err_len,
+                 "[ps] metrics = %s: name the address: 127.0.0.1:%ld (this host only, the safe choice), or "
+                 "0.0.0.0:%ld for every interface (anyone who reaches the port reads the run's figures: there is "
+                 "no authentication)",
+                 addr, port, port);
+        return -EINVAL;
+    }
     if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
         snprintf(err, err_len, "[ps] metrics = %s: '%s' is not an IPv4 address (use 127.0.0.1, or 0.0.0.0 for all)",
                  addr, host);

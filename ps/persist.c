@@ -65,7 +65,7 @@ int ps_persist_open_dir(ps_server_t *s, char *err, size_t err_len) {
     if (cfg->ckpt_dir && cfg->ckpt_dir[0]) snprintf(p->dir, sizeof p->dir, "%s", cfg->ckpt_dir);
     else snprintf(p->dir, sizeof p->dir, "%s/checkpoints", cfg->out_dir);
     int rc = 0;
-    if (cfg->ckpt_every > 0 && (rc = rundir_mkdirs(p->dir)) < 0) {
+    if (cfg->ckpt_every > 0 && (rc = ps_ckpt_mkdirs(p->dir)) < 0) {
         snprintf(err, err_len, "cannot create the checkpoint folder %s ([checkpoint] dir): %s", p->dir, strerror(-rc));
         return rc;
     }

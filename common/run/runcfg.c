@@ -217,7 +217,8 @@ static const config_option_t s_table[] = {
     O("run", "force", OPT_BOOL, force, "false", 0, 0,
       "overwrite a previous run in out_dir (otherwise a folder holding steps.csv, eval.csv or manifest.json is refused)"),
     O("ps", "metrics", OPT_STRING, ps_metrics, "", 0, 256,
-      "serve Prometheus metrics over HTTP at HOST:PORT, e.g. 127.0.0.1:9464 (empty: off)"),
+      "serve Prometheus metrics over HTTP at HOST:PORT, e.g. 127.0.0.1:9464 (:PORT: 127.0.0.1; 0.0.0.0:PORT: every "
+      "interface, unauthenticated; empty: off)"),
     O("ps", "curvature_warn_s", OPT_DOUBLE, curvature_warn_s, "30", 1, 1e9,
       "kfac: warn when no inverse was installed or no statistics folded for this many seconds"),
     /* CPU priority of the curvature daemons' compute threads and of the PS's

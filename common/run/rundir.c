@@ -2,6 +2,7 @@
 #include "common/run/rundir.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,13 +51,30 @@ int rundir_check_free(const char *out_dir, char *err, size_t err_len) {
     return 0;
 }
 
+/* fopen(path, append ? "a" : "w") that does not follow a symbolic link
+ * (errno ELOOP): a link planted in the run folder cannot redirect a write. */
+static FILE *s_fopen_nofollow(const char *path, int append) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    if (append) fseek(f, 0, SEEK_END); /* ftell then says whether the file has rows */
+    return f;
+}
+
 static FILE *s_open(const char *dir, const char *name, const char *header, rundir_mode_t mode, char *err,
                     size_t err_len) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, mode == RUNDIR_APPEND ? "a" : "w");
+    FILE *f = s_fopen_nofollow(path, mode == RUNDIR_APPEND);
     if (!f) {
-        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+        snprintf(err, err_len, "cannot write %s: %s%s", path, strerror(errno),
+                 errno == ELOOP ? " (a symbolic link: the run folder's files are written only in place)" : "");
         return NULL;
     }
     setvbuf(f, NULL, _IOLBF, 0);
@@ -166,7 +184,7 @@ int rundir_write_file(const rundir_t *d, const char *name, const void *data, siz
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/%s", d->dir, name);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = s_fopen_nofollow(tmp, 0);
     if (!f) return -errno;
     size_t put = n_bytes ? fwrite(data, 1, n_bytes, f) : 0;
     int bad = ferror(f) || put != n_bytes;

@@ -119,4 +119,12 @@ for bad in "--bogus 1" "--checkpoint.bogus 1" "--id 3" "--port 70000" "--nice 40
 done
 KFAC_BIN="$BUILD" sh deploy/kfac-launch /nonexistent.ini --dry-run >/dev/null 2>&1
 [ $? = 2 ] || h_fail "a missing configuration file is not a usage error"
-h_pass "overrides routed to exactly the daemons that read them, [checkpoint] included; options before or after CONFIG; bare booleans true; usage errors exit 2"
+# a value with a line break would become an option of its own (here
+# --data.dir for every daemon): refused
+st=0
+KFAC_BIN="$BUILD" sh deploy/kfac-launch "$cfg" --dry-run --run.out_dir "$H_DIR/x
+--data.dir=/elsewhere" >"$H_DIR/nl.log" 2>&1 || st=$?
+[ "$st" = 2 ] || h_fail "a value with a line break exited with $st, expected 2"
+grep -q "a value with a line break is refused" "$H_DIR/nl.log" || h_fail "the refusal does not say why: $(cat "$H_DIR/nl.log")"
+if grep -q -- "--data.dir=/elsewhere" "$H_DIR/nl.log"; then h_fail "the injected option reached a command line"; fi
+h_pass "overrides routed to exactly the daemons that read them, [checkpoint] included; options before or after CONFIG; bare booleans true; usage errors exit 2; a value with a line break refused"

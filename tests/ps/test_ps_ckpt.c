@@ -791,6 +791,31 @@ START_TEST(test_ps_ckpt_files_private_and_safe) {
     ck_assert_msg(strstr(err, "not a checkpoint") != NULL, "%s", err);
     ck_assert_ptr_null(buf);
     unlink(big);
+    /* reading: a file others may write, and a symbolic link, are refused */
+    ck_assert_int_eq(chmod(p, 0620), 0);
+    ck_assert_int_eq(ps_ckpt_read_file(p, &buf, &len, err, sizeof err), -EACCES);
+    ck_assert_msg(strstr(err, "mode 0620") && strstr(err, "chmod 600"), "%s", err);
+    ck_assert_int_eq(chmod(p, 0600), 0);
+    ck_assert_msg(ps_ckpt_read_file(p, &buf, &len, err, sizeof err) == 0, "%s", err);
+    free(buf);
+    buf = NULL;
+    char link[4300];
+    snprintf(link, sizeof link, "%s/ckpt-%010d.kfc", sub, 7);
+    ck_assert_int_eq(symlink(p, link), 0);
+    ck_assert_int_eq(ps_ckpt_read_file(link, &buf, &len, err, sizeof err), -ELOOP);
+    ck_assert_msg(strstr(err, "symbolic link") != NULL, "%s", err);
+    ck_assert_ptr_null(buf);
+    /* the checkpoint folder, made ahead of the first write, is private from the start */
+    char early[4300];
+    snprintf(early, sizeof early, "%s/a/b/checkpoints", dir);
+    ck_assert_int_eq(ps_ckpt_mkdirs(early), 0);
+    ck_assert_int_eq(stat(early, &sb), 0);
+    ck_assert_msg((sb.st_mode & 0777) == 0700, "folder mode %o", sb.st_mode & 0777);
+    /* a link where the folder should be is not taken for it */
+    char ldir[4300];
+    snprintf(ldir, sizeof ldir, "%s/linked", dir);
+    ck_assert_int_eq(symlink(early, ldir), 0);
+    ck_assert_int_eq(ps_ckpt_mkdirs(ldir), -ENOTDIR);
     ck_assert_int_eq(test_tmpdir_remove(dir), 0);
 }
 END_TEST

@@ -202,13 +202,22 @@ END_TEST
 
 START_TEST(test_ps_http_bad_address) {
     static const char *const bad[] = {"", "9464", "127.0.0.1", "127.0.0.1:", "127.0.0.1:70000", "127.0.0.1:x",
-                                      "example.org:9464", ":9464"};
+                                      "example.org:9464", "*:9464"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[400] = "";
         ps_http_t *h = ps_http_new(bad[i], 0, err, sizeof err);
         ck_assert_msg(h == NULL, "'%s' accepted", bad[i]);
         ck_assert_msg(strncmp(err, "[ps] metrics = ", 15) == 0, "'%s': %s", bad[i], err);
     }
+    /* "*" is no shorthand for every interface: the refusal names both choices */
+    char err[400] = "";
+    ck_assert_int_lt(ps_http_addr_check("*:9464", err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "127.0.0.1:9464") && strstr(err, "0.0.0.0:9464"), "%s", err);
+    /* no host: this host only */
+    ps_http_t *h = ps_http_new(":0", 0, err, sizeof err);
+    ck_assert_msg(h != NULL, "%s", err);
+    ck_assert_int_gt(ps_http_port(h), 0);
+    ps_http_free(&h);
 }
 END_TEST
 

@@ -137,6 +137,32 @@ START_TEST(test_rundir_write_file_whole) {
 }
 END_TEST
 
+/* A symbolic link planted in the run folder does not redirect a write:
+ * the file it names stays as it was, and the open fails naming the link. */
+START_TEST(test_rundir_links_not_followed) {
+    char target[700], link[700], err[600] = "";
+    snprintf(target, sizeof target, "%s/elsewhere.txt", s_dir);
+    FILE *f = fopen(target, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("keep\n", f);
+    fclose(f);
+    snprintf(link, sizeof link, "%s/steps.csv", s_dir);
+    ck_assert_int_eq(symlink(target, link), 0);
+    rundir_t *d = NULL;
+    ck_assert_int_lt(rundir_open(s_dir, RUNDIR_OVERWRITE, &d, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "symbolic link") != NULL, "%s", err);
+    ck_assert_int_eq(s_lines("elsewhere.txt"), 1);
+    unlink(link);
+    ck_assert_msg(rundir_open(s_dir, RUNDIR_OVERWRITE, &d, err, sizeof err) == 0, "%s", err);
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s/config.ini.tmp", s_dir);
+    ck_assert_int_eq(symlink(target, tmp), 0);
+    ck_assert_int_lt(rundir_write_text(d, "config.ini", "[run]\n"), 0);
+    ck_assert_int_eq(s_lines("elsewhere.txt"), 1);
+    rundir_free(&d);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("rundir");
     TCase *tc = tcase_create("core");
@@ -145,6 +171,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_rundir_overwrite_starts_afresh);
     tcase_add_test(tc, test_rundir_append_keeps_rows);
     tcase_add_test(tc, test_rundir_write_file_whole);
+    tcase_add_test(tc, test_rundir_links_not_followed);
     suite_add_tcase(s, tc);
     return s;
 }
