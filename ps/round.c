@@ -443,9 +443,22 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
     }
     if (s->round.state_n > 0) {
-        /* state = state_acc / sum(n_examples): the mean of the workers' running statistics */
-        for (size_t i = 0; i < s->model.net->n_state; i++)
-            s->model.net->state[i] = (float)(s->round.state_acc[i] / s->round.state_n);
+        /* state = state_acc / sum(n_examples): the mean of the workers'
+         * running statistics (or their robust combination, state_n = 1);
+         * published only when every value is finite and no variance is
+         * negative, else the previous state stays */
+        size_t bad = s->model.net->n_state;
+        for (size_t i = 0; i < s->model.net->n_state && bad == s->model.net->n_state; i++)
+            if (!isfinite(s->round.state_acc[i] / s->round.state_n)) bad = i;
+        if (bad == s->model.net->n_state) {
+            for (size_t i = 0; i < s->model.net->n_state; i++)
+                s->model.net->state[i] = (float)(s->round.state_acc[i] / s->round.state_n);
+        } else {
+            ps_counters_bump(&s->ctr, PS_CTR_STATE_KEPT);
+            log_warn("step %ld: the combined batch-norm running statistics are not finite (value %zu): the "
+                     "previous ones are kept (%" PRIu64 " times so far)",
+                     s->round.t, bad, ps_counter(&s->ctr, PS_CTR_STATE_KEPT));
+        }
     }
     /* The update runs on the loop thread: watch how long it holds it. */
     double math_ms = clock_now_ms() - t_math;

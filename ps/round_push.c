@@ -190,20 +190,37 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         break;
     }
     /* Batch-norm running statistics: a variance below 0 would make the
-     * evaluation and the exported weights NaN (msg_validate rejected NaN and Inf). */
+     * evaluation and the exported weights NaN (msg_validate rejected NaN and
+     * Inf); a value far from the published one (two of 3e38 average to Inf)
+     * is no moving-average step of any batch (PS_BN_VAR_MAX_RATIO). */
     if (s->model.net->n_state && g->n_state == s->model.net->n_state)
         for (int li = 0; li < s->model.net->n_layers; li++) {
             const layer_t *l = &s->model.net->layers[li];
             if (l->kind != LAYER_BATCHNORM || !l->run_var) continue;
             const size_t off = (size_t)(l->run_var - s->model.net->state);
-            for (int c = 0; c < l->c; c++)
-                if (!(g->state[off + c] >= 0.0f)) {
+            const size_t moff = l->run_mean ? (size_t)(l->run_mean - s->model.net->state) : off;
+            for (int c = 0; c < l->c; c++) {
+                const double v = g->state[off + c], vp = (double)l->run_var[c] + (double)l->eps;
+                const double mu = l->run_mean ? g->state[moff + c] : 0.0, mp = l->run_mean ? l->run_mean[c] : 0.0;
+                const double var_max = PS_BN_VAR_MAX_RATIO * vp, dev_max = PS_BN_MEAN_MAX_DEV * sqrt(vp) + 1.0;
+                if (v >= 0.0 && v <= var_max && fabs(mu - mp) <= dev_max) continue;
+                if (v >= 0.0 && v <= var_max)
+                    ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                                 "grad_push.state: running mean of layer %s channel %d is %g, more than %g from the "
+                                 "published %g (no moving-average step of a batch goes that far)",
+                                 l->name, c, mu, dev_max, mp);
+                else if (!(v >= 0.0))
                     ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                                  "grad_push.state: running variance of layer %s channel %d is %g, below 0", l->name,
-                                 c, (double)g->state[off + c]);
-                    ps_round_after_reject(s, p, m);
-                    return;
-                }
+                                 c, v);
+                else
+                    ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                                 "grad_push.state: running variance of layer %s channel %d is %g, more than %g (%g x "
+                                 "the published %g: no moving-average step of a batch goes that far)",
+                                 l->name, c, v, var_max, PS_BN_VAR_MAX_RATIO, vp);
+                ps_round_after_reject(s, p, m);
+                return;
+            }
         }
     /* Held until the step (or the fold, for statistics) and summed there in
      * rank order: the round's result does not depend on arrival order. */

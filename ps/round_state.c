@@ -164,9 +164,9 @@ void ps_round_state_open_gate(ps_round_t *r) {
     r->gate_open = 1;
 }
 
-/* A held push's loss, counts and state into the sums; with_grad: its
- * gradient too. */
-static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad) {
+/* A held push's loss and counts into the sums; with_grad: its gradient
+ * too; with_state: its batch-norm state too. */
+static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad, int with_state) {
     if (!p->mb.pushed || p->mb.committed || !p->grad) return;
     const float w = (float)p->n_examples;
     /* grad_acc += n_examples * grad  (n_params floats) */
@@ -189,7 +189,7 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
     r->acc_n += (double)p->n_examples;
     r->acc_loss += (double)p->n_examples * p->loss;
     r->acc_correct += p->n_correct;
-    if (p->mb.has_state) {
+    if (with_state && p->mb.has_state) {
         /* state_acc += n_examples * state  (n_state floats) */
         cblas_saxpy((int)net->n_state, w, p->state, 1, r->state_acc, 1);
         r->state_n += (double)p->n_examples;
@@ -197,7 +197,7 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
     ps_member_summed(p);
 }
 
-void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) { s_commit(r, net, p, 1); }
+void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) { s_commit(r, net, p, 1, 1); }
 
 void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p) {
     if (!p->mb.has_stats || !r->stats) return;
@@ -253,6 +253,20 @@ int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *pee
         for (int j = 0; j < k; j++) v[j] = order[j]->grad[i];
         r->grad_acc[i] = ps_round_robust_value(v, k, trim);
     }
-    for (int j = 0; j < k; j++) s_commit(r, net, order[j], 0);
+    /* The batch-norm state by the same rule, over the pushes that carry it
+     * (a mean would let one member's finite but huge values through). */
+    ps_peer_t *with[S_MAX_ORDER];
+    int ks = 0;
+    for (int j = 0; j < k; j++)
+        if (order[j]->mb.has_state) with[ks++] = order[j];
+    const int state_robust = net->n_state && ks >= need;
+    if (state_robust) {
+        for (size_t i = 0; i < net->n_state; i++) {
+            for (int j = 0; j < ks; j++) v[j] = with[j]->state[i];
+            r->state_acc[i] = ps_round_robust_value(v, ks, trim);
+        }
+        r->state_n = 1.0; /* state = state_acc */
+    }
+    for (int j = 0; j < k; j++) s_commit(r, net, order[j], 0, !state_robust);
     return k;
 }

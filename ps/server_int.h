@@ -111,6 +111,15 @@ typedef struct ps_io ps_io_t;
 #define PS_MAX_STEP_FAILURES 10
 /* Bad results after which an inverse daemon gets no more jobs. */
 #define PS_BAD_INVERSES_MAX 3
+/* Batch-norm running statistics a push may carry, against the published
+ * ones it was computed from (a worker's are one moving-average step away:
+ * (1 - momentum) x published + momentum x its batch's): a variance at most
+ * PS_BN_VAR_MAX_RATIO x (published variance + eps), a mean at most
+ * PS_BN_MEAN_MAX_DEV x sqrt(published variance + eps) + 1 away from the
+ * published mean. Generous for any batch; a value near 3e38 (two of which
+ * average to Inf) is far outside. */
+#define PS_BN_VAR_MAX_RATIO 1e4
+#define PS_BN_MEAN_MAX_DEV 100.0
 /* Quiet time after large messages before freed memory goes back to the
  * system (ps/trim.h). */
 #define PS_TRIM_IDLE_MS 500

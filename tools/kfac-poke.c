@@ -64,6 +64,8 @@
  *   rejoin    for the version it is sent, --count times: a small
  *             gradient, Bye, Hello again on the same socket, the same push
  *             (a member that leaves and comes back to push again)
+ *   bnhuge    small gradients, with batch-norm running statistics of 3e38
+ *             (finite, but two of them average to Inf)
  *   negvar    small gradients, with batch-norm running statistics of -1
  *             (a negative running variance)
  * or, as an inverse daemon (Hello with role invertd), answers --count jobs
@@ -138,7 +140,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown (hostile), or fast-worker (a gradient worker that computes nothing; see the header of tools/kfac-poke.c)"),
+      "what the member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, bnhuge, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown (hostile), or fast-worker (a gradient worker that computes nothing; see the header of tools/kfac-poke.c)"),
     O("host", OPT_STRING, host, "", 0, 4096,
       "the hostile member's host name in its Hello (\"\": this host's; any bytes: kfac-ps must log them safely)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,

@@ -428,6 +428,59 @@ START_TEST(test_ps_round_robust_value_brute_force) {
 }
 END_TEST
 
+/* Under a robust rule the batch-norm state is combined by the same rule
+ * as the gradient: one member's finite but huge running statistics (3e38,
+ * two of which would sum to Inf) do not reach the published state under
+ * the median of 3, which equals the brute-force median of each value. */
+START_TEST(test_ps_round_state_robust_state) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    net_t *net = s_net();
+    for (int trial = 0; trial < TRIALS; trial++) {
+        const int k = 3 + (int)rng_below(&r, 4);
+        ps_peers_t t;
+        ck_assert_int_eq(ps_peers_init(&t, 16), 0);
+        float *states[8];
+        for (int w = 0; w < k; w++) {
+            s_push_t push = {.rank = w, .id = (uint32_t)w + 1, .n_examples = 8, .n_correct = 1, .loss = 1.0,
+                             .has_state = 1};
+            push.grad = calloc(net->n_params, sizeof(float));
+            push.state = malloc(net->n_state * sizeof(float));
+            ck_assert(push.grad && push.state);
+            for (size_t i = 0; i < net->n_state; i++)
+                push.state[i] = w == 0 ? 3e38f : (float)(1.0 + rng_uniform(&r));
+            s_add(&t, net, &push);
+            states[w] = push.state;
+            free(push.grad);
+        }
+        ps_round_t rs;
+        ck_assert_int_eq(ps_round_state_init(&rs, net, 0), 0);
+        ps_round_state_open(&rs, net, 1);
+        ck_assert_int_eq(ps_round_state_robust(&rs, net, &t, -1), k);
+        ck_assert(rs.state_n == 1.0);
+        for (size_t i = 0; i < net->n_state; i++) {
+            double v[8];
+            for (int w = 0; w < k; w++) v[w] = states[w][i];
+            for (int a = 1; a < k; a++) /* brute force: sort, take the middle */
+                for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                    double x = v[b];
+                    v[b] = v[b - 1];
+                    v[b - 1] = x;
+                }
+            double med = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+            ck_assert_msg(fabs(rs.state_acc[i] - med) <= 1e-6 * fabs(med), "seed %" PRIu64 ": value %zu: %g vs %g",
+                          seed, i, (double)rs.state_acc[i], med);
+            ck_assert(rs.state_acc[i] < 1e30f);
+        }
+        for (int w = 0; w < k; w++) free(states[w]);
+        ps_round_state_release(&rs);
+        ps_peers_release(&t);
+    }
+    net_free(&net);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_round_state");
     TCase *tc = tcase_create("round_state");
@@ -435,6 +488,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_round_state_commit_once);
     tcase_add_test(tc, test_ps_round_state_lowrank_weighted_and_order_free);
     tcase_add_test(tc, test_ps_round_robust_value_brute_force);
+    tcase_add_test(tc, test_ps_round_state_robust_state);
     tcase_add_test(tc, test_ps_round_state_merge_stats_weighted);
     suite_add_tcase(s, tc);
     return s;

@@ -300,10 +300,10 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         return s_member_invertd(sock, c);
     if (strcmp(kind, "fast-worker") == 0) return poke_fast_worker(sock, c, r);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
-        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
+        strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "bnhuge") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
         strcmp(kind, "scaled") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
         fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
-                        "gradstats, rejoin, negvar, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown or fast-worker, not "
+                        "gradstats, rejoin, negvar, bnhuge, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown or fast-worker, not "
                         "'%s'\n", kind);
         return 2;
     }
@@ -556,7 +556,8 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     }
     free(w_model);
     float *g = malloc((n_params ? n_params : 1) * sizeof *g);
-    const uint64_t n_state = strcmp(kind, "negvar") == 0 ? w_n_state : 0;
+    const int bnhuge = strcmp(kind, "bnhuge") == 0;
+    const uint64_t n_state = strcmp(kind, "negvar") == 0 || bnhuge ? w_n_state : 0;
     float *st = n_state ? malloc(n_state * sizeof *st) : NULL;
     if (!g || (n_state && !st)) {
         free(g);
@@ -565,7 +566,7 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         net_free(&gnet);
         return 1;
     }
-    for (uint64_t j = 0; j < n_state; j++) st[j] = -1.0f;
+    for (uint64_t j = 0; j < n_state; j++) st[j] = bnhuge ? 3e38f : -1.0f;
     msg_init(&m, MSG_GET_PARAMS, MSG_ROLE_WORKER, (uint32_t)c->member_id);
     s_send_msg(sock, &m);
     int pushed = 0, stalls = 0;
