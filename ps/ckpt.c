@@ -316,6 +316,47 @@ static int s_dec_norm(s_dec_t *d, ckw_rbuf_t *r) {
     return 0;
 }
 
+/* One history of HIST into h (may be NULL: checked only). */
+static int s_dec_one_hist(s_dec_t *d, ckw_rbuf_t *r, ps_norm_hist_t *h, const char *what, int k) {
+    uint32_t n = ckw_take_u32(r), next = ckw_take_u32(r);
+    if (r->bad) return s_short(d, "HIST");
+    if (n > PS_NORM_HISTORY || next >= PS_NORM_HISTORY || (n < PS_NORM_HISTORY && next != n))
+        return s_fail(d, -EBADMSG, "HIST: %s history %d holds impossible values (%u values, next %u)", what, k, n,
+                      next);
+    double v[PS_NORM_HISTORY];
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = ckw_take_f64(r);
+        if (!isfinite(v[i]) || v[i] < 0)
+            return s_fail(d, -EBADMSG, "HIST: %s history %d holds a value that is not finite or below 0", what, k);
+    }
+    if (r->bad) return s_short(d, "HIST");
+    if (h) {
+        memset(h, 0, sizeof *h);
+        memcpy(h->v, v, n * sizeof *v);
+        h->n = (int)n;
+        h->next = (int)next;
+    }
+    return 0;
+}
+
+/* HIST (see ckpt_wire.h): each set's count must be this run's (a layer or
+ * factor per history), or 0 (a file written without them). */
+static int s_dec_hist(s_dec_t *d, ckw_rbuf_t *r) {
+    for (int set = 0; set < 2 && d->rc == 0; set++) {
+        const char *what = set == 0 ? "clipped gradient norm" : "statistics trace";
+        ps_norm_hist_t *hs = set == 0 ? d->st->clip_hists : d->st->trace_hists;
+        const int want = hs ? (set == 0 ? d->st->n_clip_hists : d->st->n_trace_hists) : -1;
+        uint32_t n = ckw_take_u32(r);
+        if (r->bad) return s_short(d, "HIST");
+        if (n > 1000000u) return s_fail(d, -EBADMSG, "HIST: %u %s histories", n, what);
+        if (want >= 0 && n != 0 && n != (uint32_t)want)
+            return s_fail(d, -EINVAL, "HIST: %u %s histories, this run's model has %d", n, what, want);
+        for (uint32_t k = 0; k < n && d->rc == 0; k++)
+            s_dec_one_hist(d, r, d->apply && want >= 0 ? &hs[k] : NULL, what, (int)k);
+    }
+    return d->rc;
+}
+
 /* OWNR (see CKW_OWNR_LEN): checked whole (ps_owners_validate) before the
  * table is replaced (ps_owners_load); with st->owners NULL, checked only. */
 static int s_dec_ownr(s_dec_t *d, ckw_rbuf_t *r) {
@@ -417,7 +458,7 @@ static const char *s_tag_name(uint32_t tag, char buf[5]) {
 /* One pass over the records. */
 static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
     static const uint32_t tags[CKW_N_TAGS] = {CKW_META, CKW_PRMS, CKW_BNST, CKW_SGDV, CKW_KOPT, CKW_FACT,
-                                            CKW_BLCK, CKW_SCHD, CKW_RFSH, CKW_NORM, CKW_OWNR, CKW_IDNT};
+                                            CKW_BLCK, CKW_SCHD, CKW_RFSH, CKW_NORM, CKW_OWNR, CKW_IDNT, CKW_HIST};
     int seen[CKW_N_TAGS] = {0};
     ckw_rbuf_t all = {.p = payload, .len = len};
     d->flags = 0;
@@ -431,7 +472,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         int ti = -1;
         for (int i = 0; i < CKW_N_TAGS; i++)
             if (tags[i] == tag) ti = i;
-        if (ti < 0 || (tag == CKW_OWNR && d->version < 2) || (tag == CKW_IDNT && d->version < 3))
+        if (ti < 0 || (tag == CKW_OWNR && d->version < 2) || ((tag == CKW_IDNT || tag == CKW_HIST) && d->version < 3))
             return s_fail(d, -EBADMSG, "unknown record '%s' in a version-%u file", s_tag_name(tag, tn), d->version);
         if (seen[ti]++) return s_fail(d, -EBADMSG, "record '%s' appears twice", s_tag_name(tag, tn));
         if (ti != 0 && !seen[0]) return s_fail(d, -EBADMSG, "record '%s' before META", s_tag_name(tag, tn));
@@ -463,6 +504,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         case CKW_NORM: s_dec_norm(d, &r); break;
         case CKW_OWNR: s_dec_ownr(d, &r); break;
         case CKW_IDNT: s_dec_idnt(d, &r); break;
+        case CKW_HIST: s_dec_hist(d, &r); break;
         }
         if (!need) return s_fail(d, -EINVAL, "record '%s' is not used by this run's configuration", s_tag_name(tag, tn));
         if (d->rc == 0 && r.at != r.len)
@@ -484,7 +526,8 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
                        {CKW_RFSH, d->st->refresh != NULL},
                        {CKW_NORM, 1},
                        {CKW_OWNR, d->version >= 2},
-                       {CKW_IDNT, d->version >= 3}};
+                       {CKW_IDNT, d->version >= 3},
+                       {CKW_HIST, d->version >= 3}};
     for (int i = 0; i < CKW_N_TAGS; i++) {
         char tn[5];
         if (req[i].need && !seen[i]) return s_fail(d, -EBADMSG, "record '%s' is missing (truncated file?)", s_tag_name(req[i].tag, tn));
@@ -493,6 +536,11 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
     if (d->apply && d->version < 2 && d->st->owners) ps_owners_release(d->st->owners);
     /* before version 3 no identity was kept: each starts afresh */
     if (d->apply && d->version < 3 && d->st->idents) ps_idents_release(d->st->idents);
+    if (d->apply && d->version < 3) { /* nor the guards' histories: they start empty */
+        if (d->st->clip_hists) memset(d->st->clip_hists, 0, (size_t)d->st->n_clip_hists * sizeof *d->st->clip_hists);
+        if (d->st->trace_hists)
+            memset(d->st->trace_hists, 0, (size_t)d->st->n_trace_hists * sizeof *d->st->trace_hists);
+    }
     return 0;
 }
 

@@ -61,7 +61,8 @@
 #include "ps/sched.h"
 
 #define PS_CKPT_MAGIC "KFACCKPT"
-#define PS_CKPT_VERSION 3u     /* written; 2: the record OWNR (member ids bound to CURVE keys); 3: IDNT (identities) */
+#define PS_CKPT_VERSION 3u     /* written; 2: the record OWNR (member ids bound to CURVE keys); 3: IDNT (identities)
+                                  and HIST (the guards' histories) */
 #define PS_CKPT_VERSION_MIN 1u /* the oldest read */
 #define PS_CKPT_HEADER_LEN 32u
 
@@ -108,6 +109,11 @@ typedef struct ps_ckpt_state {
                                * a version-1 file restores it empty */
     ps_idents_t *idents;      /* what each member identity has done (ps/ident.h), or NULL (stored empty, not
                                * restored); a file before version 3 restores it empty */
+    ps_norm_hist_t *clip_hists;  /* (n_clip_hists) each layer's clipped gradient norms, or NULL (stored empty) */
+    int n_clip_hists;
+    ps_norm_hist_t *trace_hists; /* (n_trace_hists) each factor's statistics traces, or NULL (stored empty) */
+    int n_trace_hists;           /* a file that holds another number of either is refused; before version 3:
+                                  * restored empty */
 } ps_ckpt_state_t;
 
 /* Encode st into a new buffer (*out, malloc'd, caller frees; *out_len

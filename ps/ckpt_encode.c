@@ -171,6 +171,18 @@ int ps_ckpt_encode(const ps_ckpt_state_t *st, uint8_t **out, size_t *out_len, ch
         }
     }
     ckw_rec_end(&w, at);
+    at = ckw_rec_begin(&w, CKW_HIST);
+    for (int set = 0; set < 2; set++) {
+        const ps_norm_hist_t *hs = set == 0 ? st->clip_hists : st->trace_hists;
+        const int nh = hs ? (set == 0 ? st->n_clip_hists : st->n_trace_hists) : 0;
+        ckw_put_u32(&w, (uint32_t)nh);
+        for (int k = 0; k < nh; k++) {
+            ckw_put_u32(&w, (uint32_t)hs[k].n);
+            ckw_put_u32(&w, (uint32_t)hs[k].next);
+            for (int i = 0; i < hs[k].n; i++) ckw_put_f64(&w, hs[k].v[i]);
+        }
+    }
+    ckw_rec_end(&w, at);
     at = ckw_rec_begin(&w, CKW_IDNT);
     {
         int n = st->idents ? ps_idents_save(st->idents, NULL, 0) : 0;

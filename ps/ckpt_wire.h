@@ -27,7 +27,8 @@
 #define CKW_NORM CKW_TAG('N', 'O', 'R', 'M')
 #define CKW_OWNR CKW_TAG('O', 'W', 'N', 'R')
 #define CKW_IDNT CKW_TAG('I', 'D', 'N', 'T')
-#define CKW_N_TAGS 12
+#define CKW_HIST CKW_TAG('H', 'I', 'S', 'T')
+#define CKW_N_TAGS 13
 
 /* OWNR: u32 n, then n bindings of CKW_OWNR_LEN bytes each: u32 role code
  * (CKW_ROLE_*), u32 member id, the key's AUTH_KEY_Z85_LEN Z85 characters.
@@ -43,6 +44,11 @@
  * CURVE), u32 stalls, u32 bad inverses, u32 flags (CKW_IDNT_*), u64 the
  * last statistics version. */
 #define CKW_IDNT_LEN (28u + AUTH_KEY_Z85_LEN)
+
+/* HIST (version 3): the guards' histories, two sets, each a u32 count of
+ * histories then per history u32 n, u32 next and n f64 values (as NORM):
+ * each layer's clipped gradient norms ([ps] grad_clip_ratio), then each
+ * factor's statistics traces ([ps] stats_trace_max_ratio). */
 #define CKW_IDNT_DEMOTED 1u
 #define CKW_IDNT_DISTRUSTED 2u
 #define CKW_IDNT_STATS_VERSION 4u

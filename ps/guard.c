@@ -82,6 +82,11 @@ ps_guard_recover_t ps_guard_recover(ps_guard_t *g, int norm_rejects, float *para
 
 ps_norm_hist_t *ps_guard_norms(ps_guard_t *g) { return &g->norms; }
 
+ps_norm_hist_t *ps_guard_layer_norms(ps_guard_t *g, int *n) {
+    *n = g->n_layers;
+    return g->layer_norms;
+}
+
 ratelimit_t *ps_guard_rl(ps_guard_t *g, ps_guard_line_t line) {
     return &g->rl[(unsigned)line < PS_GUARD_LINE_COUNT ? line : PS_GUARD_LINE_EXAMPLES];
 }

@@ -94,6 +94,10 @@ ps_guard_recover_t ps_guard_recover(ps_guard_t *g, int norm_rejects, float *para
  * writes them back (ps/ckpt.h). */
 ps_norm_hist_t *ps_guard_norms(ps_guard_t *g);
 
+/* Each layer's history of (clipped) gradient norms ([ps] grad_clip_ratio),
+ * for the checkpoint: the array and its length in *n. */
+ps_norm_hist_t *ps_guard_layer_norms(ps_guard_t *g, int *n);
+
 /* The limiter of one of the defences' log lines, borrowed (for
  * ratelimit_ok and ps_io_reject_rl). */
 ratelimit_t *ps_guard_rl(ps_guard_t *g, ps_guard_line_t line);

@@ -38,6 +38,8 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->norms = ps_guard_norms(s->guard);
     st->owners = ps_hello_owners(s);
     st->idents = ps_hello_idents(s);
+    st->clip_hists = ps_guard_layer_norms(s->guard, &st->n_clip_hists);
+    st->trace_hists = s->stats_guard ? ps_stats_guard_hists(s->stats_guard, &st->n_trace_hists) : NULL;
 }
 
 struct ps_persist {

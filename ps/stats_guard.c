@@ -11,6 +11,7 @@ struct ps_stats_guard {
     int n_layers;
     int *first;            /* (n_layers) index of layer j's first factor in hist */
     ps_norm_hist_t *hist;  /* one per factor */
+    int n_factors;
 };
 
 ps_stats_guard_t *ps_stats_guard_new(const kfac_stats_t *layout) {
@@ -24,11 +25,17 @@ ps_stats_guard_t *ps_stats_guard_new(const kfac_stats_t *layout) {
         n += layout->layers[j].n_factors;
     }
     g->hist = calloc((size_t)n + 1, sizeof *g->hist);
+    g->n_factors = n;
     if (!g->first || !g->hist) {
         ps_stats_guard_free(g);
         return NULL;
     }
     return g;
+}
+
+ps_norm_hist_t *ps_stats_guard_hists(ps_stats_guard_t *g, int *n) {
+    *n = g->n_factors;
+    return g->hist;
 }
 
 void ps_stats_guard_free(ps_stats_guard_t *g) {

@@ -30,6 +30,7 @@
 #include <stddef.h>
 
 #include "common/kfac/kfac_stats.h"
+#include "ps/member.h"
 
 typedef struct ps_stats_guard ps_stats_guard_t;
 
@@ -48,6 +49,10 @@ int ps_stats_guard_check(const ps_stats_guard_t *g, const kfac_stats_t *st, doub
 
 /* Record the traces of st's factors that hold a value (after the fold). */
 void ps_stats_guard_accept(ps_stats_guard_t *g, const kfac_stats_t *st);
+
+/* The trace histories, one per factor (layer by layer, in the layout's
+ * order), for the checkpoint: the array and its length in *n. */
+ps_norm_hist_t *ps_stats_guard_hists(ps_stats_guard_t *g, int *n);
 
 /* The trace of factor f (SYM: sum of the diagonal; DIAG2X2: sum of both
  * diagonals of every 2 x 2 block). */

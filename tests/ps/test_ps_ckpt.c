@@ -445,7 +445,7 @@ START_TEST(test_ps_ckpt_other_run_refused) {
 END_TEST
 
 /* image with its record `tag` replaced by body (NULL: none) and format
- * version `version` (before 3 also without IDNT, which it did not know),
+ * version `version` (before 3 also without IDNT and HIST, which it did not know),
  * CRCs recomputed: a new buffer (*out_len bytes). */
 static uint8_t *s_with_rec(const uint8_t *buf, size_t len, const char *tag, const uint8_t *body, size_t body_len,
                            uint32_t version, size_t *out_len) {
@@ -458,7 +458,7 @@ static uint8_t *s_with_rec(const uint8_t *buf, size_t len, const char *tag, cons
         uint64_t rl = 0;
         for (int i = 0; i < 8; i++) rl |= (uint64_t)buf[at + 8 + (size_t)i] << (8 * i);
         if (memcmp(buf + at, tag, 4) == 0) found = 1;
-        else if (version >= 3 || memcmp(buf + at, "IDNT", 4) != 0) {
+        else if (version >= 3 || (memcmp(buf + at, "IDNT", 4) != 0 && memcmp(buf + at, "HIST", 4) != 0)) {
             memcpy(o + n, buf + at, 16 + (size_t)rl);
             n += 16 + (size_t)rl;
         }
@@ -677,6 +677,69 @@ START_TEST(test_ps_ckpt_idents_survive) {
 }
 END_TEST
 
+/* The guards' histories (record HIST: each layer's clipped norms, each
+ * factor's statistics traces) survive a restart value for value; a file
+ * whose counts do not match the model is refused, naming the record; a
+ * version-2 file restores them empty. */
+START_TEST(test_ps_ckpt_hists_survive) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    world_t a, b;
+    s_world(&a, "sgd", s_model);
+    s_world(&b, "sgd", s_model);
+    ps_norm_hist_t ca[3], ta[5], cb[3], tb[5], cc[2];
+    memset(ca, 0, sizeof ca);
+    memset(ta, 0, sizeof ta);
+    memset(cb, 0, sizeof cb);
+    memset(tb, 0, sizeof tb);
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < (int)rng_below(&r, 2 * PS_NORM_HISTORY); i++) ps_norm_hist_add(&ca[k], rng_uniform(&r));
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < (int)rng_below(&r, 2 * PS_NORM_HISTORY); i++) ps_norm_hist_add(&ta[k], 1e3 * rng_uniform(&r));
+    a.st.clip_hists = ca;
+    a.st.n_clip_hists = 3;
+    a.st.trace_hists = ta;
+    a.st.n_trace_hists = 5;
+    b.st.clip_hists = cb;
+    b.st.n_clip_hists = 3;
+    b.st.trace_hists = tb;
+    b.st.n_trace_hists = 5;
+    uint8_t *buf;
+    size_t len, blen;
+    char err[600] = "";
+    ck_assert_int_eq(ps_ckpt_encode(&a.st, &buf, &len, err, sizeof err), 0);
+    ck_assert_msg(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err) == 0, "%s", err);
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(cb[k].n, ca[k].n);
+        ck_assert_int_eq(cb[k].next, ca[k].next);
+        ck_assert_msg(memcmp(cb[k].v, ca[k].v, (size_t)ca[k].n * sizeof(double)) == 0, "seed %" PRIu64, seed);
+        ck_assert(ps_norm_hist_median(&cb[k]) == ps_norm_hist_median(&ca[k]));
+    }
+    for (int k = 0; k < 5; k++) {
+        ck_assert_int_eq(tb[k].n, ta[k].n);
+        ck_assert_msg(memcmp(tb[k].v, ta[k].v, (size_t)ta[k].n * sizeof(double)) == 0, "seed %" PRIu64, seed);
+    }
+    /* another model's layout: refused */
+    memset(cc, 0, sizeof cc);
+    b.st.clip_hists = cc;
+    b.st.n_clip_hists = 2;
+    ck_assert_int_eq(ps_ckpt_decode(&b.st, buf, len, 1.0, "other.kfc", err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "other.kfc") && strstr(err, "HIST") && strstr(err, "3 clipped gradient norm histories"),
+                  "%s", err);
+    /* version 2: empty */
+    b.st.clip_hists = cb;
+    b.st.n_clip_hists = 3;
+    uint8_t *v2 = s_with_rec(buf, len, "IDNT", NULL, 0, 2, &blen);
+    ck_assert_msg(ps_ckpt_decode(&b.st, v2, blen, 1.0, "v2.kfc", err, sizeof err) == 0, "%s", err);
+    for (int k = 0; k < 3; k++) ck_assert_int_eq(cb[k].n, 0);
+    free(v2);
+    free(buf);
+    s_world_free(&a);
+    s_world_free(&b);
+}
+END_TEST
+
 /* Files: atomic writes (no temporary left), newest first, pruning, and a
  * damaged newest file falls back to the one before. */
 START_TEST(test_ps_ckpt_files_and_fallback) {
@@ -833,6 +896,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_ckpt_files_private_and_safe);
     tcase_add_test(tc, test_ps_ckpt_owners_survive);
     tcase_add_test(tc, test_ps_ckpt_idents_survive);
+    tcase_add_test(tc, test_ps_ckpt_hists_survive);
     suite_add_tcase(s, tc);
     return s;
 }
