@@ -52,7 +52,7 @@ h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini"
 HONEST=$H_PID
 h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
 h_wait_steps 100 # a history of accepted statistics for the trace rule (about 20 folds)
-h_start poke-stats "$BUILD/kfac-poke" --endpoint "$ep" --member_id 61 --member_kind stats --wait_ms 4000 --print 20
+h_start poke-stats "$BUILD/kfac-poke" --endpoint "$ep" --member_id 61 --member_kind stats --wait_ms 4000 --print 40
 h_wait "$H_PID" 40
 [ "$H_STATUS" = 0 ] || h_fail "the hostile statistics worker exited with status $H_STATUS (not welcomed?)"
 h_wait "$PS_PID" 120
