@@ -11,7 +11,7 @@ int ps_export_weights(ps_server_t *s) {
     if (!s->metrics || !s->model.net) return 0;
     export_info_t info;
     memset(&info, 0, sizeof info);
-    info.step = (uint64_t)s->round.t;
+    info.step = (uint64_t)ps_round_version(s->round);
     info.program = "kfac-ps";
     info.dataset = runcfg_dataset_name(s->cfg);
     dataset_source_t src; /* [data] set = idx | npy: the normalization the run used (given or computed) */
@@ -35,7 +35,7 @@ int ps_export_weights(ps_server_t *s) {
     int rc = export_write(s->metrics, s->model.net, s->model.net->params, polyak, s->model.net->state, &info, err,
                           sizeof err);
     if (rc < 0) log_error("weights not saved: %s", err);
-    else log_info("weights of step %ld saved in %s (params.npy, params_polyak.npy, manifest.json)", s->round.t,
+    else log_info("weights of step %ld saved in %s (params.npy, params_polyak.npy, manifest.json)", ps_round_version(s->round),
                   rundir_path(s->metrics));
     return rc;
 }

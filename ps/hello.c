@@ -284,8 +284,8 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
                      old->rank, ps_peer_name(old, name, sizeof name));
             p = old;
             if (ps_member_takeover(p)) { /* it pushes the same batch again */
-                ps_round_state_grad_out(&s->round);
-                ps_ident_unpush(p->ident, s->round.t);
+                ps_round_state_grad_out(s->round);
+                ps_ident_unpush(p->ident, ps_round_version(s->round));
             }
             ps_peer_reroute(p, route);
             p->pid = m->hello.pid;
@@ -333,7 +333,7 @@ void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, co
     msg_init(&w, MSG_WELCOME, MSG_ROLE_PS, 0);
     w.welcome.model_text = s->model.net->source;
     w.welcome.config_text = s->config_text;
-    w.welcome.params_version = (uint64_t)s->round.t;
+    w.welcome.params_version = (uint64_t)ps_round_version(s->round);
     w.welcome.n_params = s->model.net->n_params;
     w.welcome.n_state = s->model.net->n_state;
     w.welcome.rank = p->rank >= 0 ? (uint32_t)p->rank : 0;

@@ -325,7 +325,7 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
         int rc = inv && vrc == 0 ? kfac_opt_block_install(s->model.kfac, b, inv, version) : -EINVAL;
         kfac_inverse_free(&inv);
-        ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_inst);
+        ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_inst);
         if (vrc != 0) {
             /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets
              * it (the job was cleared above). */

@@ -19,10 +19,10 @@
 static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     memset(st, 0, sizeof *st);
     st->model_text = s->model.net->source;
-    st->t = s->round.t;
-    st->steps_done = s->round.steps_done;
+    st->t = ps_round_version(s->round);
+    st->steps_done = ps_round_steps_done(s->round);
     st->wall_s = ps_io_wall_s(s);
-    st->round_folded = s->round.folded;
+    st->round_folded = ps_round_folded(s->round);
     st->next_job_id = ps_jobs_next_id(s);
     ps_counters_save(&s->ctr, st->counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
     st->net = s->model.net;
@@ -91,23 +91,23 @@ int ps_persist_save(ps_server_t *s, const char *why) {
     char err[1200] = "", path[4200] = "";
     double t0 = clock_now_ms();
     int rc = ps_ckpt_encode(&st, &buf, &len, err, sizeof err);
-    if (rc == 0) rc = ps_ckpt_write_file(s->persist->dir, (uint64_t)s->round.t, buf, len, path, sizeof path, err, sizeof err);
+    if (rc == 0) rc = ps_ckpt_write_file(s->persist->dir, (uint64_t)ps_round_version(s->round), buf, len, path, sizeof path, err, sizeof err);
     free(buf);
     if (rc < 0) {
         ps_counters_bump(&s->ctr, PS_CTR_CKPT_FAILED);
-        log_error("checkpoint at step %ld (%s) not written: %s", s->round.t, why, err);
+        log_error("checkpoint at step %ld (%s) not written: %s", ps_round_version(s->round), why, err);
         return rc;
     }
     ps_counters_bump(&s->ctr, PS_CTR_CKPT_SAVED);
     int pruned = ps_ckpt_prune(s->persist->dir, s->cfg->ckpt_keep);
-    log_info("checkpoint at step %ld (%s): %s, %.1f MB in %.0f ms%s", s->round.t, why, path, (double)len / 1e6,
+    log_info("checkpoint at step %ld (%s): %s, %.1f MB in %.0f ms%s", ps_round_version(s->round), why, path, (double)len / 1e6,
              clock_now_ms() - t0, pruned > 0 ? "; older ones pruned" : "");
     return 0;
 }
 
 void ps_persist_after_step(ps_server_t *s) {
     uint64_t every = s->cfg->ckpt_every;
-    if (every == 0 || s->round.t <= 0 || (uint64_t)s->round.t % every != 0) return;
+    if (every == 0 || ps_round_version(s->round) <= 0 || (uint64_t)ps_round_version(s->round) % every != 0) return;
     char why[64];
     snprintf(why, sizeof why, "every %" PRIu64 " steps", every);
     ps_persist_save(s, why);
@@ -122,16 +122,16 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
         if (rc == 0) log_info("[checkpoint] resume: no checkpoint in %s; starting at step 0", s->persist->dir);
         return rc;
     }
-    ps_round_state_restore(&s->round, st.t, st.steps_done, st.round_folded);
+    ps_round_state_restore(s->round, st.t, st.steps_done, st.round_folded);
     ps_jobs_restore_next_id(s, st.next_job_id);
     ps_counters_restore(&s->ctr, st.counters, PS_CKPT_COUNTERS, PS_CKPT_N_REJECTED_GRADS);
-    s->persist->resumed_from = s->round.t;
-    s->persist->run_over = s->round.steps_done >= s->cfg->steps;
+    s->persist->resumed_from = ps_round_version(s->round);
+    s->persist->run_over = ps_round_steps_done(s->round) >= s->cfg->steps;
     /* the wall clock of steps.csv goes on from where it was */
     s->persist->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
     int n_owners = ps_owners_count(ps_hello_owners(s)); /* those of keys no longer listed go once the allowlists are read */
     log_info("resumed from %s: step %ld, %.1fs of training so far, %d member id%s bound to CURVE keys; metrics are "
              "appended to",
-             path, s->round.t, st.wall_s, n_owners, n_owners == 1 ? "" : "s");
+             path, ps_round_version(s->round), st.wall_s, n_owners, n_owners == 1 ? "" : "s");
     return 1;
 }

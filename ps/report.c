@@ -68,12 +68,12 @@ int ps_report_http_start(ps_server_t *s, const char *bind, char *err, size_t err
 }
 
 void ps_report_stepped(ps_server_t *s) {
-    if (!s->report->first_step_ns) s->report->first_step_ns = s->round.last_step_ns;
+    if (!s->report->first_step_ns) s->report->first_step_ns = ps_round_last_step_ns(s->round);
 }
 
 void ps_report_start(ps_server_t *s, uint64_t now_ns) {
     s->report->prog_ns = now_ns;
-    s->report->prog_step = s->round.steps_done;
+    s->report->prog_step = ps_round_steps_done(s->round);
 }
 
 void ps_report_step(ps_server_t *s, const ps_step_row_t *row) {
@@ -89,7 +89,7 @@ void ps_report_step(ps_server_t *s, const ps_step_row_t *row) {
 void ps_report_progress(ps_server_t *s) {
     uint64_t now = clock_now_ns();
     double dt = (double)(now - s->report->prog_ns) * 1e-9;
-    double rate = dt > 0 ? (double)(s->round.steps_done - s->report->prog_step) / dt : 0.0;
+    double rate = dt > 0 ? (double)(ps_round_steps_done(s->round) - s->report->prog_step) / dt : 0.0;
     char test[64] = "test -", age[48] = "", eta[32] = "?";
     const ps_eval_result_t *ev = ps_eval_last(s->eval);
     if (ev) snprintf(test, sizeof test, "test %.1f%% (polyak %.1f%%)", 100.0 * ev->acc, 100.0 * ev->polyak_acc);
@@ -99,7 +99,7 @@ void ps_report_progress(ps_server_t *s) {
         else
             snprintf(age, sizeof age, "  inv age -");
     }
-    if (rate > 0) ps_format_duration((double)(s->cfg->steps - s->round.steps_done) / rate, eta, sizeof eta);
+    if (rate > 0) ps_format_duration((double)(s->cfg->steps - ps_round_steps_done(s->round)) / rate, eta, sizeof eta);
     /* Curvature that falls behind says so on every line while it lasts (the
      * warning of ps_report_curvature comes once). */
     char behind[96] = "";
@@ -109,18 +109,18 @@ void ps_report_progress(ps_server_t *s) {
                  (double)(now - (s->report->curv_stale_inv ? s->report->curv_inv_ns : s->report->curv_stats_ns)) * 1e-9);
     double n = s->report->prog_n ? (double)s->report->prog_n : 1.0;
     log_info("step %" PRIu64 "/%" PRIu64 "  loss %.4f  acc %.1f%%  %s%s  workers %d  invertd %d  %.1f steps/s  ETA %s%s",
-             s->round.steps_done, s->cfg->steps, s->report->prog_loss / n, 100.0 * s->report->prog_acc / n, test, age,
+             ps_round_steps_done(s->round), s->cfg->steps, s->report->prog_loss / n, 100.0 * s->report->prog_acc / n, test, age,
              ps_peers_count(&s->peers, MSG_ROLE_WORKER, 1), ps_peers_count(&s->peers, MSG_ROLE_INVERTD, 1), rate,
              eta, behind);
     s->report->prog_loss = s->report->prog_acc = 0.0;
     s->report->prog_n = 0;
     s->report->prog_ns = now;
-    s->report->prog_step = s->round.steps_done;
+    s->report->prog_step = ps_round_steps_done(s->round);
 }
 
 void ps_report_wait(ps_server_t *s) {
     uint64_t now = clock_now_ns();
-    if (now - s->round.last_step_ns < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
+    if (now - ps_round_last_step_ns(s->round) < (uint64_t)PS_WAIT_LOG_MS * 1000000ULL) return;
     if (!ratelimit_ok(&s->report->rl_wait, now, PS_WAIT_LOG_MS, NULL)) return;
     char what[700] = "";
     size_t off = 0;
@@ -136,18 +136,18 @@ void ps_report_wait(ps_server_t *s) {
             listed++;
         }
         if (waiting > listed) off += (size_t)snprintf(what + off, sizeof what - off, " and %d more", waiting - listed);
-    } else if (s->round.n_grads == 0) {
+    } else if (ps_round_n_grads(s->round) == 0) {
         snprintf(what, sizeof what, "a gradient (%d gradient worker%s connected)", n_workers, n_workers == 1 ? "" : "s");
-    } else if (s->round.steps_done == 0 && !s->round.gate_open) {
+    } else if (ps_round_steps_done(s->round) == 0 && !ps_round_gate_open(s->round)) {
         snprintf(what, sizeof what, "[cluster] workers = %d gradient workers to join (%d so far)", s->cfg->workers,
                  n_members);
     } else if (s->model.kfac && s->cfg->max_inverse_staleness >= 0) {
         int blocking = 0;
         const ps_sched_block_t *blocks = ps_sched_blocks(s->sched);
         int n_blocks = ps_sched_n_blocks(s->sched);
-        ps_sched_bound_ok(blocks, n_blocks, s->round.t, s->cfg->max_inverse_staleness, &blocking);
+        ps_sched_bound_ok(blocks, n_blocks, ps_round_version(s->round), s->cfg->max_inverse_staleness, &blocking);
         int no_stats = 0;
-        for (int b = 0; b < n_blocks; b++) no_stats += blocks[b].factor_version < s->round.t - s->cfg->max_inverse_staleness;
+        for (int b = 0; b < n_blocks; b++) no_stats += blocks[b].factor_version < ps_round_version(s->round) - s->cfg->max_inverse_staleness;
         snprintf(what, sizeof what,
                  "inverses at most %d versions old: %d block%s too old (%d without fresh enough statistics; %d jobs in "
                  "flight; %d invertd connected)",
@@ -156,7 +156,7 @@ void ps_report_wait(ps_server_t *s) {
     } else {
         snprintf(what, sizeof what, "nothing known (please report)");
     }
-    log_info("step %ld has waited %.0fs for %s", s->round.t, (double)(now - s->round.last_step_ns) * 1e-9, what);
+    log_info("step %ld has waited %.0fs for %s", ps_round_version(s->round), (double)(now - ps_round_last_step_ns(s->round)) * 1e-9, what);
 }
 
 void ps_report_curvature(ps_server_t *s) {
@@ -192,7 +192,7 @@ void ps_report_no_statsd(ps_server_t *s) {
     /* Only when it is so: a kfac-statsd that is connected but slow to deliver
      * its first batch is normal at start-up ([ps] curvature_warn_s watches it). */
     if (s->model.kfac && s->cfg->stats_mode == RUNCFG_STATS_ASYNC && ps_counter(&s->ctr, PS_CTR_FOLDS) == 0 &&
-        s->round.steps_run == 20 && ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 &&
+        ps_round_steps_run(s->round) == 20 && ps_peers_count(&s->peers, MSG_ROLE_STATSD, 1) == 0 &&
         !s->report->warned_no_stats++)
         log_warn("no statistics after 20 steps and no kfac-statsd connected ([kfac] stats = async): start one; until "
                  "then every layer steps with the identity ([kfac] identity)");
@@ -202,7 +202,7 @@ void ps_report_publish(ps_server_t *s) {
     if (!s->report->http) return;
     ps_http_snapshot_t x;
     memset(&x, 0, sizeof x);
-    x.step = (uint64_t)s->round.t;
+    x.step = (uint64_t)ps_round_version(s->round);
     x.steps_target = s->cfg->steps;
     x.wall_s = ps_io_wall_s(s);
     x.train_loss = s->report->last_train_loss;
@@ -241,7 +241,7 @@ void ps_report_publish(ps_server_t *s) {
             ps_http_block_t *o = &s->report->http_blocks[b];
             snprintf(o->layer, sizeof o->layer, "%s", s->model.net->layers[k->layer].name);
             o->factor = k->factor;
-            o->age_steps = k->inv->valid && k->inv_version >= 0 ? s->round.t - k->inv_version : -1;
+            o->age_steps = k->inv->valid && k->inv_version >= 0 ? ps_round_version(s->round) - k->inv_version : -1;
         }
         x.n_blocks = s->report->http_blocks ? ps_sched_n_blocks(s->sched) : 0;
         x.blocks = s->report->http_blocks;
@@ -256,16 +256,16 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     do {                                                                    \
         if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); \
     } while (0)
-    S_ADD("%s: %" PRIu64 " steps in %.1fs", s->exit_code ? "failed" : "done", s->round.steps_done, wall);
+    S_ADD("%s: %" PRIu64 " steps in %.1fs", s->exit_code ? "failed" : "done", ps_round_steps_done(s->round), wall);
     if (s->signum) S_ADD(" (stopped by %s)", s->signum == SIGINT ? "SIGINT" : "SIGTERM");
     const ps_eval_result_t *ev = ps_eval_last(s->eval);
     if (ev) {
         S_ADD(", test acc %.2f%% (polyak %.2f%%), test loss %.4f", 100.0 * ev->acc, 100.0 * ev->polyak_acc, ev->loss);
-        if ((long)ev->step != s->round.t) S_ADD(" at step %" PRIu64, ev->step);
+        if ((long)ev->step != ps_round_version(s->round)) S_ADD(" at step %" PRIu64, ev->step);
     } else {
         S_ADD(", test acc n/a");
     }
-    S_ADD(", %.1f steps/s", wall > 0 ? (double)s->round.steps_done / wall : 0.0);
+    S_ADD(", %.1f steps/s", wall > 0 ? (double)ps_round_steps_done(s->round) / wall : 0.0);
     if (s->model.kfac)
         S_ADD(", inverses installed %" PRIu64 " (age mean %.1f max %ld), stats folded %" PRIu64, ps_counter(&s->ctr, PS_CTR_INSTALLED),
               s->report->last_inv_age_mean, s->report->last_inv_age_max, ps_counter(&s->ctr, PS_CTR_FOLDS));
@@ -274,8 +274,11 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
               ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));
     if (s->model.kfac && s->model.kfac->n_lowrank_layers)
         S_ADD(", layer updates in factored form %" PRIu64, s->model.kfac->n_lowrank_layers);
-    if (s->round.steps_done)
-        S_ADD(", update %.1f ms mean %.1f max", s->round.step_ms_sum / (double)s->round.steps_done, s->round.step_ms_max);
+    if (ps_round_steps_done(s->round)) {
+        double ms_sum = 0.0, ms_max = 0.0;
+        ps_round_step_ms(s->round, &ms_sum, &ms_max);
+        S_ADD(", update %.1f ms mean %.1f max", ms_sum / (double)ps_round_steps_done(s->round), ms_max);
+    }
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));
     if (ps_counter(&s->ctr, PS_CTR_CLIPPED)) S_ADD(", layer gradients clipped %" PRIu64, ps_counter(&s->ctr, PS_CTR_CLIPPED));
     if (ps_counter(&s->ctr, PS_CTR_RECOVERIES)) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", ps_counter(&s->ctr, PS_CTR_RECOVERIES));

@@ -19,6 +19,7 @@
  *              waiting for it.
  */
 #include "ps/server_int.h"
+#include "ps/round_int.h"
 #include "ps/guard.h"
 #include "ps/io.h"
 #include "ps/member.h"
@@ -43,15 +44,15 @@
 /* Does a worker sent Params now compute statistics with its next gradient? */
 static int s_want_stats(const ps_server_t *s, const ps_peer_t *p) {
     return p->role == MSG_ROLE_WORKER && s->model.kfac && s->cfg->stats_mode == RUNCFG_STATS_SYNC &&
-           (ps_sched_refresh(s->sched) ? ps_refresh_wanted(ps_sched_refresh(s->sched), s->round.t, NULL) > 0
-                                       : kfac_schedule_due(s->round.t, ps_sched_fac_interval(s->sched)));
+           (ps_sched_refresh(s->sched) ? ps_refresh_wanted(ps_sched_refresh(s->sched), s->round->t, NULL) > 0
+                                       : kfac_schedule_due(s->round->t, ps_sched_fac_interval(s->sched)));
 }
 
 /* Hold p's request for Params instead of sending now (its previous Params
  * is still queued, or its pipe is full): it waits for any version from the
  * current one on, sent by ps_round_resend_held() once the pipe has room. */
 static int s_hold_params(ps_server_t *s, ps_peer_t *p) {
-    ps_member_wait_params(p, (uint64_t)s->round.t);
+    ps_member_wait_params(p, (uint64_t)s->round->t);
     return 0;
 }
 
@@ -66,11 +67,11 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         return s_hold_params(s, p);
     }
     int ws = s_want_stats(s, p);
-    if (s->round.pver[ws] != s->round.t || !s->round.pbuf[ws]) {
-        s->round.pver[ws] = -1;
+    if (s->round->pver[ws] != s->round->t || !s->round->pbuf[ws]) {
+        s->round->pver[ws] = -1;
         msg_t m;
         msg_init(&m, MSG_PARAMS, MSG_ROLE_PS, 0);
-        m.params.version = (uint64_t)s->round.t;
+        m.params.version = (uint64_t)s->round->t;
         m.params.params = s->model.net->params;
         m.params.n_params = s->model.net->n_params;
         m.params.state = s->model.net->n_state ? s->model.net->state : NULL;
@@ -78,49 +79,49 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
         m.params.want_stats = ws;
         if (ws && ps_sched_refresh(s->sched)) /* adaptive: only the layers due (ps/refresh.h) */
             m.params.n_stats_layers =
-                (size_t)ps_refresh_wanted(ps_sched_refresh(s->sched), s->round.t, &m.params.stats_layers);
+                (size_t)ps_refresh_wanted(ps_sched_refresh(s->sched), s->round->t, &m.params.stats_layers);
         /* Encoded once per version into one buffer that every send shares
          * (no copy per client) and that the next version refills in place
          * (no allocation, no fresh pages). A send still in ZeroMQ's hands (a
          * slow client) keeps the old buffer alive; this version gets a new
          * one. */
-        if (zloop_buf_busy(s->round.pbuf[ws])) zloop_buf_free(&s->round.pbuf[ws]);
+        if (zloop_buf_busy(s->round->pbuf[ws])) zloop_buf_free(&s->round->pbuf[ws]);
         size_t need = 0;
         uint8_t probe[1]; /* no buffer yet: only the size is learnt */
-        int rc = s->round.pbuf[ws] ? msg_encode_to(&m, zloop_buf_data(s->round.pbuf[ws]),
-                                                   zloop_buf_cap(s->round.pbuf[ws]), &need)
+        int rc = s->round->pbuf[ws] ? msg_encode_to(&m, zloop_buf_data(s->round->pbuf[ws]),
+                                                   zloop_buf_cap(s->round->pbuf[ws]), &need)
                                    : msg_encode_to(&m, probe, 0, &need);
         if (rc == -ENOSPC) {
-            zloop_buf_free(&s->round.pbuf[ws]);
-            rc = (s->round.pbuf[ws] = zloop_buf_new(need))
-                     ? msg_encode_to(&m, zloop_buf_data(s->round.pbuf[ws]), need, &need)
+            zloop_buf_free(&s->round->pbuf[ws]);
+            rc = (s->round->pbuf[ws] = zloop_buf_new(need))
+                     ? msg_encode_to(&m, zloop_buf_data(s->round->pbuf[ws]), need, &need)
                      : -ENOMEM;
         }
         if (rc < 0) {
             log_error("encoding Params failed: %s", strerror(-rc));
             return rc;
         }
-        s->round.plen[ws] = need;
-        s->round.pver[ws] = s->round.t;
+        s->round->plen[ws] = need;
+        s->round->pver[ws] = s->round->t;
     }
     if (!p->params_track) p->params_track = zloop_track_new(); /* NULL (no memory): sent untracked */
-    int rc = zloop_send_buf_tracked(s->sock, &p->route, s->round.pbuf[ws], s->round.plen[ws], p->params_track);
+    int rc = zloop_send_buf_tracked(s->sock, &p->route, s->round->pbuf[ws], s->round->plen[ws], p->params_track);
     ps_member_answered(p);
     if (rc == -EAGAIN) { /* a full pipe is not a closed one: sent when it has room */
         ps_counters_bump(&s->ctr, PS_CTR_SEND_FULL);
         return s_hold_params(s, p);
     }
     if (rc < 0) {
-        log_debug("Params %ld not delivered to %s#%u: %s", s->round.t, msg_role_name(p->role), p->id, strerror(-rc));
+        log_debug("Params %ld not delivered to %s#%u: %s", s->round->t, msg_role_name(p->role), p->id, strerror(-rc));
         return rc;
     }
-    ps_member_sent_params(p, (uint64_t)s->round.t, p->role == MSG_ROLE_STATSD || ws);
+    ps_member_sent_params(p, (uint64_t)s->round->t, p->role == MSG_ROLE_STATSD || ws);
     if (p->role == MSG_ROLE_WORKER) {
         p->has_params = 1;
         p->params_ns = clock_now_ns();
-        if (s->round.steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
+        if (s->round->steps_run == 0 && s->life.phase == PS_PHASE_RUNNING) {
             ps_member_join_first(p); /* before the first step everyone who asks is in round 0 */
-            ps_round_state_worker_in(&s->round, clock_now_ns());
+            ps_round_state_worker_in(s->round, clock_now_ns());
         }
     }
     return 0;
@@ -128,7 +129,7 @@ int ps_round_send_params(ps_server_t *s, ps_peer_t *p) {
 
 /* Answer now if the version is there, else hold the request. */
 static void s_wait_params(ps_server_t *s, ps_peer_t *p, uint64_t min_version) {
-    if (s->life.phase == PS_PHASE_RUNNING && min_version <= (uint64_t)s->round.t) {
+    if (s->life.phase == PS_PHASE_RUNNING && min_version <= (uint64_t)s->round->t) {
         ps_round_send_params(s, p);
         return;
     }
@@ -150,23 +151,23 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
          * forgotten before it, and summing it now would let a worker that
          * pushes and leaves bypass the rule: it is dropped. */
         ps_member_drop_held(p);
-        ps_ident_unpush(p->ident, s->round.t);
-        ps_round_state_grad_out(&s->round);
+        ps_ident_unpush(p->ident, s->round->t);
+        ps_round_state_grad_out(s->round);
         log_info("step %ld: the gradient of a worker that left before the step is not used ([ps] aggregate = %s)",
-                 s->round.t, s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN ? "median" : "trimmed_mean");
+                 s->round->t, s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN ? "median" : "trimmed_mean");
     } else if (leave.sum_now) {
         /* It may be forgotten before the step: its gradient counts now
          * (before the others', which keeps the sum deterministic for the
          * same sequence of events). */
-        ps_round_state_commit_grad(&s->round, s->model.net, p);
-        if (!s->round.folded) ps_round_state_commit_stats(&s->round, p);
+        ps_round_state_commit_grad(s->round, s->model.net, p);
+        if (!s->round->folded) ps_round_state_commit_stats(s->round, p);
     }
     char name[160];
     ps_peer_name(p, name, sizeof name);
     if (p->role == MSG_ROLE_WORKER) {
         if (leave.blocking) {
             if (!p->present) ps_counters_bump(&s->ctr, PS_CTR_DROPPED);
-            log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->round.t);
+            log_warn("%s %s: dropped from the round of step %ld (it rejoins when it sends again)", name, why, s->round->t);
         } else if (!p->present) {
             log_info("%s %s", name, why);
         }
@@ -210,12 +211,12 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     if (s->life.phase != PS_PHASE_RUNNING) {
-        ps_member_wait_params(p, (uint64_t)s->round.t + 1);
+        ps_member_wait_params(p, (uint64_t)s->round->t + 1);
         return;
     }
-    if (sp->params_version > (uint64_t)s->round.t) {
+    if (sp->params_version > (uint64_t)s->round->t) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID,
-                      "stats_push.params_version %" PRIu64 " is ahead of the server's %ld", sp->params_version, s->round.t);
+                      "stats_push.params_version %" PRIu64 " is ahead of the server's %ld", sp->params_version, s->round->t);
         ps_round_send_params(s, p);
         return;
     }
@@ -269,7 +270,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     double t_fold = clock_now_ms();
     int rc = kfac_opt_fold(s->model.kfac, s->scratch, (long)sp->params_version);
-    ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
+    ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_fold);
     if (rc < 0) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
                       rc == -EDOM ? "not finite" : "layout mismatch");
@@ -281,7 +282,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_peer_accepted(p);
     s_sync_factor_versions(s);
     if (ps_sched_refresh(s->sched))
-        ps_refresh_folded(ps_sched_refresh(s->sched), s->scratch, s->round.t, s->model.kfac, ps_sched_blocks(s->sched));
+        ps_refresh_folded(ps_sched_refresh(s->sched), s->scratch, s->round->t, s->model.kfac, ps_sched_blocks(s->sched));
     /* Its next statistics are of the next version: one push per version. */
     s_wait_params(s, p, sp->params_version + 1);
     ps_round_dispatch_jobs(s);
@@ -313,11 +314,11 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     switch (m->type) {
     case MSG_GRAD_PUSH:
         if (p->role != MSG_ROLE_WORKER) return;
-        if (m->grad_push.version == (uint64_t)s->round.t && !p->mb.pushed) {
+        if (m->grad_push.version == (uint64_t)s->round->t && !p->mb.pushed) {
             /* Not waited for in this round; it gets the next version. */
-            ps_member_refused(p, (uint64_t)s->round.t + 1);
+            ps_member_refused(p, (uint64_t)s->round->t + 1);
             ps_round_try_step(s);
-        } else if (m->grad_push.version < (uint64_t)s->round.t) {
+        } else if (m->grad_push.version < (uint64_t)s->round->t) {
             ps_round_send_params(s, p);
         }
         break;
@@ -342,15 +343,15 @@ void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
 
 void ps_round_schedule(ps_server_t *s) {
     double d;
-    int changed = ps_sched_at(s->sched, s->round.t, &d);
+    int changed = ps_sched_at(s->sched, s->round->t, &d);
     if (changed < 0) return; /* validated at start-up */
     if (changed)
         log_info("step %ld: interval milestone: statistics every %d steps (stats = sync), inverses every %d (refresh = "
                  "every)",
-                 s->round.t, ps_sched_fac_interval(s->sched), ps_sched_inv_interval(s->sched));
+                 s->round->t, ps_sched_fac_interval(s->sched), ps_sched_inv_interval(s->sched));
     if (s->model.kfac && d != s->model.kfac->opts.damping) {
-        if (s->round.t > 0)
-            log_info("step %ld: damping milestone: damping %g -> %g", s->round.t, s->model.kfac->opts.damping, d);
+        if (s->round->t > 0)
+            log_info("step %ld: damping milestone: damping %g -> %g", s->round->t, s->model.kfac->opts.damping, d);
         s->model.kfac->opts.damping = d; /* read when the next job is cut */
     }
 }
@@ -358,14 +359,14 @@ void ps_round_schedule(ps_server_t *s) {
 static void s_open_round(ps_server_t *s) {
     ps_round_schedule(s);
     ps_member_open_round(&s->peers);
-    ps_round_state_open(&s->round, s->model.net, clock_now_ns());
+    ps_round_state_open(s->round, s->model.net, clock_now_ns());
 }
 
 static void s_submit_eval(ps_server_t *s, int final) {
     if (!s->eval) return;
     const float *polyak = ps_model_polyak(&s->model);
     const float *state = s->model.net->n_state ? s->model.net->state : NULL;
-    int rc = ps_eval_submit(s->eval, (uint64_t)s->round.t, ps_io_wall_s(s), s->model.net->params, polyak, state, final);
+    int rc = ps_eval_submit(s->eval, (uint64_t)s->round->t, ps_io_wall_s(s), s->model.net->params, polyak, state, final);
     if (rc < 0 && rc != -EBUSY) { /* -EBUSY: skipped, evaluations fall behind (logged once) */
         log_error("could not queue an evaluation: %s", strerror(-rc));
         return;
@@ -378,20 +379,20 @@ void ps_round_request_shutdown(ps_server_t *s, int exit_code) {
 }
 
 static void s_finish(ps_server_t *s, const char *reason) {
-    if (!ps_life_finish(&s->life, s->round.t)) return;
+    if (!ps_life_finish(&s->life, s->round->t)) return;
     snprintf(s->reason, sizeof s->reason, "%s", reason);
     const ps_eval_result_t *ev = ps_eval_last(s->eval);
-    if (ev && (long)ev->step == s->round.t) {
+    if (ev && (long)ev->step == s->round->t) {
         /* The evaluation of this very step is in (the target was reached
          * before the next step): nothing left to wait for. */
         log_info("%s", reason);
         ps_round_request_shutdown(s, 0);
         return;
     }
-    log_info("%s; final evaluation at step %ld", reason, s->round.t);
-    if (ps_eval_queued_step(s->eval) == s->round.t) return; /* the evaluation of this step is already queued */
+    log_info("%s; final evaluation at step %ld", reason, s->round->t);
+    if (ps_eval_queued_step(s->eval) == s->round->t) return; /* the evaluation of this step is already queued */
     s_submit_eval(s, 1);
-    if (ps_eval_queued_step(s->eval) != s->round.t) ps_round_request_shutdown(s, 0);
+    if (ps_eval_queued_step(s->eval) != s->round->t) ps_round_request_shutdown(s, 0);
 }
 
 /* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
@@ -401,15 +402,15 @@ static void s_finish(ps_server_t *s, const char *reason) {
 static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     double step_size = 0.0, t_math = clock_now_ms();
     size_t bad = 0;
-    const int rc = ps_model_update(&s->model, s->round.grad_acc, &s->round.lowrank, s->round.t, &step_size, &bad);
+    const int rc = ps_model_update(&s->model, s->round->grad_acc, &s->round->lowrank, s->round->t, &step_size, &bad);
     if (rc < 0) {
         ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
-        int in_a_row = ps_round_state_step_failed(&s->round);
+        int in_a_row = ps_round_state_step_failed(s->round);
         if (s->model.kfac)
-            log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->round.t, strerror(-rc));
+            log_error("step %ld: the update is not finite (%s); parameters left unchanged", s->round->t, strerror(-rc));
         else
             log_error("step %ld: the mean gradient is not finite (parameter %zu is %g); parameters left unchanged",
-                      s->round.t, bad, (double)s->round.grad_acc[bad]);
+                      s->round->t, bad, (double)s->round->grad_acc[bad]);
         if (in_a_row >= PS_MAX_STEP_FAILURES) {
             if (s->model.kfac)
                 snprintf(s->reason, sizeof s->reason,
@@ -428,10 +429,10 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
             return 0;
         }
     } else {
-        ps_round_state_step_ok(&s->round);
+        ps_round_state_step_ok(s->round);
     }
     if (s->model.kfac) {
-        ps_sched_ages(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t, &row->inv_age_mean,
+        ps_sched_ages(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round->t, &row->inv_age_mean,
                       &row->inv_age_max, &row->stats_age_mean);
         double now_s = clock_now_ms() * 1e-3, ms = 0.0;
         int n_inv = 0;
@@ -442,30 +443,30 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
             }
         row->inv_age_ms_mean = n_inv ? ms / n_inv : 0.0;
     }
-    if (s->round.state_n > 0) {
+    if (s->round->state_n > 0) {
         /* state = state_acc / sum(n_examples): the mean of the workers'
          * running statistics (or their robust combination, state_n = 1);
          * published only when every value is finite and no variance is
          * negative, else the previous state stays */
         size_t bad = s->model.net->n_state;
         for (size_t i = 0; i < s->model.net->n_state && bad == s->model.net->n_state; i++)
-            if (!isfinite(s->round.state_acc[i] / s->round.state_n)) bad = i;
+            if (!isfinite(s->round->state_acc[i] / s->round->state_n)) bad = i;
         if (bad == s->model.net->n_state) {
             for (size_t i = 0; i < s->model.net->n_state; i++)
-                s->model.net->state[i] = (float)(s->round.state_acc[i] / s->round.state_n);
+                s->model.net->state[i] = (float)(s->round->state_acc[i] / s->round->state_n);
         } else {
             ps_counters_bump(&s->ctr, PS_CTR_STATE_KEPT);
             log_warn("step %ld: the combined batch-norm running statistics are not finite (value %zu): the "
                      "previous ones are kept (%" PRIu64 " times so far)",
-                     s->round.t, bad, ps_counter(&s->ctr, PS_CTR_STATE_KEPT));
+                     s->round->t, bad, ps_counter(&s->ctr, PS_CTR_STATE_KEPT));
         }
     }
     /* The update runs on the loop thread: watch how long it holds it. */
     double math_ms = clock_now_ms() - t_math;
-    if (ps_round_state_step_time(&s->round, math_ms, PS_SLOW_STEP_MS))
+    if (ps_round_state_step_time(s->round, math_ms, PS_SLOW_STEP_MS))
         log_warn("step %ld: the update took %.0f ms on the loop thread and %d preconditioning thread(s) (messages "
                  "wait meanwhile; [ps] update_threads sets the threads)",
-                 s->round.t, math_ms, nn_par_threads(s->model.update_par));
+                 s->round->t, math_ms, nn_par_threads(s->model.update_par));
     row->step_size = step_size;
     return 0;
 }
@@ -473,37 +474,37 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
 /* Record: the step's row of steps.csv (written after the publish, whose
  * time it holds) and the progress sums. */
 static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
-    row->step = (uint64_t)s->round.t + 1;
+    row->step = (uint64_t)s->round->t + 1;
     row->wall_s = ps_io_wall_s(s);
-    row->train_loss = s->round.acc_loss / s->round.acc_n;
-    row->train_acc = (double)s->round.acc_correct / s->round.acc_n;
+    row->train_loss = s->round->acc_loss / s->round->acc_n;
+    row->train_acc = (double)s->round->acc_correct / s->round->acc_n;
     row->inverses_installed = ps_counter(&s->ctr, PS_CTR_INSTALLED);
     row->stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
-    row->workers = s->round.n_grads;
-    row->grad_age_mean = s->round.n_grads ? s->round.grad_age_sum / s->round.n_grads : 0.0;
-    row->grad_age_max = s->round.grad_age_max;
+    row->workers = s->round->n_grads;
+    row->grad_age_mean = s->round->n_grads ? s->round->grad_age_sum / s->round->n_grads : 0.0;
+    row->grad_age_max = s->round->grad_age_max;
     ps_report_step(s, row);
 }
 
 /* Publish: version t + 1, the new round, Params to every client waiting
  * for it, evaluation and progress when due, the end of the run. */
 static void s_step_publish(ps_server_t *s) {
-    ps_round_state_advance(&s->round, clock_now_ns());
+    ps_round_state_advance(s->round, clock_now_ns());
     ps_report_stepped(s);
     s_open_round(s);
     /* Publish t: every client waiting for this version. */
     for (int i = 0; i < s->peers.n; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version <= (uint64_t)s->round.t) ps_round_send_params(s, p);
+        if (p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version <= (uint64_t)s->round->t) ps_round_send_params(s, p);
     }
     /* Members of the new round: the workers present that hold parameters. */
     ps_member_enlist(&s->peers);
     ps_persist_after_step(s);
-    if (s->round.steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
-    if (s->round.steps_done % s->cfg->progress_every == 0 || s->round.steps_done == s->cfg->steps) ps_report_progress(s);
+    if (s->round->steps_done % s->cfg->eval_every == 0) s_submit_eval(s, 0);
+    if (s->round->steps_done % s->cfg->progress_every == 0 || s->round->steps_done == s->cfg->steps) ps_report_progress(s);
     ps_report_no_statsd(s);
     ps_report_publish(s);
-    if (s->round.steps_done >= s->cfg->steps) {
+    if (s->round->steps_done >= s->cfg->steps) {
         char why[96];
         snprintf(why, sizeof why, "all %" PRIu64 " steps done", s->cfg->steps);
         s_finish(s, why);
@@ -516,11 +517,11 @@ static void s_step_publish(ps_server_t *s) {
  * the robust rule of [ps] aggregate. */
 static void s_aggregate(ps_server_t *s) {
     if (s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN) {
-        ps_round_state_average(&s->round, s->model.net, &s->peers);
+        ps_round_state_average(s->round, s->model.net, &s->peers);
         return;
     }
     int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
-    int k = ps_round_state_robust(&s->round, s->model.net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
+    int k = ps_round_state_robust(s->round, s->model.net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
     if (k > 0) {
         ps_counters_bump(&s->ctr, PS_CTR_ROBUST_STEPS);
         return;
@@ -530,7 +531,7 @@ static void s_aggregate(ps_server_t *s) {
     if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_ROBUST), clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
         log_warn("step %ld: %d gradient(s), too few for [ps] aggregate = %s (it needs %d): their mean was used (%" PRIu64
                  " such steps so far)",
-                 s->round.t, s->round.n_grads, median ? "median" : "trimmed_mean",
+                 s->round->t, s->round->n_grads, median ? "median" : "trimmed_mean",
                  median ? 3 : 2 * s->cfg->aggregate_trim + 1, ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));
 }
 
@@ -541,13 +542,13 @@ static void s_apply_step(ps_server_t *s) {
     row.inv_age_max = -1;
     /* The step's period, split for steps.csv (common/run/rundir.h). */
     double t_update = clock_now_ms();
-    row.wait_ms = s->round.open_ms > 0.0 ? t_update - s->round.open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
-    row.curv_ms = s->round.curv_ms;
-    row.eval_busy = s->round.eval_busy || ps_eval_pending(s->eval) > 0;
+    row.wait_ms = s->round->open_ms > 0.0 ? t_update - s->round->open_ms : 1e3 * ps_io_wall_s(s); /* first: since the start */
+    row.curv_ms = s->round->curv_ms;
+    row.eval_busy = s->round->eval_busy || ps_eval_pending(s->eval) > 0;
     /* The parameters this round's gradients were taken at, and none was an
      * outlier: good ones to come back to (ps/guard.h). */
-    ps_guard_step(s->guard, s->round.norm_rejects, s->round.steps_done, s->model.net->params, s->model.net->state,
-                  s->round.t, clock_now_ms() * 1e-3);
+    ps_guard_step(s->guard, s->round->norm_rejects, s->round->steps_done, s->model.net->params, s->model.net->state,
+                  s->round->t, clock_now_ms() * 1e-3);
     s_aggregate(s);
     if (s_step_update(s, &row) < 0) {
         ps_round_request_shutdown(s, 1);
@@ -557,12 +558,12 @@ static void s_apply_step(ps_server_t *s) {
     row.update_ms = t_publish - t_update;
     s_step_record(s, &row);
     s_step_publish(s);
-    ps_round_state_open_timing(&s->round, clock_now_ms(), ps_eval_pending(s->eval) > 0);
-    row.publish_ms = s->round.open_ms - t_publish;
+    ps_round_state_open_timing(s->round, clock_now_ms(), ps_eval_pending(s->eval) > 0);
+    row.publish_ms = s->round->open_ms - t_publish;
     /* The row after the publish (it holds publish_ms); the ages are those
      * of the version the step was computed at. */
     rundir_step(s->metrics, &row);
-    if (s->model.kfac) rundir_ages(s->metrics, s->model.kfac, row.step, s->round.t - 1);
+    if (s->model.kfac) rundir_ages(s->metrics, s->model.kfac, row.step, s->round->t - 1);
 }
 
 /* Every member's gradient of this round was refused: no gradient to step
@@ -574,7 +575,7 @@ static void s_recover(ps_server_t *s) {
     ps_counters_bump(&s->ctr, PS_CTR_RECOVERIES);
     long back = -1;
     double snap_s = 0.0;
-    if (ps_guard_recover(s->guard, s->round.norm_rejects, s->model.net->params, s->model.net->state, &back, &snap_s) ==
+    if (ps_guard_recover(s->guard, s->round->norm_rejects, s->model.net->params, s->model.net->state, &back, &snap_s) ==
         PS_GUARD_RECOVER_GIVE_UP) {
         snprintf(s->reason, sizeof s->reason,
                  "every worker's gradient was refused in %d rounds in a row, even after going back to the last good "
@@ -593,7 +594,7 @@ static void s_recover(ps_server_t *s) {
     }
     log_warn("step %ld: every worker's gradient was refused (%d as norm outliers): publishing %s as version %ld, "
              "without a step, with the norm histories reset (recovery %" PRIu64 ")",
-             s->round.t, s->round.norm_rejects, what, s->round.t + 1, ps_counter(&s->ctr, PS_CTR_RECOVERIES));
+             s->round->t, s->round->norm_rejects, what, s->round->t + 1, ps_counter(&s->ctr, PS_CTR_RECOVERIES));
     s_step_publish(s);
 }
 
@@ -601,7 +602,7 @@ static void s_recover(ps_server_t *s) {
 static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
     memset(v, 0, sizeof *v);
     v->running = s->life.phase == PS_PHASE_RUNNING;
-    v->first_step = s->round.steps_run == 0;
+    v->first_step = s->round->steps_run == 0;
     v->n_waiting = ps_member_waiting(&s->peers, &v->n_members);
     v->all_refused = ps_member_all_refused(&s->peers);
     v->workers = s->cfg->workers;
@@ -610,24 +611,24 @@ static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
     v->quorum = s->cfg->quorum;
     v->curvature = s->model.kfac != NULL;
     v->bounded = s->model.kfac && s->cfg->max_inverse_staleness >= 0;
-    v->bound_ok = !v->bounded || ps_sched_bound_ok(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t,
+    v->bound_ok = !v->bounded || ps_sched_bound_ok(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round->t,
                                                    s->cfg->max_inverse_staleness, NULL);
 }
 
 /* The round's statistics folded into the running factors (once per round). */
 static void s_fold_round(ps_server_t *s) {
-    if (!ps_round_state_merge_stats(&s->round, &s->peers)) return;
+    if (!ps_round_state_merge_stats(s->round, &s->peers)) return;
     double t_fold = clock_now_ms();
-    int rc = kfac_opt_fold(s->model.kfac, s->round.stats, s->round.t);
-    ps_round_state_add_curv_ms(&s->round, clock_now_ms() - t_fold);
+    int rc = kfac_opt_fold(s->model.kfac, s->round->stats, s->round->t);
+    ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_fold);
     if (rc == 0) {
         ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
         s_sync_factor_versions(s);
         if (ps_sched_refresh(s->sched))
-            ps_refresh_folded(ps_sched_refresh(s->sched), s->round.stats, s->round.t, s->model.kfac,
+            ps_refresh_folded(ps_sched_refresh(s->sched), s->round->stats, s->round->t, s->model.kfac,
                               ps_sched_blocks(s->sched));
     } else {
-        log_warn("step %ld: the workers' statistics were not folded (%s)", s->round.t, strerror(-rc));
+        log_warn("step %ld: the workers' statistics were not folded (%s)", s->round->t, strerror(-rc));
     }
 }
 
@@ -637,7 +638,7 @@ static void s_fold_round(ps_server_t *s) {
 static int s_dispatch_for_step(ps_server_t *s) {
     int k = s->cfg->max_inverse_staleness;
     if (k >= 0)
-        ps_sched_mark_bound(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t, k, clock_now_ms(),
+        ps_sched_mark_bound(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round->t, k, clock_now_ms(),
                             (double)s->cfg->job_timeout_ms);
     ps_round_dispatch_jobs(s);
     return s->life.phase == PS_PHASE_RUNNING ? 0 : -1;
@@ -647,13 +648,13 @@ void ps_round_try_step(ps_server_t *s) {
     for (;;) {
         ps_round_view_t view;
         s_round_view(s, &view);
-        ps_round_verdict_t v = ps_round_state_decide(&s->round, &view);
+        ps_round_verdict_t v = ps_round_state_decide(s->round, &view);
         if (v.gate_opens) {
-            ps_round_state_open_gate(&s->round);
+            ps_round_state_open_gate(s->round);
             if (v.gate == PS_GATE_OPEN_TIMEOUT)
                 log_warn("starting with %d of [cluster] workers = %d gradient workers (waited %.1fs for the others)",
                          view.n_members, s->cfg->workers,
-                         s->round.first_worker_ns ? (double)(view.now_ns - s->round.first_worker_ns) * 1e-9 : 0.0);
+                         s->round->first_worker_ns ? (double)(view.now_ns - s->round->first_worker_ns) * 1e-9 : 0.0);
         }
         switch (v.action) {
         case PS_ROUND_WAIT:
@@ -662,13 +663,13 @@ void ps_round_try_step(ps_server_t *s) {
             s_recover(s);
             return;
         case PS_ROUND_FOLD:
-            ps_round_state_set_folded(&s->round);
+            ps_round_state_set_folded(s->round);
             s_fold_round(s);
             continue;
         case PS_ROUND_MARK:
-            ps_round_state_set_marked(&s->round);
+            ps_round_state_set_marked(s->round);
             if (ps_sched_policy(s->sched) == PS_SCHED_EVERY)
-                ps_sched_mark_every(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round.t,
+                ps_sched_mark_every(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round->t,
                                     ps_sched_inv_interval(s->sched));
             /* adaptive: blocks are marked when their statistics are recorded (ps_refresh_folded) */
             continue;
@@ -694,7 +695,7 @@ static void s_drop_stalled(ps_server_t *s) {
     const uint64_t stall_ns = ps_member_stall_ns(s->cfg->stall_timeout_ms * 1000000ULL,
                                                  ps_guard_push_median_ns(s->guard), s->cfg->stall_factor,
                                                  s->cfg->stall_min_ms * 1000000ULL);
-    int n = ps_member_stalled(&s->peers, now, s->round.open_ns, stall_ns, out, PS_MAX_PEERS);
+    int n = ps_member_stalled(&s->peers, now, s->round->open_ns, stall_ns, out, PS_MAX_PEERS);
     for (int i = 0; i < n; i++) {
         ps_peer_t *p = out[i];
         ps_member_drop_stalled(p);
@@ -713,8 +714,8 @@ static void s_drop_stalled(ps_server_t *s) {
             log_warn("%s heartbeats but has not pushed its gradient of step %ld for %.1fs (the stall timeout is %.1fs: "
                      "[ps] stall_factor x the median push time, or stall_timeout_ms): dropped from the rounds until it "
                      "pushes (%" PRIu64 " so far%s)",
-                     name, s->round.t,
-                     (double)(now - (p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns)) * 1e-9,
+                     name, s->round->t,
+                     (double)(now - (p->params_ns > s->round->open_ns ? p->params_ns : s->round->open_ns)) * 1e-9,
                      (double)stall_ns * 1e-9, ps_counter(&s->ctr, PS_CTR_STALLED), held ? ", some not logged" : "");
         }
     }
@@ -724,7 +725,7 @@ static void s_drop_stalled(ps_server_t *s) {
 void ps_round_resend_held(ps_server_t *s) {
     for (int i = 0; i < s->peers.n && s->life.phase == PS_PHASE_RUNNING; i++) {
         ps_peer_t *p = s->peers.v[i];
-        if (p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version <= (uint64_t)s->round.t &&
+        if (p->mb.wait == PS_WAIT_PARAMS && p->mb.min_version <= (uint64_t)s->round->t &&
             zloop_track_pending(p->params_track) == 0)
             ps_round_send_params(s, p);
     }

@@ -4,6 +4,7 @@
  * 0), per-layer clipping against each layer's own history ([ps]
  * grad_clip_ratio), and holding it for the step (ps/round.c). */
 #include "ps/server_int.h"
+#include "ps/round_int.h"
 #include "ps/guard.h"
 #include "ps/io.h"
 #include "ps/member.h"
@@ -101,7 +102,7 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
                 log_warn("step %ld: %s: layer %s's gradient norm %.3g is more than [ps] grad_clip_ratio = %g times "
                          "the median %.3g of its last %d: clipped to %.3g (%" PRIu64 " clipped so far, %" PRIu64
                          " from this worker)",
-                         s->round.t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
+                         s->round->t, ps_peer_name(p, name, sizeof name), l->name, norm, s->cfg->grad_clip_ratio, med,
                          n_recent, bound, ps_counter(&s->ctr, PS_CTR_CLIPPED), p->n_clipped);
         }
     }
@@ -123,14 +124,14 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     }
     ps_member_pushes_again(p);
-    switch (ps_member_check_push(p, s->life.phase == PS_PHASE_RUNNING, s->round.t, g->version,
+    switch (ps_member_check_push(p, s->life.phase == PS_PHASE_RUNNING, s->round->t, g->version,
                                  s->cfg->gradient_staleness)) {
     case PS_PUSH_RUN_OVER:
-        ps_member_wait_params(p, (uint64_t)s->round.t + 1); /* the run is over: Shutdown will answer */
+        ps_member_wait_params(p, (uint64_t)s->round->t + 1); /* the run is over: Shutdown will answer */
         return;
     case PS_PUSH_AHEAD:
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                      "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->round.t);
+                      "grad_push.version %" PRIu64 " is ahead of the server's %ld", g->version, s->round->t);
         return;
     case PS_PUSH_STALE:
         /* Taken at parameters older than [ps] gradient_staleness allows (the
@@ -138,12 +139,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
          * worker gets the current ones. */
         ps_counters_bump(&s->ctr, PS_CTR_STALE_GRADS);
         log_debug("stale gradient of version %" PRIu64 " from %s#%u at step %ld", g->version,
-                  msg_role_name(p->role), p->id, s->round.t);
+                  msg_role_name(p->role), p->id, s->round->t);
         ps_round_send_params(s, p);
         return;
     case PS_PUSH_DUPLICATE:
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_UNEXPECTED,
-                      "a second gradient for version %ld from the same worker", s->round.t);
+                      "a second gradient for version %ld from the same worker", s->round->t);
         return;
     case PS_PUSH_ACCEPT:
         break;
@@ -152,12 +153,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
      * came back (a new connection, a new peer record) has already put its
      * gradient in (ps/ident.h). */
     const int share = ps_round_push_share(s, p);
-    if (!ps_ident_may_push(p->ident, s->round.t, share)) {
+    if (!ps_ident_may_push(p->ident, s->round->t, share)) {
         ps_counters_bump(&s->ctr, PS_CTR_REPUSHED);
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "its identity (%s) already put %d gradient%s into the round of step %ld: a member that leaves and "
                      "comes back gets no second share (%" PRIu64 " refused so far)",
-                     p->key[0] ? "its CURVE key" : "its member id", share, share == 1 ? "" : "s", s->round.t,
+                     p->key[0] ? "its CURVE key" : "its member id", share, share == 1 ? "" : "s", s->round->t,
                      ps_counter(&s->ctr, PS_CTR_REPUSHED));
         ps_round_after_reject(s, p, m);
         return;
@@ -179,7 +180,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         return;
     case PS_GRAD_NORM_OUTLIER:
         ps_counters_bump(&s->ctr, PS_CTR_REJ_NORM);
-        ps_round_state_norm_reject(&s->round);
+        ps_round_state_norm_reject(s->round);
         ps_io_reject_rl(s, ps_guard_rl(s->guard, PS_GUARD_LINE_NORM), &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "gradient norm %.3g is more than [ps] grad_norm_max_ratio = %g times the median %.3g of the "
                      "last %d accepted (%" PRIu64 " rejected so far)",
@@ -264,7 +265,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         has_stats = 1;
     }
     {
-        const uint64_t now = clock_now_ns(), since = p->params_ns > s->round.open_ns ? p->params_ns : s->round.open_ns;
+        const uint64_t now = clock_now_ns(), since = p->params_ns > s->round->open_ns ? p->params_ns : s->round->open_ns;
         ps_guard_accepted(s->guard, norm, now > since ? now - since : 0);
     }
     if (s_hold_grad(s, p, g) < 0) {
@@ -278,10 +279,10 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     p->loss = g->loss;
     p->n_examples = g->n_examples;
     p->n_correct = g->n_correct;
-    ps_round_state_grad_in(&s->round, g->version);
+    ps_round_state_grad_in(s->round, g->version);
     ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
-    ps_member_pushed(p, has_stats, has_state, (uint64_t)s->round.t + 1);
-    ps_ident_pushed(p->ident, s->round.t);
+    ps_member_pushed(p, has_stats, has_state, (uint64_t)s->round->t + 1);
+    ps_ident_pushed(p->ident, s->round->t);
     if (has_stats) ps_stats_guard_accept(s->stats_guard, p->stats); /* the traces later pushes are judged by */
     ps_peer_accepted(p);
     ps_round_try_step(s);

@@ -1,5 +1,5 @@
 /* ps/round_state.c — see round_state.h. */
-#include "ps/round_state.h"
+#include "ps/round_int.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -269,4 +269,34 @@ int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *pee
     }
     for (int j = 0; j < k; j++) s_commit(r, net, order[j], 0, !state_robust);
     return k;
+}
+
+ps_round_t *ps_round_new(const net_t *net, int with_stats) {
+    ps_round_t *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    if (ps_round_state_init(r, net, with_stats) < 0) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void ps_round_free(ps_round_t **r_p) {
+    if (!r_p || !*r_p) return;
+    ps_round_state_release(*r_p);
+    free(*r_p);
+    *r_p = NULL;
+}
+
+long ps_round_version(const ps_round_t *r) { return r->t; }
+uint64_t ps_round_steps_done(const ps_round_t *r) { return r->steps_done; }
+uint64_t ps_round_steps_run(const ps_round_t *r) { return r->steps_run; }
+uint64_t ps_round_last_step_ns(const ps_round_t *r) { return r->last_step_ns; }
+int ps_round_n_grads(const ps_round_t *r) { return r->n_grads; }
+int ps_round_gate_open(const ps_round_t *r) { return r->gate_open; }
+int ps_round_folded(const ps_round_t *r) { return r->folded; }
+
+void ps_round_step_ms(const ps_round_t *r, double *sum, double *max) {
+    *sum = r->step_ms_sum;
+    *max = r->step_ms_max;
 }

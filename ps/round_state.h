@@ -29,45 +29,27 @@
 #include "ps/member.h"
 #include "ps/peers.h"
 
-typedef struct ps_round {
-    long t;                        /* version of the current parameters; the round collects gradients of t */
-    uint64_t steps_done;           /* steps of the run (a resume goes on from the checkpoint's) */
-    uint64_t steps_run;            /* steps applied by this process: round 0's rules (every worker that asks is a
-                                      member, the start-up gate) hold for the first round after a resume too */
-    float *grad_acc;               /* (n_params) sum of n_examples * gradient; the mean after averaging */
-    kfac_lowrank_set_t lowrank;    /* the factored fc weight gradients, rows of every worker in rank
-                                      order, D scaled as grad_acc (common/kfac/kfac_lowrank.h): the
-                                      gradient is grad_acc plus D^T X in those weight slices */
-    double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
-    uint64_t acc_correct;
-    int n_grads;                   /* gradients in */
-    double grad_age_sum;           /* sum over them of t - their version ([ps] gradient_staleness) */
-    long grad_age_max;
-    float *state_acc;              /* (n_state) sum of n_examples * state */
-    double state_n;                /* sum of n_examples of the pushes that carried state */
-    kfac_stats_t *stats;           /* stats = sync: the round's statistics merged (NULL: optimizer sgd) */
-    int stats_have;                /* stats holds something */
-    int folded, marked;            /* the round's statistics folded, its blocks marked for refresh */
-    int gate_open;                 /* the first step may start */
-    uint64_t first_worker_ns;      /* when the first worker joined */
-    uint64_t last_step_ns;         /* when the last step was applied (or the start) */
-    int consecutive_failures;
-    double step_ms_sum, step_ms_max; /* time the update held the loop thread */
-    int warned_slow_step;
-    int norm_rejects;              /* gradients of this round refused as norm outliers */
-    uint64_t open_ns;              /* when the round of version t opened (clock_now_ns; stall rule, push times) */
-    double open_ms;                /* steps.csv timing: when the round of t opened (clock_now_ms; 0: the first) */
-    double curv_ms;                /* ... loop time on folds and installs since */
-    int eval_busy;                 /* ... an evaluation was pending when it opened */
+/* Opaque outside ps/round.c, ps/round_push.c and ps/round_state.c (which
+ * include ps/round_int.h, its fields); the other units read it through
+ * the getters below and change it through the functions after them. */
+typedef struct ps_round ps_round_t;
 
-    /* Params of version pver[i] with want_stats = i, encoded once per
-     * version into pbuf[i] (owned; shared by every send of it, and
-     * refilled in place for the next version once no send holds it) and
-     * plen[i] bytes long; pver[i] = -1: none encoded */
-    zloop_buf_t *pbuf[2];
-    size_t plen[2];
-    long pver[2];
-} ps_round_t;
+/* A round for net, as ps_round_state_init; NULL when out of memory. */
+ps_round_t *ps_round_new(const net_t *net, int with_stats);
+/* Release and free *r_p, then NULL it (NULL: a no-op). */
+void ps_round_free(ps_round_t **r_p);
+
+/* ---- getters ---------------------------------------------------------------- */
+
+long ps_round_version(const ps_round_t *r);           /* t: the version the round collects gradients of */
+uint64_t ps_round_steps_done(const ps_round_t *r);    /* steps of the run (a resume goes on from its checkpoint's) */
+uint64_t ps_round_steps_run(const ps_round_t *r);     /* steps applied by this process */
+uint64_t ps_round_last_step_ns(const ps_round_t *r);  /* when the last step was applied (or the start) */
+int ps_round_n_grads(const ps_round_t *r);            /* gradients in the round */
+int ps_round_gate_open(const ps_round_t *r);          /* the first step may start */
+int ps_round_folded(const ps_round_t *r);             /* the round's statistics were folded */
+/* The time the update held the loop thread: sum and largest, ms. */
+void ps_round_step_ms(const ps_round_t *r, double *sum, double *max);
 
 /* Make r for net (borrowed, only its sizes are read): the sums of n_params
  * and n_state floats, zeroed, and with with_stats a statistics container

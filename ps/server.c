@@ -406,7 +406,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     s->shape.limits.max_rows = c->batch > 0 ? (uint32_t)c->batch : 0;
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
     s->guard = ps_guard_new(s->model.net->n_layers, s->model.net->n_params, s->model.net->n_state);
-    if (ps_round_state_init(&s->round, s->model.net, s->model.kfac != NULL) < 0 || !s->unpack_buf || !s->guard) {
+    if (!(s->round = ps_round_new(s->model.net, s->model.kfac != NULL)) || !s->unpack_buf || !s->guard) {
         snprintf(err, err_len, "out of memory");
         return -ENOMEM;
     }
@@ -557,7 +557,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
              * exit 0, so that systemd does not restart it in a loop. */
             log_info("the checkpoint in %s is at step %" PRIu64 " and [run] steps = %" PRIu64
                      ": the run is over, nothing left to do (raise --steps to go on)",
-                     ps_persist_dir(s), s->round.steps_done, cfg->steps);
+                     ps_persist_dir(s), ps_round_steps_done(s->round), cfg->steps);
             if (rc_out) *rc_out = 0;
             return s;
         }
@@ -591,7 +591,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         log_warn("could not write %s/endpoint", cfg->out_dir);
     uint64_t now_ns = clock_now_ns();
     s->t0_ns = now_ns > ps_persist_wall_offset_ns(s) ? now_ns - ps_persist_wall_offset_ns(s) : 0;
-    ps_round_state_start(&s->round, now_ns);
+    ps_round_state_start(s->round, now_ns);
     ps_report_start(s, now_ns);
     log_info("listening on %s (build '%s', protocol %d)", s->endpoint, KFAC_BUILD_ID, KFAC_PROTOCOL_VERSION);
     if (s->model.kfac) {
@@ -640,7 +640,7 @@ void ps_server_free(ps_server_t **s_p) {
     ps_report_free(&s->report);
     ps_guard_free(&s->guard);
     if (s->zctx) zmq_ctx_term(s->zctx);
-    ps_round_state_release(&s->round);
+    ps_round_free(&s->round);
     ps_peers_release(&s->peers);
     ps_hello_free(&s->hello);
     ps_io_free(&s->io);

@@ -149,7 +149,7 @@ struct ps_server {
                                     * interval and damping schedule, the intervals in force (ps/sched.h's, opaque) */
     ps_jobs_t *jobs;               /* job buffers, ids, probes, the queue's order (ps/jobs.c's, opaque) */
 
-    ps_round_t round;              /* the round of version t (round.c's) */
+    ps_round_t *round;             /* the round of version t (round.c's; opaque elsewhere: ps/round_state.h) */
 
     ps_trim_t trim;                /* when freed memory goes back (ps/trim.h) */
 

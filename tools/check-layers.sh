@@ -10,7 +10,9 @@
 # - protobuf-c's own headers and the generated kfac.pb-c.h are included only
 #   inside proto/;
 # - a daemon folder (ps worker statsd invertd) includes common/, proto/ and
-#   itself, never another daemon; tools/ includes common/, proto/ and its own parts (tools/poke/) only.
+#   itself, never another daemon; tools/ includes common/, proto/ and its own parts (tools/poke/) only;
+# - ps/round_int.h (the fields of ps_round_t) is included only by the
+#   round's own files, ps/round.c, ps/round_push.c and ps/round_state.c.
 # tests/ and bench/ may include anything. Prints one line per violation
 # (file:line: what, and the rule) and exits 1 if there was any, else 0.
 set -eu
@@ -39,6 +41,10 @@ for f in $files; do
     case $inc in
       protobuf-c/*|*.pb-c.h)
         [ "$dir" = proto ] || why="protobuf-c types stay in proto/: use proto/msg.h" ;;
+      ps/round_int.h)
+        case $f in ps/round.c|ps/round_push.c|ps/round_state.c|ps/round_int.h) ;;
+          *) why="the round's fields are private to ps/round.c, ps/round_push.c and ps/round_state.c: read it through ps/round_state.h's getters" ;;
+        esac ;;
     esac
     if [ -z "$why" ]; then
       idir=${inc%%/*}

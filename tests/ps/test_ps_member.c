@@ -18,7 +18,7 @@
 #include "common/base/rng.h"
 #include "ps/member.h"
 #include "ps/peers.h"
-#include "ps/round_state.h"
+#include "ps/round_int.h"
 #include "tests/lib/seed.h"
 
 #define ROUNDS 200

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/base/rng.h"
-#include "ps/round_state.h"
+#include "ps/round_int.h"
 #include "tests/lib/seed.h"
 
 #define SEC 1000000000ULL

@@ -26,7 +26,7 @@
 #include "common/kfac/kfac_stats.h"
 #include "common/nn/nn.h"
 #include "ps/peers.h"
-#include "ps/round_state.h"
+#include "ps/round_int.h"
 #include "tests/lib/seed.h"
 
 #define TRIALS 40
