@@ -13,7 +13,8 @@
 # $(PREFIX)/share/kfac/models/..., and the data folder KFAC_DATA instead of
 # the repository's models/ and data), the data fetch script to
 # $(PREFIX)/share/kfac/fetch-data.sh, the insecure mode's drop-ins to
-# $(PREFIX)/share/kfac/systemd/insecure/, the docs to $(PREFIX)/share/doc/kfac.
+# $(PREFIX)/share/kfac/systemd/insecure/, the Grafana dashboard to
+# $(PREFIX)/share/kfac/grafana/, the docs to $(PREFIX)/share/doc/kfac.
 # SYSCONFDIR is /etc only for PREFIX /usr or /usr/local; any other PREFIX
 # gets $(PREFIX)/etc, so an install into a private prefix never writes /etc.
 # KFAC_DATA (default /srv/kfac/data, the fetch script's default too) is the
@@ -55,6 +56,8 @@ install: all
 	  install -d $(DESTDIR)$(PREFIX)/share/kfac/systemd/insecure/$${d%/*} && \
 	  $(DEPLOY_SED) deploy/systemd/insecure/$$d > $(DESTDIR)$(PREFIX)/share/kfac/systemd/insecure/$$d && \
 	  chmod 644 $(DESTDIR)$(PREFIX)/share/kfac/systemd/insecure/$$d || exit 1; done
+	install -d $(DESTDIR)$(PREFIX)/share/kfac/grafana
+	install -m 644 deploy/grafana/kfac-dashboard.json $(DESTDIR)$(PREFIX)/share/kfac/grafana/
 	install -m 755 tools/fetch-data.sh $(DESTDIR)$(PREFIX)/share/kfac/fetch-data.sh
 	install -m 755 tools/kfac-plot $(DESTDIR)$(PREFIX)/share/kfac/kfac-plot
 	install -m 644 tools/run-plot.gp tools/plot-style.gp $(DESTDIR)$(PREFIX)/share/kfac/
