@@ -139,7 +139,7 @@ dash=deploy/grafana/kfac-dashboard.json
 n_dash=$(dash_metrics "$dash" | grep -c .)
 [ "$n_dash" -ge 20 ] || h_fail "only $n_dash metric names found in the queries of $dash"
 unknown=$(dash_unknown "$dash" "$f")
-[ -z "$unknown" ] || h_fail "$dash queries metrics kfac-ps does not export: $(echo $unknown)"
+[ -z "$unknown" ] || h_fail "$dash queries metrics kfac-ps does not export: $(printf '%s' "$unknown" | tr '\n' ' ')"
 if command -v python3 >/dev/null 2>&1; then
   python3 -m json.tool "$dash" >/dev/null 2>"$H_DIR/json.log" || h_fail "$dash is not valid JSON: $(cat "$H_DIR/json.log")"
 fi
