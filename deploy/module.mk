@@ -12,8 +12,10 @@
 # $(PREFIX)/share/kfac/ (the installed examples name the installed models,
 # $(PREFIX)/share/kfac/models/..., and the data folder KFAC_DATA instead of
 # the repository's models/ and data), the data fetch script to
-# $(PREFIX)/share/kfac/fetch-data.sh, the insecure mode's drop-ins to
-# $(PREFIX)/share/kfac/systemd/insecure/, the docs to $(PREFIX)/share/doc/kfac.
+# $(PREFIX)/share/kfac/fetch-data.sh, the drop-ins of the insecure mode and
+# of GPU hosts to $(PREFIX)/share/kfac/systemd/insecure/ and .../gpu/, the
+# Grafana dashboard to
+# $(PREFIX)/share/kfac/grafana/, the docs to $(PREFIX)/share/doc/kfac.
 # SYSCONFDIR is /etc only for PREFIX /usr or /usr/local; any other PREFIX
 # gets $(PREFIX)/etc, so an install into a private prefix never writes /etc.
 # KFAC_DATA (default /srv/kfac/data, the fetch script's default too) is the
@@ -22,8 +24,9 @@
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),/etc,$(PREFIX)/etc)
 DEPLOY_UNITS := $(wildcard deploy/systemd/*.service deploy/systemd/*.target)
-# the insecure mode's drop-ins, as UNIT.d/insecure.conf (docs/deployment.md)
-DEPLOY_INSECURE := $(patsubst deploy/systemd/insecure/%,%,$(wildcard deploy/systemd/insecure/*.d/*.conf))
+# drop-ins, as KIND/UNIT.d/NAME.conf: insecure/ (docs/deployment.md), gpu/
+# (docs/gpu.md)
+DEPLOY_DROPINS := $(patsubst deploy/systemd/%,%,$(wildcard deploy/systemd/*/*.d/*.conf))
 KFAC_DATA ?= /srv/kfac/data
 DEPLOY_SED = sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/|$(PREFIX)/share/|g' \
                  -e 's|/etc/kfac/|$(SYSCONFDIR)/kfac/|g' -e 's|/srv/kfac/data|$(KFAC_DATA)|g'
@@ -51,10 +54,12 @@ install: all
 	for e in deploy/examples/*.ini; do \
 	  $(EXAMPLE_SED) $$e > $(DESTDIR)$(PREFIX)/share/kfac/examples/$${e##*/} && \
 	  chmod 644 $(DESTDIR)$(PREFIX)/share/kfac/examples/$${e##*/} || exit 1; done
-	for d in $(DEPLOY_INSECURE); do \
-	  install -d $(DESTDIR)$(PREFIX)/share/kfac/systemd/insecure/$${d%/*} && \
-	  $(DEPLOY_SED) deploy/systemd/insecure/$$d > $(DESTDIR)$(PREFIX)/share/kfac/systemd/insecure/$$d && \
-	  chmod 644 $(DESTDIR)$(PREFIX)/share/kfac/systemd/insecure/$$d || exit 1; done
+	for d in $(DEPLOY_DROPINS); do \
+	  install -d $(DESTDIR)$(PREFIX)/share/kfac/systemd/$${d%/*} && \
+	  $(DEPLOY_SED) deploy/systemd/$$d > $(DESTDIR)$(PREFIX)/share/kfac/systemd/$$d && \
+	  chmod 644 $(DESTDIR)$(PREFIX)/share/kfac/systemd/$$d || exit 1; done
+	install -d $(DESTDIR)$(PREFIX)/share/kfac/grafana
+	install -m 644 deploy/grafana/kfac-dashboard.json $(DESTDIR)$(PREFIX)/share/kfac/grafana/
 	install -m 755 tools/fetch-data.sh $(DESTDIR)$(PREFIX)/share/kfac/fetch-data.sh
 	install -m 755 tools/kfac-plot $(DESTDIR)$(PREFIX)/share/kfac/kfac-plot
 	install -m 644 tools/run-plot.gp tools/plot-style.gp $(DESTDIR)$(PREFIX)/share/kfac/

@@ -3,7 +3,8 @@
 # prefix it is given and never writes /etc for a private prefix:
 #   1. PREFIX=<tmp>/prefix (no DESTDIR): the example configuration lands in
 #      <tmp>/prefix/etc/kfac, the units read <tmp>/prefix/etc/kfac/kfac.ini
-#      and start <tmp>/prefix/bin/..., the data fetch script is installed;
+#      and start <tmp>/prefix/bin/..., the data fetch script, the
+#      Grafana dashboard and the GPU hosts' drop-ins are installed;
 #   2. DESTDIR=<tmp>/stage PREFIX=/usr/local: every file is under the stage,
 #      with /etc paths inside it;
 #   3. SYSCONFDIR given explicitly wins;
@@ -43,6 +44,10 @@ p=$dir/prefix
 [ -f "$p/etc/kfac/kfac.ini.example" ] || fail "no $p/etc/kfac/kfac.ini.example"
 [ -x "$p/bin/kfac-ps" ] && [ -x "$p/bin/kfac-launch" ] || fail "binaries missing under $p/bin"
 [ -x "$p/share/kfac/fetch-data.sh" ] || fail "fetch-data.sh not installed"
+cmp -s deploy/grafana/kfac-dashboard.json "$p/share/kfac/grafana/kfac-dashboard.json" || fail "the Grafana dashboard is not installed"
+for u in kfac-worker kfac-statsd; do
+  grep -qx "PrivateDevices=no" "$p/share/kfac/systemd/gpu/$u@.service.d/gpu.conf" 2>/dev/null || fail "the GPU drop-in of $u@ is not installed"
+done
 grep -q "ExecStart=$p/bin/kfac-ps --config $p/etc/kfac/kfac.ini" "$p/lib/systemd/system/kfac-ps.service" ||
   fail "kfac-ps.service does not point at $p: $(grep ExecStart "$p/lib/systemd/system/kfac-ps.service")"
 grep -q "RestartPreventExitStatus=2 78" "$p/lib/systemd/system/kfac-worker@.service" || fail "units do not stop restarting on exit 78"

@@ -15,6 +15,11 @@
 #     above 0, kfac_robust_steps_total 0 (the plain mean), the curvature's
 #     idle seconds (kfac_curvature_idle_seconds) under [ps] curvature_warn_s
 #     (30 s, the warning no healthy run gives);
+#   - every metric named in a query of the Grafana dashboard
+#     (deploy/grafana/kfac-dashboard.json) is one the reply has a "# TYPE"
+#     line for, and the dashboard is valid JSON (where python3 is there
+#     to parse it); the same check on a copy with one name misspelt in a
+#     rate() must fail, naming it;
 #   - other paths get 404 and other methods 405; SIGTERM then ends the run
 #     cleanly (the launcher exits 143) with its weights saved, and without
 #     a curvature warning;
@@ -60,6 +65,35 @@ value_in() {
   v=$(value "$1" "$2")
   awk -v v="$v" -v lo="$3" -v hi="$4" 'BEGIN { exit !(v ~ /^-?[0-9.e+-]+$/ && v + 0 >= lo && v + 0 <= hi) }' ||
     h_fail "$2 is '$v' in ${1##*/}, not a number in [$3, $4]"
+}
+# dash_metrics FILE: the metric names in a Grafana dashboard's queries (every
+# "expr", and every "query" but the data source variable's plugin type),
+# one per line: the identifiers of each query less its label matchers and
+# values, ranges, grouping labels, functions (a name before "("), keywords,
+# $variables and numbers; label_values(METRIC, LABEL) gives METRIC
+dash_metrics() {
+  grep -oE '"(expr|query)": *"([^"\\]|\\.)*"' "$1" | sed 's/^"[a-z]*": *"//; s/"$//; s/\\"/"/g; s/\\\\/\\/g' |
+    awk '$0 == "prometheus" { next }
+    { q = $0
+      gsub(/"([^"\\]|\\.)*"/, "", q)
+      gsub(/\{[^}]*\}/, "", q)
+      gsub(/\[[^]]*\]/, "", q)
+      gsub(/(by|without|on|ignoring|group_left|group_right) *\([^)]*\)/, "", q)
+      if (q ~ /^ *label_values *\(/) sub(/, *[a-zA-Z_][a-zA-Z0-9_]* *\) *$/, ")", q)
+      while (match(q, /[a-zA-Z_:][a-zA-Z0-9_:]*/)) {
+        t = substr(q, RSTART, RLENGTH); before = substr(q, RSTART - 1, 1); rest = substr(q, RSTART + RLENGTH)
+        q = rest
+        if (before == "$" || before ~ /[0-9.]/) continue
+        if (rest ~ /^ *\(/) continue
+        if (t ~ /^(and|or|unless|bool|offset|by|without|on|ignoring|group_left|group_right|inf|nan|Inf|NaN)$/) continue
+        print t
+      } }' | sort -u
+}
+# dash_unknown DASHBOARD METRICS_TEXT: the dashboard's metric names that the
+# reply has no "# TYPE" line for
+dash_unknown() {
+  awk '/^# TYPE / { print $3 }' "$2" >"$H_DIR/exported.txt"
+  dash_metrics "$1" | grep -vxF -f "$H_DIR/exported.txt"
 }
 
 # first read: once the run has made a step and evaluated (bounded: 90 s)
@@ -113,6 +147,19 @@ for want in 'kfac_test_accuracy{params="current"} 0\.' 'kfac_test_accuracy{param
   'kfac_inverse_age_steps{layer="fc1",factor="0"} ' 'kfac_inverse_age_steps{layer="fc2",factor="1"} '; do
   grep -q "^$want" "$f" || h_fail "no line matching '$want' in the reply"
 done
+
+# the Grafana dashboard queries only what kfac-ps exports
+dash=deploy/grafana/kfac-dashboard.json
+n_dash=$(dash_metrics "$dash" | grep -c .)
+[ "$n_dash" -ge 20 ] || h_fail "only $n_dash metric names found in the queries of $dash"
+unknown=$(dash_unknown "$dash" "$f")
+[ -z "$unknown" ] || h_fail "$dash queries metrics kfac-ps does not export: $(printf '%s' "$unknown" | tr '\n' ' ')"
+if command -v python3 >/dev/null 2>&1; then
+  python3 -m json.tool "$dash" >/dev/null 2>"$H_DIR/json.log" || h_fail "$dash is not valid JSON: $(cat "$H_DIR/json.log")"
+fi
+sed 's/rate(kfac_stats_folded_total{/rate(kfac_stats_folds_total{/' "$dash" >"$H_DIR/planted.json"
+[ "$(dash_unknown "$H_DIR/planted.json" "$f")" = kfac_stats_folds_total ] ||
+  h_fail "the dashboard check does not catch a misspelt metric (kfac_stats_folds_total planted in a rate())"
 awk '$1 == "kfac_steps_per_second" && $2 > 0 { f = 1 } END { exit !f }' "$H_DIR/m2.txt" ||
   h_fail "no positive steps/s in the second reply: $(grep '^kfac_steps_per_second' "$H_DIR/m2.txt")"
 [ "$(value "$f" kfac_steps_target)" = 100000 ] || h_fail "kfac_steps_target is '$(value "$f" kfac_steps_target)', not [run] steps = 100000"
@@ -176,4 +223,4 @@ h_wait "$H_PID" 60
 [ "$(grep -c 'no statistics were folded for' "$log2")" = 1 ] || h_fail "part 2: expected one 'no statistics were folded' warning"
 [ "$(grep -c 'no statistics after 20 steps and no kfac-statsd connected' "$log2")" = 1 ] ||
   h_fail "part 2: expected the 20-step warning once (no kfac-statsd at all)"
-h_pass "Prometheus text at $url, kfac_step $first -> $second, 404/405 for other requests, weights saved on SIGTERM; without curvature daemons one warning each and kfac_curvature_stale 1"
+h_pass "Prometheus text at $url, kfac_step $first -> $second, the dashboard's $n_dash metrics all exported, 404/405 for other requests, weights saved on SIGTERM; without curvature daemons one warning each and kfac_curvature_stale 1"

@@ -8,7 +8,8 @@
 # every write; the host's files are never changed), in a network namespace
 # of its own. The PS host's namespace holds a bridge (10.86.0.1); every
 # other host is joined to it by a veth pair (10.86.0.N). Hosts:
-#   ps   kfac-ps                                   (metrics on its loopback)
+#   ps   kfac-ps                                   (metrics on its loopback),
+#        kfac-invertd@1 (a client on the PS host itself)
 #   wk   kfac-worker@1, kfac-worker@2, kfac-statsd@1
 #   inv  kfac-invertd@1, kfac-invertd@2
 #   inv2 kfac-invertd@1 (booted and admitted mid-run: a new host whose
@@ -19,7 +20,7 @@
 # checkpoints every CKPT steps, [ps] metrics on, [invertd] cpus = 0 to
 # pin the inverse daemons), its own /etc/hostname (the container's name:
 # kfac-keygen puts it in the public keys' names), and the keys made by
-# running docs/security.md's blocks "kfac keys (systemd), 1/2/3" and
+# running docs/security.md's blocks "kfac keys (systemd), 1/1b/2/3" and
 # "..., during a run" (a look at kfac-ps's reload line: no signal is sent)
 # as the doc holds them, each on the host it names; their `scp` lines run a
 # stand-in that copies public keys through a folder of the test. Units are
@@ -27,13 +28,14 @@
 # Checked, each by what the run reports (the metrics endpoint, the
 # journals, the run folder):
 #   - every unit starts and stays up under its hardening: the metrics count
-#     2 workers, 1 statsd and 2 inverse daemons, and steps go on; the
-#     inverse daemons log their pinning ([invertd] cpus);
+#     2 workers, 1 statsd and 3 inverse daemons (2 on inv, 1 on the PS
+#     host with the key of block 1b), and steps go on; the inverse daemons
+#     log their pinning ([invertd] cpus);
 #   - inv2 is booted, its key admitted by blocks 2 and 3 (kfac-ps watches
 #     its allowlist folders: no SIGHUP) and its kfac-invertd@1 started:
-#     inverse daemons 2 -> 3; the PS host's invertd folder holds
-#     invertd-1@<inv>.pub and invertd-1@<inv2>.pub side by side;
-#     kfac-invertd@2 on inv is stopped: 3 -> 2;
+#     inverse daemons 3 -> 4; the PS host's invertd folder holds
+#     invertd-1@<ps>.pub, invertd-1@<inv>.pub and invertd-1@<inv2>.pub side
+#     by side; kfac-invertd@2 on inv is stopped: 4 -> 3;
 #   - kfac-ps is killed (systemctl kill -s KILL): systemd restarts it and it
 #     resumes at the step of its newest checkpoint (the file before the
 #     restart, the journal's "resumed from ...: step N");
@@ -160,9 +162,10 @@ doc_block() { # the fenced block (indented or not) whose first line is "# $1"
   awk -v m="# $1" '{ l = $0; sub(/^ +/, "", l) } l == m { on = 1; ind = length($0) - length(l) }
     on && l ~ /^```/ { exit } on { print substr($0, ind + 1) }' docs/security.md
 }
-for n in 1 2 3 4; do
+for n in 1 1b 2 3 4; do
   case $n in
     1) b="kfac keys (systemd), 1: the PS host" ;;
+    1b) b="kfac keys (systemd), 1b: the PS host's own daemons" ;;
     2) b="kfac keys (systemd), 2: every other host" ;;
     3) b="kfac keys (systemd), 3: the PS host, for each other host" ;;
     4) b="kfac keys (systemd), during a run: the PS host, after step 3" ;;
@@ -288,7 +291,7 @@ wait_metric() {
   done
   return 1
 }
-UNITS_ps="kfac-ps"
+UNITS_ps="kfac-ps kfac-invertd@1"
 UNITS_wk="kfac-worker@1 kfac-worker@2 kfac-statsd@1"
 UNITS_inv="kfac-invertd@1 kfac-invertd@2"
 UNITS_inv2="kfac-invertd@1"
@@ -309,6 +312,7 @@ PSN=$(hostname_of ps)
 
 # ---- keys, by the docs' blocks, each on its host -----------------------------------------
 keys_run ps 1 ""
+keys_run ps 1b "KEYS='invertd-1'"
 keys_run wk 2 "KEYS='worker-1 worker-2 statsd-1' PS_HOST=$PSN"
 keys_run inv 2 "KEYS='invertd-1 invertd-2' PS_HOST=$PSN"
 keys_run ps 3 "HOST=$(hostname_of wk) KEYS='worker-1 worker-2 statsd-1'"
@@ -322,7 +326,7 @@ for h in ps wk inv; do
 done
 wm 'kfac_clients{role="worker"}' == 2 40
 wm 'kfac_clients{role="statsd"}' == 1 20
-wm 'kfac_clients{role="invertd"}' == 2 20
+wm 'kfac_clients{role="invertd"}' == 3 20
 wm kfac_step ">=" 10 40
 wm kfac_inverses_installed_total ">=" 1 30
 od=/var/lib/kfac/runs/mnist-cnn-kfac
@@ -331,7 +335,7 @@ case $ep in tcp://*:5555) ;; *) c_fail "endpoint file says '$ep', expected tcp:/
 # [invertd] cpus = 0: pinning (sched_setaffinity) works under the filter.
 c_journal inv kfac-invertd@1 | grep -q "pinned to CPU 0 " ||
   c_fail "kfac-invertd@1 on inv did not log its pinning to CPU 0 ([invertd] cpus = 0)"
-echo "$H_NAME: training: 2 workers, 1 statsd, 2 inverse daemons, pinned (step $(metric kfac_step))"
+echo "$H_NAME: training: 2 workers, 1 statsd, 3 inverse daemons (one on the PS host), pinned (step $(metric kfac_step))"
 
 # ---- a new host with one more inverse daemon, then one less on inv -------------------
 root_make inv2
@@ -342,18 +346,18 @@ keys_run ps 3 "HOST=$(hostname_of inv2) KEYS='invertd-1'"
 keys_run ps 4 ""
 c_sh inv2 "systemctl enable --now kfac-invertd@1 kfac.target" >>"$H_DIR/enable.log" 2>&1 ||
   c_fail "systemctl enable --now kfac-invertd@1 on inv2 failed"
-wm 'kfac_clients{role="invertd"}' == 3 30
+wm 'kfac_clients{role="invertd"}' == 4 30
 inv_keys=$(c_sh ps "ls /etc/kfac/keys/allow/invertd" | tr '\n' ' ')
-for k in "invertd-1@$(hostname_of inv).pub" "invertd-1@$(hostname_of inv2).pub"; do
+for k in "invertd-1@$PSN.pub" "invertd-1@$(hostname_of inv).pub" "invertd-1@$(hostname_of inv2).pub"; do
   case " $inv_keys" in *" $k "*) ;; *) c_fail "the PS host's allow/invertd lacks $k (it holds: $inv_keys)" ;; esac
 done
 c_journal ps kfac-ps | grep -q "allowlists reloaded (a change in /etc/kfac/keys/allow/invertd): .*: 1 added, 0 removed" ||
   c_fail "kfac-ps did not log reading inv2's key from its watched folder"
 c_sh inv "systemctl stop kfac-invertd@2" || c_fail "systemctl stop kfac-invertd@2 on inv failed"
-wm 'kfac_clients{role="invertd"}' == 2 30
+wm 'kfac_clients{role="invertd"}' == 3 30
 [ "$(c_prop inv kfac-invertd@2 Result)" = success ] ||
   c_fail "kfac-invertd@2 on inv did not stop cleanly: Result=$(c_prop inv kfac-invertd@2 Result)"
-echo "$H_NAME: inverse daemons 2 -> 3 (new host inv2) -> 2 (step $(metric kfac_step))"
+echo "$H_NAME: inverse daemons 3 -> 4 (new host inv2) -> 3 (step $(metric kfac_step))"
 
 # ---- kfac-ps killed, restarted by systemd, resumed from its checkpoint ---------------
 t=0
@@ -413,7 +417,7 @@ h_ge "$acc" "$MIN_ACC" || c_fail "final test accuracy $acc < $MIN_ACC"
 # The clients leave when the run ends; give them a bounded while, then look
 # at every unit of every host: how it ended, how often systemd restarted
 # it, its journal.
-for h in wk inv inv2; do
+for h in ps wk inv inv2; do
   eval "us=\$UNITS_$h"
   for u in $us; do
     t=0
@@ -441,4 +445,4 @@ if c_journal inv kfac-invertd@1 | grep -q "the floor is off here"; then
 else
   floor="floor available"
 fi
-h_pass "$floor; 4 hosts under systemd with the docs' keys: inverse daemons 2 -> 3 (new host) -> 2; kfac-ps killed and resumed at its checkpoint (step $saved); worker host off and back (step $back); $STEPS steps, test accuracy $acc"
+h_pass "$floor; 4 hosts under systemd with the docs' keys (an inverse daemon on the PS host too): inverse daemons 3 -> 4 (new host) -> 3; kfac-ps killed and resumed at its checkpoint (step $saved); worker host off and back (step $back); $STEPS steps, test accuracy $acc"
