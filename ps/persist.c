@@ -16,6 +16,15 @@
 #include "common/base/log.h"
 #include "common/run/rundir.h"
 
+struct ps_persist {
+    char dir[4096];                /* [checkpoint] dir, or out_dir/checkpoints ("": not chosen yet) */
+    long resumed_from;             /* the step resumed from (-1: a fresh start) */
+    uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
+    int run_over;                  /* resumed from a checkpoint at or past [run] steps: nothing to run */
+    ps_owners_t *owners;           /* Hello's tables, saved and restored (borrowed: ps_persist_new) */
+    ps_idents_t *idents;
+};
+
 static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     memset(st, 0, sizeof *st);
     st->model_text = s->model.net->source;
@@ -36,22 +45,19 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->n_refresh = st->refresh ? refresh->plan->n_trackers : 0;
     st->n_blocks = s->model.kfac ? ps_sched_n_blocks(s->sched) : 0;
     st->norms = ps_guard_norms(s->guard);
-    st->owners = ps_hello_owners(s);
-    st->idents = ps_hello_idents(s);
+    st->owners = s->persist->owners;
+    st->idents = s->persist->idents;
     st->clip_hists = ps_guard_layer_norms(s->guard, &st->n_clip_hists);
     st->trace_hists = s->stats_guard ? ps_stats_guard_hists(s->stats_guard, &st->n_trace_hists) : NULL;
 }
 
-struct ps_persist {
-    char dir[4096];                /* [checkpoint] dir, or out_dir/checkpoints ("": not chosen yet) */
-    long resumed_from;             /* the step resumed from (-1: a fresh start) */
-    uint64_t wall_offset_ns;       /* training time before the resume: wall_s goes on from there */
-    int run_over;                  /* resumed from a checkpoint at or past [run] steps: nothing to run */
-};
 
-ps_persist_t *ps_persist_new(void) {
+ps_persist_t *ps_persist_new(ps_owners_t *owners, ps_idents_t *idents) {
     ps_persist_t *p = calloc(1, sizeof *p);
-    if (p) p->resumed_from = -1;
+    if (!p) return NULL;
+    p->resumed_from = -1;
+    p->owners = owners;
+    p->idents = idents;
     return p;
 }
 
@@ -129,7 +135,7 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
     s->persist->run_over = ps_round_steps_done(s->round) >= s->cfg->steps;
     /* the wall clock of steps.csv goes on from where it was */
     s->persist->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
-    int n_owners = ps_owners_count(ps_hello_owners(s)); /* those of keys no longer listed go once the allowlists are read */
+    int n_owners = ps_owners_count(s->persist->owners); /* those of keys no longer listed go once the allowlists are read */
     log_info("resumed from %s: step %ld, %.1fs of training so far, %d member id%s bound to CURVE keys; metrics are "
              "appended to",
              path, ps_round_version(s->round), st.wall_s, n_owners, n_owners == 1 ? "" : "s");

@@ -541,7 +541,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         goto fail;
     }
     if ((rc = s_setup_model(s, err, err_len)) < 0) goto fail;
-    if (!(s->persist = ps_persist_new())) {
+    if (!(s->persist = ps_persist_new(ps_hello_owners(s), ps_hello_idents(s)))) {
         rc = -ENOMEM;
         snprintf(err, err_len, "out of memory");
         goto fail;

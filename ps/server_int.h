@@ -202,7 +202,9 @@ int ps_refresh_send_statsd(ps_server_t *s, ps_peer_t *p);
 
 /* The checkpoints' state: not resumed, no folder chosen. NULL when out of
  * memory; ps_persist_free NULLs the pointer and accepts NULL. */
-ps_persist_t *ps_persist_new(void);
+/* owners and idents: Hello's tables (ps_hello_owners, ps_hello_idents),
+ * borrowed, which a checkpoint saves and a resume restores. */
+ps_persist_t *ps_persist_new(ps_owners_t *owners, ps_idents_t *idents);
 void ps_persist_free(ps_persist_t **p_p);
 
 /* Once [run] out_dir is chosen: the checkpoint folder ([checkpoint] dir, or

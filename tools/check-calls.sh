@@ -3,7 +3,9 @@
 # read from the object files' symbols (nm) under BUILD/obj (default build):
 #
 # - no two files of ps/, common/, proto/, worker/, statsd/ and invertd/ call
-#   each other (a calls a function b defines, and b one of a's);
+#   each other (a calls a function b defines, and b one of a's), and no
+#   longer circle of calls either (a -> b -> c -> a: each file's callers
+#   and callees form a hierarchy);
 # - no upward call: a file in common/<layer>/ calls only its own layer and
 #   the ones below (common/base < nn < kfac < backend < run < net, the
 #   include rule of tools/check-layers.sh), never a daemon's folder; proto/
@@ -58,5 +60,30 @@ END {
       bad = 1
     }
   }
+  # circles of three files or more (pairs are named above): a depth-first
+  # search from each file for a path of calls back to it; each circle is
+  # named once, from its smallest file name
+  for (k in e) { split(k, a, " "); if (a[1] != a[2]) { nadj[a[1]]++; adj[a[1], nadj[a[1]]] = a[2] } }
+  for (f in nadj) {
+    delete seen
+    path = f
+    if (s_circle(f, f, 0)) { printf "circle: %s (each calls the next: one call must go the other way or through a callback)\n", cpath; bad = 1 }
+  }
   exit bad
+}
+# s_circle(start, node, depth): 1 when a path of calls from node leads back
+# to start through at least 2 other files, none smaller than start (so a
+# circle is found once), with the path in cpath
+function s_circle(start, node, depth,   i, nx, save) {
+  seen[node] = 1
+  for (i = 1; i <= nadj[node]; i++) {
+    nx = adj[node, i]
+    if (nx == start && depth >= 2) { cpath = path " -> " start; return 1 }
+    if (nx in seen || nx < start) continue
+    save = path
+    path = path " -> " nx
+    if (s_circle(start, nx, depth + 1)) return 1
+    path = save
+  }
+  return 0
 }'

@@ -34,8 +34,8 @@ rm -f "$dir/common/bad.c" "$dir/ps/bad.c"
 printf '#include "proto/msg.h"\n#include "common/kfac/kfac_opt.h"\n' >"$dir/common/net/ok.c"
 sh tools/check-layers.sh "$dir" >/dev/null 2>&1 || { echo "05-layers: FAIL: a clean synthetic tree was rejected"; fails=$((fails + 1)); }
 # The call rule (tools/check-calls.sh, from the object files of $BUILD):
-# the tree's own build passes; two planted files that call each other and a
-# planted upward call are caught.
+# the tree's own build passes; two planted files that call each other, a
+# planted circle of three and a planted upward call are caught.
 BUILD=${BUILD:-build}
 calls="not checked (no $BUILD/obj)"
 if [ -d "$BUILD/obj/ps" ]; then
@@ -55,15 +55,29 @@ int base_fn(void) { return net_fn(); }
 ' >"$dir/x.c"
   printf 'int net_fn(void) { return 2; }
 ' >"$dir/y.c"
+  # a circle of three: p -> q -> r -> p
+  printf 'int q_fn(void);
+int p_fn(void) { return q_fn(); }
+' >"$dir/p.c"
+  printf 'int r_fn(void);
+int q_fn(void) { return r_fn(); }
+' >"$dir/q.c"
+  printf 'int p_fn(void);
+int r_fn(void) { return p_fn(); }
+' >"$dir/r.c"
   if "$cc" -c -o "$ob/ps/a.o" "$dir/a.c" && "$cc" -c -o "$ob/ps/b.o" "$dir/b.c" &&
-    "$cc" -c -o "$ob/common/base/x.o" "$dir/x.c" && "$cc" -c -o "$ob/common/net/y.o" "$dir/y.c"; then
+    "$cc" -c -o "$ob/common/base/x.o" "$dir/x.c" && "$cc" -c -o "$ob/common/net/y.o" "$dir/y.c" &&
+    "$cc" -c -o "$ob/ps/p.o" "$dir/p.c" && "$cc" -c -o "$ob/ps/q.o" "$dir/q.c" && "$cc" -c -o "$ob/ps/r.o" "$dir/r.c"; then
     if o=$(sh tools/check-calls.sh "$dir/build" 2>&1); then
       echo "05-layers: FAIL: planted mutual and upward calls passed tools/check-calls.sh"; exit 1
     fi
     printf '%s' "$o" | grep -q '^ps/a <-> ps/b: ' || { echo "05-layers: FAIL: the mutual calls were not named: $o"; exit 1; }
     printf '%s' "$o" | grep -q '^common/base/x -> common/net/y: an upward call' ||
       { echo "05-layers: FAIL: the upward call was not named: $o"; exit 1; }
-    calls="no two files call each other, no upward call; 2 planted violations caught"
+    printf '%s' "$o" | grep -q '^circle: ps/p -> ps/q -> ps/r -> ps/p ' ||
+      { echo "05-layers: FAIL: the circle of three files was not named: $o"; exit 1; }
+    [ "$(printf '%s\n' "$o" | grep -c '^circle:')" = 1 ] || { echo "05-layers: FAIL: a circle named more than once: $o"; exit 1; }
+    calls="no two files call each other, no circle, no upward call; 3 planted violations caught"
   else
     calls="not checked (no C compiler for the planted files)"
   fi
