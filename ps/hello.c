@@ -4,6 +4,8 @@
  * gets, and the Welcome. Declared in ps/server_int.h.
  */
 #include "ps/server_int.h"
+#include "ps/hello.h"
+#include "ps/round.h"
 #include "ps/io.h"
 #include "ps/admit.h"
 #include "ps/member.h"

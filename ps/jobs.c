@@ -5,6 +5,7 @@
  * ps/server_int.h.
  */
 #include "ps/server_int.h"
+#include "ps/jobs.h"
 #include "ps/io.h"
 #include "ps/member.h"
 
@@ -73,7 +74,7 @@ void ps_jobs_restore_next_id(ps_server_t *s, uint64_t next_id) {
     if (next_id > s->jobs->next_id) s->jobs->next_id = next_id;
 }
 
-void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
+void ps_jobs_wait(ps_server_t *s, ps_peer_t *p) {
     ps_member_wait_job(p, p->mb.max_n, ++s->jobs->wait_seq);
 }
 
@@ -83,8 +84,8 @@ void ps_round_wait_job(ps_server_t *s, ps_peer_t *p) {
 void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p) {
     if (s->life.phase != PS_PHASE_RUNNING || p->role != MSG_ROLE_INVERTD) return;
     if (s->model.kfac) ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
-    ps_round_wait_job(s, p);
-    ps_round_dispatch_jobs(s);
+    ps_jobs_wait(s, p);
+    ps_jobs_dispatch(s);
 }
 
 static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
@@ -135,7 +136,7 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     return 0;
 }
 
-void ps_round_dispatch_jobs(ps_server_t *s) {
+void ps_jobs_dispatch(ps_server_t *s) {
     if (!s->model.kfac || s->life.phase != PS_PHASE_RUNNING || !s->sock) return;
     const double timeout = (double)s->cfg->job_timeout_ms;
     ps_sched_waiter_t waiters[PS_MAX_PEERS];
@@ -228,7 +229,7 @@ static void s_disproved(ps_server_t *s, const ps_peer_t *by, int b, long version
     }
 }
 
-void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+void ps_jobs_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     if (p->ident->distrusted) {
         ps_io_reject(s, &p->route, p, MSG_JOB_REQUEST, MSG_ERR_INVALID,
                      "this inverse daemon is distrusted: %d of its results were refused", p->ident->n_bad_inverses);
@@ -243,10 +244,10 @@ void ps_round_job_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_sched_owner_gone(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), p->id);
     }
     ps_member_wait_job(p, m->job_request.max_n, ++s->jobs->wait_seq);
-    ps_round_dispatch_jobs(s);
+    ps_jobs_dispatch(s);
 }
 
-void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+void ps_jobs_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const msg_job_result_t *r = &m->job_result;
     char err[600], name[160];
     ps_peer_name(p, name, sizeof name);
@@ -333,17 +334,17 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             s_bad_result(s, p, r, why);
             if (!p->ident->distrusted) {
                 ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was refused: %s", why);
-                ps_round_wait_job(s, p);
+                ps_jobs_wait(s, p);
             }
-            ps_round_dispatch_jobs(s);
+            ps_jobs_dispatch(s);
             return;
         }
         if (rc < 0) {
             ps_sched_failed(sb, version);
             ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",
                           err[0] ? err : "the inverse was not installed");
-            ps_round_wait_job(s, p);
-            ps_round_dispatch_jobs(s);
+            ps_jobs_wait(s, p);
+            ps_jobs_dispatch(s);
             return;
         }
         if (rc == 0) {
@@ -358,8 +359,8 @@ void ps_round_job_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
                   rc == 0 ? " installed" : " older than the inverse held: ignored");
     }
     ps_peer_accepted(p);
-    ps_round_wait_job(s, p);
-    ps_round_dispatch_jobs(s);
+    ps_jobs_wait(s, p);
+    ps_jobs_dispatch(s);
     /* the server tries the step next (an install may let a bounded step go) */
 }
 

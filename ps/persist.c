@@ -3,6 +3,8 @@
  * when one is written (every [checkpoint] every steps, on SIGTERM/SIGINT)
  * and how a resumed server takes the state back. Loop thread only. */
 #include "ps/server_int.h"
+#include "ps/jobs.h"
+#include "ps/persist.h"
 #include "ps/ckpt.h"
 #include "ps/io.h"
 

@@ -3,6 +3,7 @@
  * Not cached like the workers' Params: the wanted layers change within a
  * version as the statsd's own statistics are recorded. */
 #include "ps/server_int.h"
+#include "ps/refresh_send.h"
 #include "ps/member.h"
 
 #include <errno.h>

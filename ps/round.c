@@ -19,6 +19,10 @@
  *              waiting for it.
  */
 #include "ps/server_int.h"
+#include "ps/jobs.h"
+#include "ps/persist.h"
+#include "ps/refresh_send.h"
+#include "ps/round.h"
 #include "ps/round_int.h"
 #include "ps/guard.h"
 #include "ps/io.h"
@@ -185,7 +189,7 @@ void ps_round_peer_gone(ps_server_t *s, ps_peer_t *p, const char *why) {
     } else if (!p->present) {
         log_info("%s %s", name, why);
     }
-    ps_round_dispatch_jobs(s);
+    ps_jobs_dispatch(s);
     ps_round_try_step(s);
 }
 
@@ -285,7 +289,7 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_refresh_folded(ps_sched_refresh(s->sched), s->scratch, s->round->t, s->model.kfac, ps_sched_blocks(s->sched));
     /* Its next statistics are of the next version: one push per version. */
     s_wait_params(s, p, sp->params_version + 1);
-    ps_round_dispatch_jobs(s);
+    ps_jobs_dispatch(s);
     ps_round_try_step(s);
 }
 
@@ -509,7 +513,7 @@ static void s_step_publish(ps_server_t *s) {
         snprintf(why, sizeof why, "all %" PRIu64 " steps done", s->cfg->steps);
         s_finish(s, why);
     } else {
-        ps_round_dispatch_jobs(s);
+        ps_jobs_dispatch(s);
     }
 }
 
@@ -640,7 +644,7 @@ static int s_dispatch_for_step(ps_server_t *s) {
     if (k >= 0)
         ps_sched_mark_bound(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round->t, k, clock_now_ms(),
                             (double)s->cfg->job_timeout_ms);
-    ps_round_dispatch_jobs(s);
+    ps_jobs_dispatch(s);
     return s->life.phase == PS_PHASE_RUNNING ? 0 : -1;
 }
 
@@ -736,7 +740,7 @@ void ps_round_tick(ps_server_t *s) {
     ps_round_resend_held(s);
     s_drop_stalled(s);
     if (s->life.phase != PS_PHASE_RUNNING) return;
-    ps_round_dispatch_jobs(s); /* overdue jobs become available */
+    ps_jobs_dispatch(s); /* overdue jobs become available */
     ps_round_try_step(s);      /* the start-up gate may have opened */
     if (s->life.phase != PS_PHASE_RUNNING) return;
     ps_report_wait(s);

@@ -4,6 +4,7 @@
  * 0), per-layer clipping against each layer's own history ([ps]
  * grad_clip_ratio), and holding it for the step (ps/round.c). */
 #include "ps/server_int.h"
+#include "ps/round.h"
 #include "ps/round_int.h"
 #include "ps/guard.h"
 #include "ps/io.h"

@@ -3,6 +3,10 @@
  * heartbeats, liveness) and the shutdown path. A Hello's admission is
  * ps/hello.c; the training logic is ps/round.c and ps/jobs.c. */
 #include "ps/server_int.h"
+#include "ps/hello.h"
+#include "ps/jobs.h"
+#include "ps/persist.h"
+#include "ps/round.h"
 #include "ps/export.h"
 #include "ps/io.h"
 #include "ps/member.h"
@@ -142,16 +146,16 @@ static void s_handle_recv(ps_server_t *s, const zloop_peer_t *route, const uint8
                          log_escape(m.bye.text && m.bye.text[0] ? m.bye.text : "bye", why, sizeof why), more);
             ps_round_peer_gone(s, p, "left");
             ps_peers_remove(&s->peers, p);
-            ps_round_dispatch_jobs(s);
+            ps_jobs_dispatch(s);
             ps_round_try_step(s);
             break;
         }
         case MSG_GET_PARAMS: ps_round_get_params(s, p, &m); break;
         case MSG_GRAD_PUSH: ps_round_grad_push(s, p, &m); break;
         case MSG_STATS_PUSH: ps_round_stats_push(s, p, &m); break;
-        case MSG_JOB_REQUEST: ps_round_job_request(s, p, &m); break;
+        case MSG_JOB_REQUEST: ps_jobs_request(s, p, &m); break;
         case MSG_JOB_RESULT:
-            ps_round_job_result(s, p, &m);
+            ps_jobs_result(s, p, &m);
             ps_round_try_step(s); /* an install may let a step waiting on the staleness bound go */
             break;
         default:
