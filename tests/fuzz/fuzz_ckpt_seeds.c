@@ -2,9 +2,9 @@
  * corpus: for every configuration of fuzz_ckpt_world.h, N_SEEDS states
  * with random content, encoded by ps_ckpt_encode (the encoder kfac-ps
  * writes its checkpoints with) and checked to decode again, into
- * DIR/<config>-<k>.kfc, and the same image in format version 1 (without
- * its OWNR record, the member ids bound to CURVE keys), checked to decode
- * too, as DIR/<config>-<k>-v1.kfc. Usage: fuzz_ckpt_seeds DIR. Exit 0, or
+ * DIR/<config>-<k>.kfc, and the same image in format version 2 (without
+ * its HIST and IDNT records) and version 1 (without OWNR either), checked
+ * to decode too, as DIR/<config>-<k>-v2.kfc and -v1.kfc. Usage: fuzz_ckpt_seeds DIR. Exit 0, or
  * 1 with the reason. */
 #include <errno.h>
 #include <stdio.h>
@@ -19,23 +19,22 @@ static void s_put32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* buf (len bytes, a version-2 image) turned into version 1 in place: its
- * OWNR record cut off, the header fixed. Returns the new length, or 0 when
- * OWNR is not the last record. */
-static size_t s_to_v1(uint8_t *buf, size_t len) {
+/* buf (len bytes, a current image) turned into format `version` in place:
+ * every record from the first with tag `from` on cut off (the encoder
+ * writes the records later versions added last: OWNR (2), then HIST and
+ * IDNT (3)), the header fixed. Returns the new length, or 0 when there is
+ * no such record. */
+static size_t s_to_version(uint8_t *buf, size_t len, const char *from, uint32_t version) {
     size_t at = PS_CKPT_HEADER_LEN;
     while (at + 16 <= len) {
         uint64_t n = 0;
         for (int i = 0; i < 8; i++) n |= (uint64_t)buf[at + 8 + (size_t)i] << (8 * i);
-        if (memcmp(buf + at, "OWNR", 4) == 0) {
-            if (at + 16 + n != len) return 0;
-            break;
-        }
+        if (memcmp(buf + at, from, 4) == 0) break;
         at += 16 + (size_t)n;
     }
     if (at + 16 > len) return 0;
     uint64_t payload = at - PS_CKPT_HEADER_LEN;
-    s_put32(buf + 8, 1);
+    s_put32(buf + 8, version);
     s_put32(buf + 16, (uint32_t)payload);
     s_put32(buf + 20, (uint32_t)(payload >> 32));
     s_put32(buf + 24, (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf + PS_CKPT_HEADER_LEN, (uInt)payload));
@@ -78,14 +77,24 @@ int main(int argc, char **argv) {
             }
             snprintf(path, sizeof path, "%s/%s-%d.kfc", argv[1], fuzz_ckpt_world_name(i), k);
             int rc = s_write(path, buf, len);
-            size_t len1 = rc == 0 ? s_to_v1(buf, len) : 0;
-            if (rc == 0 && (len1 == 0 || ps_ckpt_decode(st, buf, len1, 100.0, "seed-v1", err, sizeof err) != 0)) {
-                fprintf(stderr, "fuzz_ckpt_seeds: the %s checkpoint in format version 1 does not decode: %s\n",
-                        fuzz_ckpt_world_name(i), len1 ? err : "no OWNR record at its end");
-                rc = -1;
+            /* the same image in the older formats: version 2 (no HIST, no
+             * IDNT), version 1 (no OWNR either); each must decode */
+            static const struct {
+                const char *from;
+                uint32_t version;
+            } old[2] = {{"HIST", 2}, {"OWNR", 1}};
+            for (int v = 0; v < 2 && rc == 0; v++) {
+                size_t lv = s_to_version(buf, len, old[v].from, old[v].version);
+                if (lv == 0 || ps_ckpt_decode(st, buf, lv, 100.0, "seed-old", err, sizeof err) != 0) {
+                    fprintf(stderr, "fuzz_ckpt_seeds: the %s checkpoint in format version %u does not decode: %s\n",
+                            fuzz_ckpt_world_name(i), old[v].version, lv ? err : "no such record");
+                    rc = -1;
+                    break;
+                }
+                snprintf(path, sizeof path, "%s/%s-%d-v%u.kfc", argv[1], fuzz_ckpt_world_name(i), k, old[v].version);
+                rc = s_write(path, buf, lv);
+                len = lv;
             }
-            snprintf(path, sizeof path, "%s/%s-%d-v1.kfc", argv[1], fuzz_ckpt_world_name(i), k);
-            if (rc == 0) rc = s_write(path, buf, len1);
             free(buf);
             if (rc < 0) return 1;
         }

@@ -32,6 +32,8 @@ typedef struct {
     kfac_refresh_t **refresh; /* (n_blocks) adaptive only */
     ps_norm_hist_t norms;
     ps_owners_t owners;      /* member ids bound to CURVE keys */
+    ps_idents_t idents;      /* member identities (record IDNT) */
+    ps_norm_hist_t clip[3], trace[4]; /* the guards' histories (record HIST) */
     ps_ckpt_state_t st;
 } s_world_t;
 
@@ -76,6 +78,11 @@ static int s_build(int i, s_world_t *w) {
     w->st.n_blocks = w->kfac ? w->kfac->n_blocks : 0;
     w->st.norms = &w->norms;
     w->st.owners = &w->owners;
+    w->st.idents = &w->idents;
+    w->st.clip_hists = w->clip;
+    w->st.n_clip_hists = 3;
+    w->st.trace_hists = w->trace;
+    w->st.n_trace_hists = 4;
     return 0;
 }
 
@@ -145,6 +152,28 @@ int fuzz_ckpt_world_randomize(int i, uint64_t seed) {
             fprintf(stderr, "fuzz_ckpt: %s\n", why);
             return -1;
         }
+        /* 0 to 4 identities with penalties, and the guards' histories */
+        ps_ident_saved_t iv[4];
+        memset(iv, 0, sizeof iv);
+        int ni = (int)rng_below(&r, 5);
+        for (int k = 0; k < ni; k++) {
+            iv[k].role = k % 3 == 0 ? MSG_ROLE_WORKER : k % 3 == 1 ? MSG_ROLE_STATSD : MSG_ROLE_INVERTD;
+            iv[k].id = (uint32_t)k + 1;
+            iv[k].n_stalls = rng_below(&r, 5);
+            iv[k].n_bad_inverses = rng_below(&r, 4);
+            iv[k].demoted = (int)rng_below(&r, 2);
+            iv[k].distrusted = (int)rng_below(&r, 2);
+            iv[k].has_stats_version = 1;
+            iv[k].stats_version = rng_below(&r, 1000);
+        }
+        if (ps_idents_load(&w->idents, iv, ni, why, sizeof why) < 0) {
+            fprintf(stderr, "fuzz_ckpt: %s\n", why);
+            return -1;
+        }
+        for (int k = 0; k < 3; k++)
+            for (int q = (int)rng_below(&r, 40); q > 0; q--) ps_norm_hist_add(&w->clip[k], exp(rng_normal(&r)));
+        for (int k = 0; k < 4; k++)
+            for (int q = (int)rng_below(&r, 40); q > 0; q--) ps_norm_hist_add(&w->trace[k], exp(rng_normal(&r)));
     }
     if (w->sgd) {
         s_fill(&r, w->sgd->v, w->sgd->n);
