@@ -5,13 +5,13 @@
  * where the per-field work is all there is. Prints figures; never passes or
  * fails on time.
  *
- *   build/bench/bench_msg [--reps R]
+ *   build/bench/bench_msg [--reps R] [--case NAME]
  *
  * Each case: R rounds (default 20, after one untimed) of msg_encode_to into
  * a kept buffer, msg_decode, msg_validate against the model's shape and
  * msg_clear; the small messages run 1000 times per round. Prints the median
  * per message in microseconds for each of the four, then one line a script
- * reads per case:
+ * reads per case (--case: that one alone; names as printed):
  *   msg case=NAME bytes=N encode_us=... decode_us=... validate_us=... clear_us=...
  * Under `valgrind --tool=callgrind` (with --reps 1) the instruction counts of
  * msg_encode_to, msg_decode, msg_validate and msg_clear are the steady
@@ -104,8 +104,11 @@ static void s_stats_free(msg_stats_t *st) {
     free(st->layers);
 }
 
+static const char *s_only; /* --case, or NULL: every case */
+
 /* Times R rounds of `inner` encode/decode/validate/clear of m. */
 static int s_run(const char *name, const msg_t *m, const msg_limits_t *lim, int reps, int inner) {
+    if (s_only && strcmp(s_only, name) != 0) return 0;
     size_t cap = 0, len = 0;
     msg_encode_to(m, (uint8_t *)"", 0, &cap);
     uint8_t *buf = malloc(cap ? cap : 1);
@@ -148,8 +151,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+            s_only = argv[++i];
         } else {
-            fprintf(stderr, "usage: bench_msg [--reps R]\n");
+            fprintf(stderr, "usage: bench_msg [--reps R] [--case NAME]\n");
             return 2;
         }
     }
