@@ -3,7 +3,8 @@
  * with random content, encoded by ps_ckpt_encode (the encoder kfac-ps
  * writes its checkpoints with) and checked to decode again, into
  * DIR/<config>-<k>.kfc, and the same image in format version 1 (without
- * its OWNR record, the member ids bound to CURVE keys), checked to decode
+ * its OWNR record, the member ids bound to CURVE keys, and the IDNT record
+ * after it, the members' identities), checked to decode
  * too, as DIR/<config>-<k>-v1.kfc. Usage: fuzz_ckpt_seeds DIR. Exit 0, or
  * 1 with the reason. */
 #include <errno.h>
@@ -19,18 +20,17 @@ static void s_put32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* buf (len bytes, a version-2 image) turned into version 1 in place: its
- * OWNR record cut off, the header fixed. Returns the new length, or 0 when
- * OWNR is not the last record. */
+/* buf (len bytes, a version-2 or later image) turned into version 1 in
+ * place: its OWNR record and the records after it (IDNT, version 3) cut
+ * off, the header fixed. Returns the new length, or 0 when it has no OWNR
+ * record. */
 static size_t s_to_v1(uint8_t *buf, size_t len) {
     size_t at = PS_CKPT_HEADER_LEN;
     while (at + 16 <= len) {
         uint64_t n = 0;
         for (int i = 0; i < 8; i++) n |= (uint64_t)buf[at + 8 + (size_t)i] << (8 * i);
-        if (memcmp(buf + at, "OWNR", 4) == 0) {
-            if (at + 16 + n != len) return 0;
-            break;
-        }
+        if (memcmp(buf + at, "OWNR", 4) == 0) break;
+        if (n > len - at - 16) return 0;
         at += 16 + (size_t)n;
     }
     if (at + 16 > len) return 0;
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
             size_t len1 = rc == 0 ? s_to_v1(buf, len) : 0;
             if (rc == 0 && (len1 == 0 || ps_ckpt_decode(st, buf, len1, 100.0, "seed-v1", err, sizeof err) != 0)) {
                 fprintf(stderr, "fuzz_ckpt_seeds: the %s checkpoint in format version 1 does not decode: %s\n",
-                        fuzz_ckpt_world_name(i), len1 ? err : "no OWNR record at its end");
+                        fuzz_ckpt_world_name(i), len1 ? err : "no OWNR record");
                 rc = -1;
             }
             snprintf(path, sizeof path, "%s/%s-%d-v1.kfc", argv[1], fuzz_ckpt_world_name(i), k);
