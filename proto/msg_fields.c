@@ -11,6 +11,9 @@
  */
 #include "proto/msg_fields.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "proto/kfac.pb-c.h"
 
 /* The C enums travel as the wire enums: both int-sized, the same values. */
@@ -306,4 +309,99 @@ msg_type_t msg_fields_type_of_case(int body_case) {
     for (int t = MSG_NONE + 1; t < MSG_TYPE_COUNT; t++)
         if (s_bodies[t].body_case == body_case) return (msg_type_t)t;
     return MSG_NONE;
+}
+
+/* ---- the tables against the wire ---------------------------------------- */
+
+/* The protobuf-c type and repetition a row of this kind stands for. */
+static int s_kind_matches(const msg_field_t *f, const ProtobufCFieldDescriptor *d) {
+    int repeated = d->label == PROTOBUF_C_LABEL_REPEATED;
+    switch (f->kind) {
+    case MSG_FIELD_U32: return d->type == PROTOBUF_C_TYPE_UINT32 && !repeated;
+    case MSG_FIELD_U64: return d->type == PROTOBUF_C_TYPE_UINT64 && !repeated;
+    case MSG_FIELD_DOUBLE: return d->type == PROTOBUF_C_TYPE_DOUBLE && !repeated;
+    case MSG_FIELD_BOOL: return d->type == PROTOBUF_C_TYPE_BOOL && !repeated;
+    case MSG_FIELD_ENUM: return d->type == PROTOBUF_C_TYPE_ENUM && !repeated;
+    case MSG_FIELD_STRING: return d->type == PROTOBUF_C_TYPE_STRING && !repeated;
+    case MSG_FIELD_FLOATS: return d->type == PROTOBUF_C_TYPE_FLOAT && repeated && d->quantifier_offset == f->pb_n_off;
+    case MSG_FIELD_U32S: return d->type == PROTOBUF_C_TYPE_UINT32 && repeated && d->quantifier_offset == f->pb_n_off;
+    case MSG_FIELD_STRUCT:
+        return d->type == PROTOBUF_C_TYPE_MESSAGE && !repeated && d->descriptor == f->sub->pb_descriptor;
+    case MSG_FIELD_STRUCTS:
+        return d->type == PROTOBUF_C_TYPE_MESSAGE && repeated && d->quantifier_offset == f->pb_n_off &&
+               d->descriptor == f->sub->pb_descriptor;
+    }
+    return 0;
+}
+
+/* Table t against its protobuf-c descriptor, sub-messages included. */
+static int s_check_table(const msg_struct_t *t, char *err, size_t err_len) {
+    const ProtobufCMessageDescriptor *md = t->pb_descriptor;
+    if (md->sizeof_message != t->pb_size) {
+        snprintf(err, err_len, "%s: the table is not of %s", t->name, md->name);
+        return -1;
+    }
+    for (unsigned i = 0; i < md->n_fields; i++) {
+        const ProtobufCFieldDescriptor *d = &md->fields[i];
+        const msg_field_t *row = NULL;
+        for (size_t j = 0; j < t->n_fields; j++)
+            if (strcmp(t->fields[j].name, d->name) == 0) {
+                if (row) {
+                    snprintf(err, err_len, "%s.%s: two rows", t->name, d->name);
+                    return -1;
+                }
+                row = &t->fields[j];
+            }
+        if (!row) {
+            snprintf(err, err_len, "%s.%s (field %u of %s): no row in proto/msg_fields.c", t->name, d->name, d->id,
+                     md->name);
+            return -1;
+        }
+        if (row->pb_off != d->offset || !s_kind_matches(row, d)) {
+            snprintf(err, err_len, "%s.%s: the row's kind or place is not the wire field's", t->name, d->name);
+            return -1;
+        }
+        if ((row->kind == MSG_FIELD_STRUCT || row->kind == MSG_FIELD_STRUCTS) &&
+            s_check_table(row->sub, err, err_len) < 0)
+            return -1;
+    }
+    if (md->n_fields != t->n_fields) { /* each wire field has its row: the rest are extra */
+        snprintf(err, err_len, "%s (%s): the wire has %u fields, the table %zu rows", t->name, md->name,
+                 md->n_fields, t->n_fields);
+        return -1;
+    }
+    return 0;
+}
+
+int msg_fields_check(char *err, size_t err_len) {
+    int n_bodies = 0;
+    for (int t = MSG_NONE + 1; t < MSG_TYPE_COUNT; t++) {
+        const msg_struct_t *b = &s_bodies[t];
+        if (!b->pb_descriptor) {
+            snprintf(err, err_len, "message type %d: no table", t);
+            return -1;
+        }
+        if (s_check_table(b, err, err_len) < 0) return -1;
+        if (msg_fields_type_of_case(b->body_case) != (msg_type_t)t) {
+            snprintf(err, err_len, "%s: Envelope case %d belongs to another body", b->name, b->body_case);
+            return -1;
+        }
+        n_bodies++;
+    }
+    /* every oneof member of the Envelope has a body */
+    const ProtobufCMessageDescriptor *ed = &kfac__envelope__descriptor;
+    for (unsigned i = 0; i < ed->n_fields; i++) {
+        const ProtobufCFieldDescriptor *d = &ed->fields[i];
+        if (!(d->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) continue;
+        if (msg_fields_type_of_case((int)d->id) == MSG_NONE) {
+            snprintf(err, err_len, "Envelope.%s (case %u): no body in proto/msg_fields.c", d->name, d->id);
+            return -1;
+        }
+        n_bodies--;
+    }
+    if (n_bodies != 0) {
+        snprintf(err, err_len, "the tables have %d bodies more than the Envelope", n_bodies);
+        return -1;
+    }
+    return 0;
 }

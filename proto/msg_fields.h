@@ -93,4 +93,11 @@ const msg_struct_t *msg_fields_body(msg_type_t t);
  * MSG_NONE when this build knows none. */
 msg_type_t msg_fields_type_of_case(int body_case);
 
+/* Every table against protobuf-c's descriptors of proto/kfac.proto: each
+ * wire field has exactly one row, of a matching kind, at the right place
+ * (sub-messages included), and every Envelope body has a table. Returns 0,
+ * or -1 with what is missing in err: a field added to the .proto without
+ * its row fails the unit test that calls this. */
+int msg_fields_check(char *err, size_t err_len);
+
 #endif
