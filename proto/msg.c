@@ -1,9 +1,11 @@
 /* proto/msg.c — encode and decode kfac wire messages (proto/msg.h); the
  * checks of msg_validate() are in proto/msg_validate.c.
  *
- * The only file that sees protobuf-c types. Encoding points the generated
- * structs at the caller's arrays (no copies until protobuf-c packs them with
- * one memcpy per packed float field). Decoding unpacks with an allocator that
+ * With proto/msg_fields.c, the only file that sees protobuf-c types. Encode,
+ * decode and msg_clear() walk each message's field table
+ * (proto/msg_fields.h); no code here names a message field. Encoding
+ * points the generated structs at the caller's arrays (no copies until
+ * protobuf-c packs them with one memcpy per packed float field). Decoding unpacks with an allocator that
  * is plain malloc/free, so the float arrays protobuf-c allocates can be
  * handed to the msg_t as they are (set to NULL in the unpacked message
  * before it is freed): one copy from the wire buffer in all. Strings and the
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "proto/kfac.pb-c.h"
+#include "proto/msg_fields.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -198,79 +201,116 @@ void msg_init(msg_t *m, msg_type_t type, msg_role_t role, uint32_t sender_id) {
     m->sender_id = sender_id;
 }
 
+/* ---- field access ------------------------------------------------------- */
+
+/* The member at byte offset off of a struct, of type T. */
+#define S_AT(p, off, T) ((T *)(void *)((char *)(p) + (off)))
+#define S_CAT(p, off, T) ((const T *)(const void *)((const char *)(p) + (off)))
+
+/* Pointers of any type are moved as bytes: the tables know a member is a
+ * pointer, not to what. */
+static void *s_ptr(const void *p, size_t off) {
+    void *v;
+    memcpy(&v, (const char *)p + off, sizeof v);
+    return v;
+}
+
+static void s_set_ptr(void *p, size_t off, const void *v) {
+    memcpy((char *)p + off, &v, sizeof v);
+}
+
+/* The body of m: every member of msg_t's union starts at the same place. */
+#define S_BODY(m) ((void *)&(m)->hello)
+
 /* ---- encode ------------------------------------------------------------- */
 
-/* protobuf-c wants non-const pointers even for packing; it only reads. */
-#define S_MUT_STR(s) ((char *)((s) ? (s) : ""))
+/* What one encode allocates (sub-messages, their pointer arrays), freed
+ * together; each block is zeroed and aligned for any type. */
+typedef union s_block {
+    union s_block *next;
+    max_align_t align;
+} s_block_t;
 
-/* Temporary protobuf-c view of a msg_stats_t; arrays are malloc'd. */
-typedef struct s_stats_pb {
-    Kfac__FactorStats fs;
-    Kfac__LayerStats *ls;
-    Kfac__LayerStats **lsp;
-    Kfac__Factor *f;
-    Kfac__Factor **fp;
-} s_stats_pb_t;
-
-static void s_stats_pb_free(s_stats_pb_t *t) {
-    free(t->ls);
-    free(t->lsp);
-    free(t->f);
-    free(t->fp);
-    memset(t, 0, sizeof *t);
+static void *s_arena_alloc(s_block_t **arena, size_t n, size_t size) {
+    if (size && n > (SIZE_MAX - sizeof(s_block_t)) / size) return NULL;
+    s_block_t *b = calloc(1, sizeof *b + n * size);
+    if (!b) return NULL;
+    b->next = *arena;
+    *arena = b;
+    return b + 1;
 }
 
-static int s_stats_to_pb(const msg_stats_t *st, s_stats_pb_t *t) {
-    memset(t, 0, sizeof *t);
-    kfac__factor_stats__init(&t->fs);
-    if (st->n_layers == 0) return 0;
-    if (!st->layers) return -EINVAL;
-    size_t n_f = 0;
-    for (size_t l = 0; l < st->n_layers; l++) {
-        if (st->layers[l].n_factors > 0 && !st->layers[l].factors) return -EINVAL;
-        if (st->layers[l].n_factors > SIZE_MAX / 2 - n_f) return -EINVAL;
-        n_f += st->layers[l].n_factors;
+static void s_arena_free(s_block_t **arena) {
+    while (*arena) {
+        s_block_t *next = (*arena)->next;
+        free(*arena);
+        *arena = next;
     }
-    t->ls = calloc(st->n_layers, sizeof *t->ls);
-    t->lsp = calloc(st->n_layers, sizeof *t->lsp);
-    t->f = calloc(n_f ? n_f : 1, sizeof *t->f);
-    t->fp = calloc(n_f ? n_f : 1, sizeof *t->fp);
-    if (!t->ls || !t->lsp || !t->f || !t->fp) {
-        s_stats_pb_free(t);
-        return -ENOMEM;
-    }
-    size_t k = 0;
-    for (size_t l = 0; l < st->n_layers; l++) {
-        const msg_layer_stats_t *src = &st->layers[l];
-        Kfac__LayerStats *dst = &t->ls[l];
-        kfac__layer_stats__init(dst);
-        dst->layer = src->layer;
-        dst->n_factors = src->n_factors;
-        dst->factors = src->n_factors ? &t->fp[k] : NULL;
-        for (size_t j = 0; j < src->n_factors; j++, k++) {
-            const msg_factor_t *sf = &src->factors[j];
-            if (sf->n_data > 0 && !sf->data) {
-                s_stats_pb_free(t);
-                return -EINVAL;
-            }
-            kfac__factor__init(&t->f[k]);
-            t->f[k].kind = (Kfac__FactorKind)sf->kind;
-            t->f[k].n = sf->n;
-            t->f[k].n_blocks = sf->n_blocks;
-            t->f[k].n_data = sf->n_data;
-            t->f[k].data = sf->n_data ? (float *)sf->data : NULL;
-            t->fp[k] = &t->f[k];
+}
+
+/* Fill protobuf-c's struct pb from the C struct src by table t. Arrays and
+ * strings are pointed at, not copied (protobuf-c only reads them; packed
+ * floats go out with one memcpy each). Returns 0, -EINVAL (a NULL array
+ * with a non-zero count) or -ENOMEM. */
+static int s_to_pb(const msg_struct_t *t, const void *src, void *pb, s_block_t **arena) {
+    protobuf_c_message_init(t->pb_descriptor, pb);
+    for (size_t i = 0; i < t->n_fields; i++) {
+        const msg_field_t *f = &t->fields[i];
+        switch (f->kind) {
+        case MSG_FIELD_U32: *S_AT(pb, f->pb_off, uint32_t) = *S_CAT(src, f->off, uint32_t); break;
+        case MSG_FIELD_U64: *S_AT(pb, f->pb_off, uint64_t) = *S_CAT(src, f->off, uint64_t); break;
+        case MSG_FIELD_DOUBLE: *S_AT(pb, f->pb_off, double) = *S_CAT(src, f->off, double); break;
+        case MSG_FIELD_BOOL: *S_AT(pb, f->pb_off, protobuf_c_boolean) = *S_CAT(src, f->off, int) ? 1 : 0; break;
+        case MSG_FIELD_ENUM: *S_AT(pb, f->pb_off, int) = *S_CAT(src, f->off, int); break;
+        case MSG_FIELD_STRING: {
+            const char *s = s_ptr(src, f->off);
+            s_set_ptr(pb, f->pb_off, s ? s : "");
+            break;
         }
-        t->lsp[l] = dst;
+        case MSG_FIELD_FLOATS:
+        case MSG_FIELD_U32S: {
+            size_t n = *S_CAT(src, f->n_off, size_t);
+            const void *p = s_ptr(src, f->off);
+            if (n > 0 && !p) return -EINVAL;
+            *S_AT(pb, f->pb_n_off, size_t) = n;
+            s_set_ptr(pb, f->pb_off, n ? p : NULL);
+            break;
+        }
+        case MSG_FIELD_STRUCT: {
+            const void *s = (const char *)src + f->off;
+            void *sub = NULL;
+            if ((f->flags & MSG_FIELD_ALWAYS) || *S_CAT(s, f->sub->empty_n_off, size_t) != 0) {
+                if (!(sub = s_arena_alloc(arena, 1, f->sub->pb_size))) return -ENOMEM;
+                int rc = s_to_pb(f->sub, s, sub, arena);
+                if (rc < 0) return rc;
+            }
+            s_set_ptr(pb, f->pb_off, sub);
+            break;
+        }
+        case MSG_FIELD_STRUCTS: {
+            size_t n = *S_CAT(src, f->n_off, size_t);
+            const char *arr = s_ptr(src, f->off);
+            if (n > 0 && !arr) return -EINVAL;
+            char *subs = NULL;
+            void **ptrs = NULL;
+            if (n > 0) {
+                subs = s_arena_alloc(arena, n, f->sub->pb_size);
+                ptrs = s_arena_alloc(arena, n, sizeof *ptrs);
+                if (!subs || !ptrs) return -ENOMEM;
+            }
+            for (size_t j = 0; j < n; j++) {
+                ptrs[j] = subs + j * f->sub->pb_size;
+                int rc = s_to_pb(f->sub, arr + j * f->sub->size, ptrs[j], arena);
+                if (rc < 0) return rc;
+            }
+            *S_AT(pb, f->pb_n_off, size_t) = n;
+            s_set_ptr(pb, f->pb_off, ptrs);
+            break;
+        }
+        }
     }
-    t->fs.n_layers = st->n_layers;
-    t->fs.layers = t->lsp;
     return 0;
 }
-
-/* A float array may be NULL only when its count is 0. */
-#define S_ARR_OK(p, n) ((n) == 0 || (p) != NULL)
-#define S_ARR(p, n) ((n) ? (float *)(p) : NULL)
 
 /* msg_encode (into == NULL: a new malloc'd *buf) and msg_encode_to (into
  * the caller's `into`, cap bytes). */
@@ -278,199 +318,24 @@ static int s_encode(const msg_t *m, uint8_t **buf, uint8_t *into, size_t cap, si
     if (!m || (!buf && !into) || !len) return -EINVAL;
     if (buf) *buf = NULL;
     *len = 0;
+    const msg_struct_t *t = msg_fields_body(m->type);
+    if (!t) return -EINVAL;
 
     Kfac__Envelope env = KFAC__ENVELOPE__INIT;
     env.protocol_version = m->protocol_version;
     env.role = (Kfac__Role)m->role;
     env.sender_id = m->sender_id;
-
-    /* All bodies live here; only the one selected is used. */
-    Kfac__Hello hello = KFAC__HELLO__INIT;
-    Kfac__Welcome welcome = KFAC__WELCOME__INIT;
-    Kfac__Refuse refuse = KFAC__REFUSE__INIT;
-    Kfac__GetParams get_params = KFAC__GET_PARAMS__INIT;
-    Kfac__Params params = KFAC__PARAMS__INIT;
-    Kfac__GradPush grad_push = KFAC__GRAD_PUSH__INIT;
-    Kfac__StatsPush stats_push = KFAC__STATS_PUSH__INIT;
-    Kfac__JobRequest job_request = KFAC__JOB_REQUEST__INIT;
-    Kfac__Job job = KFAC__JOB__INIT;
-    Kfac__JobResult job_result = KFAC__JOB_RESULT__INIT;
-    Kfac__Heartbeat heartbeat = KFAC__HEARTBEAT__INIT;
-    Kfac__Error error = KFAC__ERROR__INIT;
-    Kfac__Bye bye = KFAC__BYE__INIT;
-    Kfac__Shutdown shutdown = KFAC__SHUTDOWN__INIT;
-    s_stats_pb_t stats;
-    memset(&stats, 0, sizeof stats);
-    Kfac__FactoredGrad *fg = NULL, **fgp = NULL;
-    int rc = 0;
-
-    switch (m->type) {
-    case MSG_HELLO:
-        hello.build_id = S_MUT_STR(m->hello.build_id);
-        hello.host = S_MUT_STR(m->hello.host);
-        hello.pid = m->hello.pid;
-        env.body_case = KFAC__ENVELOPE__BODY_HELLO;
-        env.hello = &hello;
-        break;
-    case MSG_WELCOME:
-        welcome.model_text = S_MUT_STR(m->welcome.model_text);
-        welcome.config_text = S_MUT_STR(m->welcome.config_text);
-        welcome.params_version = m->welcome.params_version;
-        welcome.n_params = m->welcome.n_params;
-        welcome.n_state = m->welcome.n_state;
-        welcome.rank = m->welcome.rank;
-        welcome.n_ranks = m->welcome.n_ranks;
-        welcome.assigned_id = m->welcome.assigned_id;
-        env.body_case = KFAC__ENVELOPE__BODY_WELCOME;
-        env.welcome = &welcome;
-        break;
-    case MSG_REFUSE:
-        refuse.reason = S_MUT_STR(m->refuse.text);
-        env.body_case = KFAC__ENVELOPE__BODY_REFUSE;
-        env.refuse = &refuse;
-        break;
-    case MSG_GET_PARAMS:
-        get_params.min_version = m->get_params.min_version;
-        env.body_case = KFAC__ENVELOPE__BODY_GET_PARAMS;
-        env.get_params = &get_params;
-        break;
-    case MSG_PARAMS:
-        if (!S_ARR_OK(m->params.params, m->params.n_params) ||
-            !S_ARR_OK(m->params.state, m->params.n_state))
-            return -EINVAL;
-        params.version = m->params.version;
-        params.n_params = m->params.n_params;
-        params.params = S_ARR(m->params.params, m->params.n_params);
-        params.n_state = m->params.n_state;
-        params.state = S_ARR(m->params.state, m->params.n_state);
-        params.want_stats = m->params.want_stats ? 1 : 0;
-        if (m->params.n_stats_layers && !m->params.stats_layers) return -EINVAL;
-        params.n_stats_layers = m->params.n_stats_layers;
-        params.stats_layers = m->params.n_stats_layers ? (uint32_t *)m->params.stats_layers : NULL;
-        env.body_case = KFAC__ENVELOPE__BODY_PARAMS;
-        env.params = &params;
-        break;
-    case MSG_GRAD_PUSH:
-        if (!S_ARR_OK(m->grad_push.grad, m->grad_push.n_grad) ||
-            !S_ARR_OK(m->grad_push.state, m->grad_push.n_state))
-            return -EINVAL;
-        grad_push.version = m->grad_push.version;
-        grad_push.loss = m->grad_push.loss;
-        grad_push.n_examples = m->grad_push.n_examples;
-        grad_push.n_correct = m->grad_push.n_correct;
-        grad_push.n_grad = m->grad_push.n_grad;
-        grad_push.grad = S_ARR(m->grad_push.grad, m->grad_push.n_grad);
-        grad_push.n_state = m->grad_push.n_state;
-        grad_push.state = S_ARR(m->grad_push.state, m->grad_push.n_state);
-        grad_push.compute_ms = m->grad_push.compute_ms;
-        if (m->grad_push.n_lowrank > 0) {
-            const msg_lowrank_t *lr = m->grad_push.lowrank;
-            if (!lr) return -EINVAL;
-            for (size_t i = 0; i < m->grad_push.n_lowrank; i++)
-                if (!S_ARR_OK(lr[i].d, lr[i].n_d) || !S_ARR_OK(lr[i].x, lr[i].n_x)) return -EINVAL;
-            fg = calloc(m->grad_push.n_lowrank, sizeof *fg);
-            fgp = calloc(m->grad_push.n_lowrank, sizeof *fgp);
-            if (!fg || !fgp) {
-                rc = -ENOMEM;
-                goto cleanup;
-            }
-            for (size_t i = 0; i < m->grad_push.n_lowrank; i++) {
-                kfac__factored_grad__init(&fg[i]);
-                fg[i].layer = lr[i].layer;
-                fg[i].n_rows = lr[i].n_rows;
-                fg[i].n_d = lr[i].n_d;
-                fg[i].d = S_ARR(lr[i].d, lr[i].n_d);
-                fg[i].n_x = lr[i].n_x;
-                fg[i].x = S_ARR(lr[i].x, lr[i].n_x);
-                fgp[i] = &fg[i];
-            }
-            grad_push.n_factored = m->grad_push.n_lowrank;
-            grad_push.factored = fgp;
-        }
-        if (m->grad_push.stats.n_layers > 0) {
-            if ((rc = s_stats_to_pb(&m->grad_push.stats, &stats)) < 0) goto cleanup;
-            grad_push.stats = &stats.fs;
-        }
-        env.body_case = KFAC__ENVELOPE__BODY_GRAD_PUSH;
-        env.grad_push = &grad_push;
-        break;
-    case MSG_STATS_PUSH:
-        stats_push.params_version = m->stats_push.params_version;
-        stats_push.n_examples = m->stats_push.n_examples;
-        stats_push.compute_ms = m->stats_push.compute_ms;
-        if ((rc = s_stats_to_pb(&m->stats_push.stats, &stats)) < 0) return rc;
-        stats_push.stats = &stats.fs;
-        env.body_case = KFAC__ENVELOPE__BODY_STATS_PUSH;
-        env.stats_push = &stats_push;
-        break;
-    case MSG_JOB_REQUEST:
-        job_request.max_n = m->job_request.max_n;
-        env.body_case = KFAC__ENVELOPE__BODY_JOB_REQUEST;
-        env.job_request = &job_request;
-        break;
-    case MSG_JOB:
-        if (!S_ARR_OK(m->job.packed, m->job.n_packed)) return -EINVAL;
-        job.job_id = m->job.job_id;
-        job.layer = m->job.layer;
-        job.factor = m->job.factor;
-        job.factor_version = m->job.factor_version;
-        job.method = (Kfac__InvertMethod)m->job.method;
-        job.damping = m->job.damping;
-        job.n = m->job.n;
-        job.n_packed = m->job.n_packed;
-        job.packed = S_ARR(m->job.packed, m->job.n_packed);
-        env.body_case = KFAC__ENVELOPE__BODY_JOB;
-        env.job = &job;
-        break;
-    case MSG_JOB_RESULT: {
-        const msg_job_result_t *r = &m->job_result;
-        if (!S_ARR_OK(r->inverse, r->n_inverse) || !S_ARR_OK(r->eigvecs, r->n_eigvecs) ||
-            !S_ARR_OK(r->eigvals, r->n_eigvals))
-            return -EINVAL;
-        job_result.job_id = r->job_id;
-        job_result.layer = r->layer;
-        job_result.factor = r->factor;
-        job_result.factor_version = r->factor_version;
-        job_result.method = (Kfac__InvertMethod)r->method;
-        job_result.n = r->n;
-        job_result.damping = r->damping;
-        job_result.compute_ms = r->compute_ms;
-        job_result.n_inverse = r->n_inverse;
-        job_result.inverse = S_ARR(r->inverse, r->n_inverse);
-        job_result.n_eigvecs = r->n_eigvecs;
-        job_result.eigvecs = S_ARR(r->eigvecs, r->n_eigvecs);
-        job_result.n_eigvals = r->n_eigvals;
-        job_result.eigvals = S_ARR(r->eigvals, r->n_eigvals);
-        job_result.error = S_MUT_STR(r->error);
-        env.body_case = KFAC__ENVELOPE__BODY_JOB_RESULT;
-        env.job_result = &job_result;
-        break;
-    }
-    case MSG_HEARTBEAT:
-        heartbeat.mono_ns = m->heartbeat.mono_ns;
-        heartbeat.echo_ns = m->heartbeat.echo_ns;
-        env.body_case = KFAC__ENVELOPE__BODY_HEARTBEAT;
-        env.heartbeat = &heartbeat;
-        break;
-    case MSG_ERROR:
-        error.code = (Kfac__ErrorCode)m->error.code;
-        error.text = S_MUT_STR(m->error.text);
-        env.body_case = KFAC__ENVELOPE__BODY_ERROR;
-        env.error = &error;
-        break;
-    case MSG_BYE:
-        bye.reason = S_MUT_STR(m->bye.text);
-        env.body_case = KFAC__ENVELOPE__BODY_BYE;
-        env.bye = &bye;
-        break;
-    case MSG_SHUTDOWN:
-        shutdown.reason = S_MUT_STR(m->shutdown.text);
-        env.body_case = KFAC__ENVELOPE__BODY_SHUTDOWN;
-        env.shutdown = &shutdown;
-        break;
-    default:
-        return -EINVAL;
-    }
+    /* The body on the stack (every body fits; the arena takes a larger one). */
+    union {
+        max_align_t align;
+        unsigned char bytes[512];
+    } local;
+    s_block_t *arena = NULL;
+    void *body = t->pb_size <= sizeof local ? (void *)&local : s_arena_alloc(&arena, 1, t->pb_size);
+    int rc = body ? s_to_pb(t, S_BODY(m), body, &arena) : -ENOMEM;
+    if (rc < 0) goto cleanup;
+    env.body_case = (Kfac__Envelope__BodyCase)t->body_case;
+    s_set_ptr(&env, t->env_off, body);
 
     size_t size = kfac__envelope__get_packed_size(&env);
     if (into && size > cap) {
@@ -492,9 +357,7 @@ static int s_encode(const msg_t *m, uint8_t **buf, uint8_t *into, size_t cap, si
     if (buf) *buf = out;
     *len = size;
 cleanup:
-    s_stats_pb_free(&stats);
-    free(fg);
-    free(fgp);
+    s_arena_free(&arena);
     return rc;
 }
 
@@ -510,63 +373,63 @@ int msg_encode_to(const msg_t *m, uint8_t *buf, size_t cap, size_t *len) {
 
 /* ---- decode ------------------------------------------------------------- */
 
-/* Move a float array from the unpacked message to the msg_t. */
-static void s_take(float **dst, size_t *n_dst, float **src, size_t *n_src) {
-    if (*n_src == 0) {
-        *dst = NULL;
-        *n_dst = 0;
-        return; /* a zero-length allocation, if any, stays with protobuf-c */
-    }
-    *dst = *src;
-    *n_dst = *n_src;
-    *src = NULL;
-    *n_src = 0;
-}
-
-static void s_stats_clear(msg_stats_t *st) {
-    if (!st->layers) return;
-    for (size_t l = 0; l < st->n_layers; l++) {
-        msg_layer_stats_t *ls = &st->layers[l];
-        if (!ls->factors) continue;
-        for (size_t f = 0; f < ls->n_factors; f++) free(ls->factors[f].data);
-        free(ls->factors);
-    }
-    free(st->layers);
-    st->layers = NULL;
-    st->n_layers = 0;
-}
-
-static int s_stats_from_pb(Kfac__FactorStats *fs, msg_stats_t *st) {
-    memset(st, 0, sizeof *st);
-    if (!fs || fs->n_layers == 0) return 0;
-    st->layers = calloc(fs->n_layers, sizeof *st->layers);
-    if (!st->layers) return -ENOMEM;
-    st->n_layers = fs->n_layers;
-    for (size_t l = 0; l < fs->n_layers; l++) {
-        Kfac__LayerStats *src = fs->layers[l];
-        msg_layer_stats_t *dst = &st->layers[l];
-        if (!src) continue;
-        dst->layer = src->layer;
-        if (src->n_factors == 0) continue;
-        dst->factors = calloc(src->n_factors, sizeof *dst->factors);
-        if (!dst->factors) return -ENOMEM;
-        dst->n_factors = src->n_factors;
-        for (size_t f = 0; f < src->n_factors; f++) {
-            Kfac__Factor *sf = src->factors[f];
-            msg_factor_t *df = &dst->factors[f];
-            if (!sf) continue;
-            df->kind = (msg_factor_kind_t)sf->kind;
-            df->n = sf->n;
-            df->n_blocks = sf->n_blocks ? sf->n_blocks : 1;
-            s_take(&df->data, &df->n_data, &sf->data, &sf->n_data);
+/* Fill the zeroed C struct dst from protobuf-c's struct pb by table t.
+ * Strings are copied; arrays move (pb's pointer is set to NULL, so freeing
+ * the unpacked message leaves them). A count is set only with its array,
+ * so a partial dst (-ENOMEM) is still freed right by s_clear(). */
+static int s_from_pb(const msg_struct_t *t, void *pb, void *dst) {
+    for (size_t i = 0; i < t->n_fields; i++) {
+        const msg_field_t *f = &t->fields[i];
+        switch (f->kind) {
+        case MSG_FIELD_U32: {
+            uint32_t v = *S_CAT(pb, f->pb_off, uint32_t);
+            *S_AT(dst, f->off, uint32_t) = (v == 0 && (f->flags & MSG_FIELD_ZERO_IS_ONE)) ? 1 : v;
+            break;
+        }
+        case MSG_FIELD_U64: *S_AT(dst, f->off, uint64_t) = *S_CAT(pb, f->pb_off, uint64_t); break;
+        case MSG_FIELD_DOUBLE: *S_AT(dst, f->off, double) = *S_CAT(pb, f->pb_off, double); break;
+        case MSG_FIELD_BOOL: *S_AT(dst, f->off, int) = *S_CAT(pb, f->pb_off, protobuf_c_boolean) ? 1 : 0; break;
+        case MSG_FIELD_ENUM: *S_AT(dst, f->off, int) = *S_CAT(pb, f->pb_off, int); break;
+        case MSG_FIELD_STRING: {
+            char *s = s_strdup(s_ptr(pb, f->pb_off));
+            if (!s) return -ENOMEM;
+            s_set_ptr(dst, f->off, s);
+            break;
+        }
+        case MSG_FIELD_FLOATS:
+        case MSG_FIELD_U32S: {
+            size_t n = *S_CAT(pb, f->pb_n_off, size_t);
+            if (n == 0) break; /* a zero-length allocation, if any, stays with protobuf-c */
+            s_set_ptr(dst, f->off, s_ptr(pb, f->pb_off));
+            *S_AT(dst, f->n_off, size_t) = n;
+            s_set_ptr(pb, f->pb_off, NULL);
+            *S_AT(pb, f->pb_n_off, size_t) = 0;
+            break;
+        }
+        case MSG_FIELD_STRUCT: {
+            void *sub = s_ptr(pb, f->pb_off);
+            int rc = sub ? s_from_pb(f->sub, sub, (char *)dst + f->off) : 0;
+            if (rc < 0) return rc;
+            break;
+        }
+        case MSG_FIELD_STRUCTS: {
+            size_t n = *S_CAT(pb, f->pb_n_off, size_t);
+            if (n == 0) break;
+            const char *subs = s_ptr(pb, f->pb_off);
+            char *arr = calloc(n, f->sub->size);
+            if (!arr) return -ENOMEM;
+            s_set_ptr(dst, f->off, arr);
+            *S_AT(dst, f->n_off, size_t) = n;
+            for (size_t j = 0; j < n; j++) {
+                void *sub = s_ptr(subs, j * sizeof(void *));
+                int rc = sub ? s_from_pb(f->sub, sub, arr + j * f->sub->size) : 0;
+                if (rc < 0) return rc;
+            }
+            break;
+        }
         }
     }
     return 0;
-}
-
-static int s_dup(char **dst, const char *src) {
-    *dst = s_strdup(src);
-    return *dst ? 0 : -ENOMEM;
 }
 
 int msg_decode(const uint8_t *buf, size_t len, msg_t *out, char *err, size_t err_len) {
@@ -582,153 +445,18 @@ int msg_decode(const uint8_t *buf, size_t len, msg_t *out, char *err, size_t err
     out->protocol_version = env->protocol_version;
     out->role = (msg_role_t)env->role;
     out->sender_id = env->sender_id;
+    out->type = msg_fields_type_of_case((int)env->body_case);
+    const msg_struct_t *t = msg_fields_body(out->type);
+    void *body = t ? s_ptr(env, t->env_off) : NULL;
     int rc = 0;
-
-    switch (env->body_case) {
-    case KFAC__ENVELOPE__BODY_HELLO: {
-        Kfac__Hello *b = env->hello;
-        out->type = MSG_HELLO;
-        out->hello.pid = b->pid;
-        if ((rc = s_dup(&out->hello.build_id, b->build_id)) < 0) break;
-        rc = s_dup(&out->hello.host, b->host);
-        break;
-    }
-    case KFAC__ENVELOPE__BODY_WELCOME: {
-        Kfac__Welcome *b = env->welcome;
-        out->type = MSG_WELCOME;
-        out->welcome.params_version = b->params_version;
-        out->welcome.n_params = b->n_params;
-        out->welcome.n_state = b->n_state;
-        out->welcome.rank = b->rank;
-        out->welcome.n_ranks = b->n_ranks;
-        out->welcome.assigned_id = b->assigned_id;
-        if ((rc = s_dup(&out->welcome.model_text, b->model_text)) < 0) break;
-        rc = s_dup(&out->welcome.config_text, b->config_text);
-        break;
-    }
-    case KFAC__ENVELOPE__BODY_REFUSE:
-        out->type = MSG_REFUSE;
-        rc = s_dup(&out->refuse.text, env->refuse->reason);
-        break;
-    case KFAC__ENVELOPE__BODY_GET_PARAMS:
-        out->type = MSG_GET_PARAMS;
-        out->get_params.min_version = env->get_params->min_version;
-        break;
-    case KFAC__ENVELOPE__BODY_PARAMS: {
-        Kfac__Params *b = env->params;
-        out->type = MSG_PARAMS;
-        out->params.version = b->version;
-        out->params.want_stats = b->want_stats ? 1 : 0;
-        s_take(&out->params.params, &out->params.n_params, &b->params, &b->n_params);
-        s_take(&out->params.state, &out->params.n_state, &b->state, &b->n_state);
-        if (b->n_stats_layers) { /* moved like the float arrays */
-            out->params.stats_layers = b->stats_layers;
-            out->params.n_stats_layers = b->n_stats_layers;
-            b->stats_layers = NULL;
-            b->n_stats_layers = 0;
-        }
-        break;
-    }
-    case KFAC__ENVELOPE__BODY_GRAD_PUSH: {
-        Kfac__GradPush *b = env->grad_push;
-        out->type = MSG_GRAD_PUSH;
-        out->grad_push.version = b->version;
-        out->grad_push.loss = b->loss;
-        out->grad_push.n_examples = b->n_examples;
-        out->grad_push.n_correct = b->n_correct;
-        out->grad_push.compute_ms = b->compute_ms;
-        s_take(&out->grad_push.grad, &out->grad_push.n_grad, &b->grad, &b->n_grad);
-        s_take(&out->grad_push.state, &out->grad_push.n_state, &b->state, &b->n_state);
-        if (b->n_factored > 0) {
-            out->grad_push.lowrank = calloc(b->n_factored, sizeof *out->grad_push.lowrank);
-            if (!out->grad_push.lowrank) {
-                rc = -ENOMEM;
-            } else {
-                out->grad_push.n_lowrank = b->n_factored;
-                for (size_t i = 0; i < b->n_factored; i++) {
-                    Kfac__FactoredGrad *f = b->factored[i];
-                    msg_lowrank_t *d = &out->grad_push.lowrank[i];
-                    if (!f) continue;
-                    d->layer = f->layer;
-                    d->n_rows = f->n_rows;
-                    s_take(&d->d, &d->n_d, &f->d, &f->n_d);
-                    s_take(&d->x, &d->n_x, &f->x, &f->n_x);
-                }
-            }
-        }
-        if (rc < 0) break;
-        rc = s_stats_from_pb(b->stats, &out->grad_push.stats);
-        break;
-    }
-    case KFAC__ENVELOPE__BODY_STATS_PUSH: {
-        Kfac__StatsPush *b = env->stats_push;
-        out->type = MSG_STATS_PUSH;
-        out->stats_push.params_version = b->params_version;
-        out->stats_push.n_examples = b->n_examples;
-        out->stats_push.compute_ms = b->compute_ms;
-        rc = s_stats_from_pb(b->stats, &out->stats_push.stats);
-        break;
-    }
-    case KFAC__ENVELOPE__BODY_JOB_REQUEST:
-        out->type = MSG_JOB_REQUEST;
-        out->job_request.max_n = env->job_request->max_n;
-        break;
-    case KFAC__ENVELOPE__BODY_JOB: {
-        Kfac__Job *b = env->job;
-        out->type = MSG_JOB;
-        out->job.job_id = b->job_id;
-        out->job.layer = b->layer;
-        out->job.factor = b->factor;
-        out->job.factor_version = b->factor_version;
-        out->job.method = (msg_method_t)b->method;
-        out->job.damping = b->damping;
-        out->job.n = b->n;
-        s_take(&out->job.packed, &out->job.n_packed, &b->packed, &b->n_packed);
-        break;
-    }
-    case KFAC__ENVELOPE__BODY_JOB_RESULT: {
-        Kfac__JobResult *b = env->job_result;
-        msg_job_result_t *r = &out->job_result;
-        out->type = MSG_JOB_RESULT;
-        r->job_id = b->job_id;
-        r->layer = b->layer;
-        r->factor = b->factor;
-        r->factor_version = b->factor_version;
-        r->method = (msg_method_t)b->method;
-        r->n = b->n;
-        r->damping = b->damping;
-        r->compute_ms = b->compute_ms;
-        s_take(&r->inverse, &r->n_inverse, &b->inverse, &b->n_inverse);
-        s_take(&r->eigvecs, &r->n_eigvecs, &b->eigvecs, &b->n_eigvecs);
-        s_take(&r->eigvals, &r->n_eigvals, &b->eigvals, &b->n_eigvals);
-        rc = s_dup(&r->error, b->error);
-        break;
-    }
-    case KFAC__ENVELOPE__BODY_HEARTBEAT:
-        out->type = MSG_HEARTBEAT;
-        out->heartbeat.mono_ns = env->heartbeat->mono_ns;
-        out->heartbeat.echo_ns = env->heartbeat->echo_ns;
-        break;
-    case KFAC__ENVELOPE__BODY_ERROR:
-        out->type = MSG_ERROR;
-        out->error.code = (msg_error_code_t)env->error->code;
-        rc = s_dup(&out->error.text, env->error->text);
-        break;
-    case KFAC__ENVELOPE__BODY_BYE:
-        out->type = MSG_BYE;
-        rc = s_dup(&out->bye.text, env->bye->reason);
-        break;
-    case KFAC__ENVELOPE__BODY_SHUTDOWN:
-        out->type = MSG_SHUTDOWN;
-        rc = s_dup(&out->shutdown.text, env->shutdown->reason);
-        break;
-    default:
+    if (!t || !body) {
         out->type = MSG_NONE;
         s_err(err, err_len, "message from %s %" PRIu32 " (protocol version %" PRIu32
               ") has no body this build knows",
               msg_role_name(out->role), out->sender_id, out->protocol_version);
         rc = -EPROTO;
-        break;
+    } else {
+        rc = s_from_pb(t, body, S_BODY(out));
     }
     kfac__envelope__free_unpacked(env, &alloc);
     if (rc == -ENOMEM) {
@@ -743,50 +471,30 @@ int msg_decode(const uint8_t *buf, size_t len, msg_t *out, char *err, size_t err
     return rc;
 }
 
+/* Free what the C struct s owns by table t (strings, arrays, sub-structs). */
+static void s_clear(const msg_struct_t *t, void *s) {
+    for (size_t i = 0; i < t->n_fields; i++) {
+        const msg_field_t *f = &t->fields[i];
+        switch (f->kind) {
+        case MSG_FIELD_STRING:
+        case MSG_FIELD_FLOATS:
+        case MSG_FIELD_U32S: free(s_ptr(s, f->off)); break;
+        case MSG_FIELD_STRUCT: s_clear(f->sub, (char *)s + f->off); break;
+        case MSG_FIELD_STRUCTS: {
+            char *arr = s_ptr(s, f->off);
+            size_t n = *S_CAT(s, f->n_off, size_t);
+            for (size_t j = 0; arr && j < n; j++) s_clear(f->sub, arr + j * f->sub->size);
+            free(arr);
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
 void msg_clear(msg_t *m) {
     if (!m) return;
-    switch (m->type) {
-    case MSG_HELLO:
-        free(m->hello.build_id);
-        free(m->hello.host);
-        break;
-    case MSG_WELCOME:
-        free(m->welcome.model_text);
-        free(m->welcome.config_text);
-        break;
-    case MSG_REFUSE: free(m->refuse.text); break;
-    case MSG_BYE: free(m->bye.text); break;
-    case MSG_SHUTDOWN: free(m->shutdown.text); break;
-    case MSG_ERROR: free(m->error.text); break;
-    case MSG_PARAMS:
-        free(m->params.params);
-        free(m->params.state);
-        free(m->params.stats_layers);
-        break;
-    case MSG_GRAD_PUSH:
-        free(m->grad_push.grad);
-        free(m->grad_push.state);
-        for (size_t i = 0; m->grad_push.lowrank && i < m->grad_push.n_lowrank; i++) {
-            free(m->grad_push.lowrank[i].d);
-            free(m->grad_push.lowrank[i].x);
-        }
-        free(m->grad_push.lowrank);
-        s_stats_clear(&m->grad_push.stats);
-        break;
-    case MSG_STATS_PUSH:
-        s_stats_clear(&m->stats_push.stats);
-        break;
-    case MSG_JOB:
-        free(m->job.packed);
-        break;
-    case MSG_JOB_RESULT:
-        free(m->job_result.inverse);
-        free(m->job_result.eigvecs);
-        free(m->job_result.eigvals);
-        free(m->job_result.error);
-        break;
-    default:
-        break;
-    }
+    const msg_struct_t *t = msg_fields_body(m->type);
+    if (t) s_clear(t, S_BODY(m));
     memset(m, 0, sizeof *m);
 }

@@ -1,6 +1,7 @@
 /* proto/msg.h — the kfac wire messages as plain C structs, with encode,
- * decode and validation. protobuf-c types stay inside proto/msg.c; daemons
- * see only what is declared here. The wire format is proto/kfac.proto and
+ * decode and validation. protobuf-c types stay inside proto/msg.c and
+ * proto/msg_fields.c (each message's field table, which drives encode,
+ * decode and the per-field checks); daemons see only what is declared here. The wire format is proto/kfac.proto and
  * docs/protocol.md describes every message.
  *
  * Conventions

@@ -3,8 +3,15 @@
  * array lengths against the sizes sent with them and against the model,
  * limits, NaN/Inf in every float, string lengths. Error messages name the
  * field ("stats_push.stats.layers[0].factors[1].data[7] is NaN").
+ *
+ * Each message is checked in two passes: every field's own check, as its
+ * row in proto/msg_fields.c says (finite, >= 0, ranges, limits, enums,
+ * string lengths), then the message's rule below for what involves several
+ * fields or the model (array lengths against n or the model, statistics,
+ * factored gradients, a job's target).
  */
 #include "proto/msg.h"
+#include "proto/msg_fields.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -73,28 +80,6 @@ static int s_check_floats(const char *field, const float *x, size_t n, uint64_t 
     return 0;
 }
 
-static int s_check_string(const char *field, const char *s, size_t max, char *err, size_t err_len) {
-    if (!s) return 0;
-    size_t n = strnlen(s, max + 1);
-    if (n > max) {
-        s_err(err, err_len, "%s: longer than the limit of %zu bytes", field, max);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int s_check_scalar(const char *field, double v, int nonneg, char *err, size_t err_len) {
-    if (!isfinite(v)) {
-        s_err(err, err_len, "%s is %s", field, isnan(v) ? "NaN" : "Inf");
-        return -EINVAL;
-    }
-    if (nonneg && v < 0) {
-        s_err(err, err_len, "%s is negative (%g)", field, v);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 /* The diagonal of a second-moment matrix (a mean of outer products) is a
  * mean of squares, so it is >= 0 exactly in floating point; a negative one
  * means a wrong layout or garbage. data holds n_blocks packed triangles. */
@@ -115,14 +100,6 @@ static int s_check_diagonal(const char *field, const float *data, uint32_t n, ui
                 return -EINVAL;
             }
         }
-    }
-    return 0;
-}
-
-static int s_check_method(const char *field, msg_method_t method, char *err, size_t err_len) {
-    if (method != MSG_METHOD_CHOLESKY && method != MSG_METHOD_EIGEN) {
-        s_err(err, err_len, "%s: unknown inversion method %d", field, (int)method);
-        return -EINVAL;
     }
     return 0;
 }
@@ -406,6 +383,185 @@ static int s_check_lowrank(const msg_grad_push_t *g, const msg_limits_t *lim, ch
     return s_check_floats(field, g->grad, g->n_grad, 1, expect, lim, err, err_len);
 }
 
+/* ---- one field on its own (its row's check) ----------------------------- */
+
+#define S_CAT(p, off, T) ((const T *)(const void *)((const char *)(p) + (off)))
+
+static const void *s_ptr(const void *p, size_t off) {
+    const void *v;
+    memcpy(&v, (const char *)p + off, sizeof v);
+    return v;
+}
+
+/* Row f's check of body (table t); the error names "<body>.<field>". */
+static int s_check_field(const msg_struct_t *t, const msg_field_t *f, const void *body, const msg_limits_t *lim,
+                         char *err, size_t err_len) {
+    switch (f->check) {
+    case MSG_CHECK_FINITE:
+    case MSG_CHECK_NONNEG: {
+        double v = *S_CAT(body, f->off, double);
+        if (!isfinite(v)) {
+            s_err(err, err_len, "%s.%s is %s", t->name, f->name, isnan(v) ? "NaN" : "Inf");
+            return -EINVAL;
+        }
+        if (f->check == MSG_CHECK_NONNEG && v < 0) {
+            s_err(err, err_len, "%s.%s is negative (%g)", t->name, f->name, v);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    case MSG_CHECK_RANGE: {
+        uint64_t v = f->kind == MSG_FIELD_U64 ? *S_CAT(body, f->off, uint64_t) : *S_CAT(body, f->off, uint32_t);
+        if (v >= f->min && (!f->limit_floats || v <= lim->max_floats)) return 0;
+        if (!f->limit_floats)
+            s_err(err, err_len, "%s.%s must be at least %" PRIu32, t->name, f->name, f->min);
+        else if (f->min > 0)
+            s_err(err, err_len, "%s.%s: %" PRIu64 " is not in %" PRIu32 "..%" PRIu64, t->name, f->name, v, f->min,
+                  lim->max_floats);
+        else
+            s_err(err, err_len, "%s.%s: %" PRIu64 " is over the limit of %" PRIu64, t->name, f->name, v,
+                  lim->max_floats);
+        return -EINVAL;
+    }
+    case MSG_CHECK_N: return s_check_n(t->name, *S_CAT(body, f->off, uint32_t), lim, err, err_len);
+    case MSG_CHECK_ENUM: {
+        int v = *S_CAT(body, f->off, int);
+        if (v >= 1 && v < f->enum_count) return 0;
+        s_err(err, err_len, "%s.%s: unknown %s %d", t->name, f->name, f->enum_noun, v);
+        return -EINVAL;
+    }
+    case MSG_CHECK_STRING:
+    case MSG_CHECK_TEXT: {
+        const char *s = s_ptr(body, f->off);
+        size_t max = f->check == MSG_CHECK_TEXT ? lim->max_text : lim->max_string;
+        if (!s || strnlen(s, max + 1) <= max) return 0;
+        s_err(err, err_len, "%s.%s: longer than the limit of %zu bytes", t->name, f->name, max);
+        return -EINVAL;
+    }
+    case MSG_CHECK_FLOATS: {
+        char name[96];
+        snprintf(name, sizeof name, "%s.%s", t->name, f->name);
+        return s_check_floats(name, s_ptr(body, f->off), *S_CAT(body, f->n_off, size_t), 0, 0, lim, err, err_len);
+    }
+    case MSG_CHECK_NONE:
+    case MSG_CHECK_RULE:
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- each message's rule: what involves several fields or the model ----- */
+
+typedef int (*s_rule_fn)(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len);
+
+static int s_rule_welcome(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
+    (void)lim;
+    const msg_welcome_t *w = &m->welcome;
+    if (w->n_ranks > 0 && w->rank >= w->n_ranks) {
+        s_err(err, err_len, "welcome.rank: %" PRIu32 " is not below n_ranks=%" PRIu32, w->rank, w->n_ranks);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int s_rule_params(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
+    int rc = s_check_params_arrays("params.params", m->params.params, m->params.n_params, "params.state",
+                                   m->params.state, m->params.n_state, lim, err, err_len);
+    return rc < 0 ? rc : s_check_stats_layers(&m->params, lim, err, err_len);
+}
+
+static int s_rule_grad_push(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
+    const msg_grad_push_t *g = &m->grad_push;
+    int rc;
+    if (g->n_correct > g->n_examples) {
+        s_err(err, err_len, "grad_push.n_correct: %" PRIu64 " is more than n_examples=%" PRIu64, g->n_correct,
+              g->n_examples);
+        return -EINVAL;
+    }
+    if (g->n_lowrank > 0) {
+        /* grad leaves out the factored layers' weights; the state as ever */
+        if ((rc = s_check_lowrank(g, lim, err, err_len)) < 0) return rc;
+        if (g->n_state != 0 && g->n_state != lim->model->n_state) {
+            s_err(err, err_len, "grad_push.state: expected %" PRIu64 " floats (or none), got %zu",
+                  lim->model->n_state, g->n_state);
+            return -EINVAL;
+        }
+        if ((rc = s_check_floats("grad_push.state", g->state, g->n_state, 0, 0, lim, err, err_len)) < 0) return rc;
+    } else if ((rc = s_check_params_arrays("grad_push.grad", g->grad, g->n_grad, "grad_push.state", g->state,
+                                           g->n_state, lim, err, err_len)) < 0) {
+        return rc;
+    }
+    return s_check_stats("grad_push.stats", &g->stats, 0, lim, err, err_len);
+}
+
+static int s_rule_stats_push(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
+    return s_check_stats("stats_push.stats", &m->stats_push.stats, 1, lim, err, err_len);
+}
+
+static int s_rule_job(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
+    const msg_job_t *j = &m->job;
+    int rc = s_check_job_target("job", j->layer, j->factor, j->n, lim, err, err_len);
+    if (rc < 0) return rc;
+    uint64_t need = msg_packed_len(j->n);
+    if (j->n_packed != need) {
+        s_err(err, err_len, "job.packed: n=%" PRIu32 " needs %" PRIu64 " floats, got %zu", j->n, need, j->n_packed);
+        return -EINVAL;
+    }
+    if ((rc = s_check_floats("job.packed", j->packed, j->n_packed, need, need, lim, err, err_len)) < 0) return rc;
+    return s_check_diagonal("job.packed", j->packed, j->n, 1, err, err_len);
+}
+
+static int s_rule_job_result(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
+    const msg_job_result_t *r = &m->job_result;
+    int rc = s_check_job_target("job_result", r->layer, r->factor, r->n, lim, err, err_len);
+    if (rc < 0) return rc;
+    int failed = r->error && r->error[0];
+    int chol = r->method == MSG_METHOD_CHOLESKY;
+    uint64_t n = r->n;
+    if (failed) {
+        if (r->n_inverse || r->n_eigvecs || r->n_eigvals) {
+            s_err(err, err_len, "job_result: a failed job carries no data");
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (chol && (r->n_eigvecs || r->n_eigvals)) {
+        s_err(err, err_len, "job_result: a cholesky result carries no eigvecs/eigvals");
+        return -EINVAL;
+    }
+    if (!chol && r->n_inverse) {
+        s_err(err, err_len, "job_result: an eigen result carries no inverse");
+        return -EINVAL;
+    }
+    if (chol) {
+        if (r->n_inverse != msg_packed_len(n)) {
+            s_err(err, err_len, "job_result.inverse: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n,
+                  msg_packed_len(n), r->n_inverse);
+            return -EINVAL;
+        }
+        return s_check_floats("job_result.inverse", r->inverse, r->n_inverse, 1, 0, lim, err, err_len);
+    }
+    if (r->n_eigvecs != n * n) {
+        s_err(err, err_len, "job_result.eigvecs: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n, n * n,
+              r->n_eigvecs);
+        return -EINVAL;
+    }
+    if (r->n_eigvals != n) {
+        s_err(err, err_len, "job_result.eigvals: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n, n,
+              r->n_eigvals);
+        return -EINVAL;
+    }
+    if ((rc = s_check_floats("job_result.eigvecs", r->eigvecs, r->n_eigvecs, 1, 0, lim, err, err_len)) < 0)
+        return rc;
+    return s_check_floats("job_result.eigvals", r->eigvals, r->n_eigvals, 1, 0, lim, err, err_len);
+}
+
+/* The rule of each message with fields marked MSG_CHECK_RULE (NULL: none). */
+static const s_rule_fn s_rules[MSG_TYPE_COUNT] = {
+    [MSG_WELCOME] = s_rule_welcome,       [MSG_PARAMS] = s_rule_params, [MSG_GRAD_PUSH] = s_rule_grad_push,
+    [MSG_STATS_PUSH] = s_rule_stats_push, [MSG_JOB] = s_rule_job,       [MSG_JOB_RESULT] = s_rule_job_result,
+};
+
 int msg_validate(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
     msg_limits_t dl;
     if (!lim) {
@@ -421,7 +577,8 @@ int msg_validate(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_
               m->protocol_version, KFAC_PROTOCOL_VERSION);
         return -EPROTO;
     }
-    if (m->type <= MSG_NONE || m->type >= MSG_TYPE_COUNT) {
+    const msg_struct_t *t = msg_fields_body(m->type);
+    if (!t) {
         s_err(err, err_len, "unknown message type %d", (int)m->type);
         return -EINVAL;
     }
@@ -433,176 +590,10 @@ int msg_validate(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_
         s_err(err, err_len, "a %s may not send %s", msg_role_name(m->role), msg_type_name(m->type));
         return -EINVAL;
     }
-    int rc = 0;
-    switch (m->type) {
-    case MSG_HELLO:
-        if ((rc = s_check_string("hello.build_id", m->hello.build_id, lim->max_string, err, err_len)) < 0) break;
-        rc = s_check_string("hello.host", m->hello.host, lim->max_string, err, err_len);
-        break;
-    case MSG_WELCOME: {
-        const msg_welcome_t *w = &m->welcome;
-        if ((rc = s_check_string("welcome.model_text", w->model_text, lim->max_text, err, err_len)) < 0) break;
-        if ((rc = s_check_string("welcome.config_text", w->config_text, lim->max_text, err, err_len)) < 0) break;
-        rc = -EINVAL;
-        if (w->n_params == 0 || w->n_params > lim->max_floats) {
-            s_err(err, err_len, "welcome.n_params: %" PRIu64 " is not in 1..%" PRIu64, w->n_params, lim->max_floats);
-            break;
-        }
-        if (w->n_state > lim->max_floats) {
-            s_err(err, err_len, "welcome.n_state: %" PRIu64 " is over the limit of %" PRIu64, w->n_state,
-                  lim->max_floats);
-            break;
-        }
-        if (w->n_ranks > 0 && w->rank >= w->n_ranks) {
-            s_err(err, err_len, "welcome.rank: %" PRIu32 " is not below n_ranks=%" PRIu32, w->rank, w->n_ranks);
-            break;
-        }
-        rc = 0;
-        break;
+    const void *body = &m->hello; /* every member of msg_t's union starts here */
+    for (size_t i = 0; i < t->n_fields; i++) {
+        int rc = s_check_field(t, &t->fields[i], body, lim, err, err_len);
+        if (rc < 0) return rc;
     }
-    case MSG_REFUSE:
-        rc = s_check_string("refuse.reason", m->refuse.text, lim->max_string, err, err_len);
-        break;
-    case MSG_BYE:
-        rc = s_check_string("bye.reason", m->bye.text, lim->max_string, err, err_len);
-        break;
-    case MSG_SHUTDOWN:
-        rc = s_check_string("shutdown.reason", m->shutdown.text, lim->max_string, err, err_len);
-        break;
-    case MSG_ERROR:
-        if (m->error.code <= MSG_ERR_NONE || m->error.code >= MSG_ERR_COUNT) {
-            s_err(err, err_len, "error.code: unknown error code %d", (int)m->error.code);
-            rc = -EINVAL;
-            break;
-        }
-        rc = s_check_string("error.text", m->error.text, lim->max_string, err, err_len);
-        break;
-    case MSG_GET_PARAMS:
-    case MSG_JOB_REQUEST:
-    case MSG_HEARTBEAT:
-        break;
-    case MSG_PARAMS:
-        if ((rc = s_check_params_arrays("params.params", m->params.params, m->params.n_params, "params.state",
-                                        m->params.state, m->params.n_state, lim, err, err_len)) < 0)
-            break;
-        rc = s_check_stats_layers(&m->params, lim, err, err_len);
-        break;
-    case MSG_GRAD_PUSH: {
-        const msg_grad_push_t *g = &m->grad_push;
-        if ((rc = s_check_scalar("grad_push.loss", g->loss, 0, err, err_len)) < 0) break;
-        if ((rc = s_check_scalar("grad_push.compute_ms", g->compute_ms, 1, err, err_len)) < 0) break;
-        rc = -EINVAL;
-        if (g->n_examples == 0) {
-            s_err(err, err_len, "grad_push.n_examples must be at least 1");
-            break;
-        }
-        if (g->n_correct > g->n_examples) {
-            s_err(err, err_len, "grad_push.n_correct: %" PRIu64 " is more than n_examples=%" PRIu64, g->n_correct,
-                  g->n_examples);
-            break;
-        }
-        if (g->n_lowrank > 0) {
-            /* grad leaves out the factored layers' weights; the state as ever */
-            if ((rc = s_check_lowrank(g, lim, err, err_len)) < 0) break;
-            if (g->n_state != 0 && g->n_state != lim->model->n_state) {
-                s_err(err, err_len, "grad_push.state: expected %" PRIu64 " floats (or none), got %zu",
-                      lim->model->n_state, g->n_state);
-                rc = -EINVAL;
-                break;
-            }
-            if ((rc = s_check_floats("grad_push.state", g->state, g->n_state, 0, 0, lim, err, err_len)) < 0) break;
-        } else if ((rc = s_check_params_arrays("grad_push.grad", g->grad, g->n_grad, "grad_push.state", g->state,
-                                               g->n_state, lim, err, err_len)) < 0) {
-            break;
-        }
-        rc = s_check_stats("grad_push.stats", &g->stats, 0, lim, err, err_len);
-        break;
-    }
-    case MSG_STATS_PUSH: {
-        const msg_stats_push_t *s = &m->stats_push;
-        if ((rc = s_check_scalar("stats_push.compute_ms", s->compute_ms, 1, err, err_len)) < 0) break;
-        if (s->n_examples == 0) {
-            s_err(err, err_len, "stats_push.n_examples must be at least 1");
-            rc = -EINVAL;
-            break;
-        }
-        rc = s_check_stats("stats_push.stats", &s->stats, 1, lim, err, err_len);
-        break;
-    }
-    case MSG_JOB: {
-        const msg_job_t *j = &m->job;
-        if ((rc = s_check_method("job.method", j->method, err, err_len)) < 0) break;
-        if ((rc = s_check_n("job", j->n, lim, err, err_len)) < 0) break;
-        if ((rc = s_check_scalar("job.damping", j->damping, 1, err, err_len)) < 0) break;
-        if ((rc = s_check_job_target("job", j->layer, j->factor, j->n, lim, err, err_len)) < 0) break;
-        uint64_t need = msg_packed_len(j->n);
-        if (j->n_packed != need) {
-            s_err(err, err_len, "job.packed: n=%" PRIu32 " needs %" PRIu64 " floats, got %zu", j->n, need,
-                  j->n_packed);
-            rc = -EINVAL;
-            break;
-        }
-        if ((rc = s_check_floats("job.packed", j->packed, j->n_packed, need, need, lim, err, err_len)) < 0)
-            break;
-        rc = s_check_diagonal("job.packed", j->packed, j->n, 1, err, err_len);
-        break;
-    }
-    case MSG_JOB_RESULT: {
-        const msg_job_result_t *r = &m->job_result;
-        if ((rc = s_check_method("job_result.method", r->method, err, err_len)) < 0) break;
-        if ((rc = s_check_n("job_result", r->n, lim, err, err_len)) < 0) break;
-        if ((rc = s_check_scalar("job_result.damping", r->damping, 1, err, err_len)) < 0) break;
-        if ((rc = s_check_scalar("job_result.compute_ms", r->compute_ms, 1, err, err_len)) < 0) break;
-        if ((rc = s_check_job_target("job_result", r->layer, r->factor, r->n, lim, err, err_len)) < 0) break;
-        if ((rc = s_check_string("job_result.error", r->error, lim->max_string, err, err_len)) < 0) break;
-        int failed = r->error && r->error[0];
-        int chol = r->method == MSG_METHOD_CHOLESKY;
-        uint64_t n = r->n;
-        rc = -EINVAL;
-        if (failed) {
-            if (r->n_inverse || r->n_eigvecs || r->n_eigvals) {
-                s_err(err, err_len, "job_result: a failed job carries no data");
-                break;
-            }
-            rc = 0;
-            break;
-        }
-        if (chol && (r->n_eigvecs || r->n_eigvals)) {
-            s_err(err, err_len, "job_result: a cholesky result carries no eigvecs/eigvals");
-            break;
-        }
-        if (!chol && r->n_inverse) {
-            s_err(err, err_len, "job_result: an eigen result carries no inverse");
-            break;
-        }
-        if (chol) {
-            if (r->n_inverse != msg_packed_len(n)) {
-                s_err(err, err_len, "job_result.inverse: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n,
-                      msg_packed_len(n), r->n_inverse);
-                break;
-            }
-            rc = s_check_floats("job_result.inverse", r->inverse, r->n_inverse, 1, 0, lim, err, err_len);
-            break;
-        }
-        if (r->n_eigvecs != n * n) {
-            s_err(err, err_len, "job_result.eigvecs: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n, n * n,
-                  r->n_eigvecs);
-            break;
-        }
-        if (r->n_eigvals != n) {
-            s_err(err, err_len, "job_result.eigvals: n=%" PRIu64 " needs %" PRIu64 " floats, got %zu", n, n,
-                  r->n_eigvals);
-            break;
-        }
-        if ((rc = s_check_floats("job_result.eigvecs", r->eigvecs, r->n_eigvecs, 1, 0, lim, err, err_len)) < 0)
-            break;
-        rc = s_check_floats("job_result.eigvals", r->eigvals, r->n_eigvals, 1, 0, lim, err, err_len);
-        break;
-    }
-    default:
-        rc = -EINVAL;
-        s_err(err, err_len, "unknown message type %d", (int)m->type);
-        break;
-    }
-    return rc;
+    return s_rules[m->type] ? s_rules[m->type](m, lim, err, err_len) : 0;
 }

@@ -16,8 +16,28 @@
 
 #include "common/base/rng.h"
 #include "proto/msg.h"
+#include "proto/msg_fields.h"
 #include "tests/lib/msg_fixture.h"
 #include "tests/lib/seed.h"
+
+/* ---- the field tables ---------------------------------------------------- */
+
+/* Every field of proto/kfac.proto has its row in proto/msg_fields.c (a
+ * field added to the .proto alone fails here), of the wire's kind. */
+START_TEST(test_msg_fields_match_the_wire) {
+    char err[256] = "";
+    ck_assert_msg(msg_fields_check(err, sizeof err) == 0, "%s", err);
+    for (int t = MSG_HELLO; t < MSG_TYPE_COUNT; t++) {
+        const msg_struct_t *b = msg_fields_body((msg_type_t)t);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_str_eq(b->name, msg_type_name((msg_type_t)t));
+        ck_assert_int_eq(msg_fields_type_of_case(b->body_case), t);
+    }
+    ck_assert_ptr_null(msg_fields_body(MSG_NONE));
+    ck_assert_ptr_null(msg_fields_body(MSG_TYPE_COUNT));
+    ck_assert_int_eq(msg_fields_type_of_case(99), MSG_NONE);
+}
+END_TEST
 
 /* ---- round trips -------------------------------------------------------- */
 
@@ -313,6 +333,7 @@ Suite *make_suite(void) {
     Suite *s = suite_create("msg");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_msg_fields_match_the_wire);
     tcase_add_test(tc, test_msg_roundtrip_every_type);
     tcase_add_test(tc, test_msg_encode_to_caller_buffer);
     tcase_add_test(tc, test_msg_encode_borrowed_fields);
