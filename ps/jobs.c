@@ -29,9 +29,6 @@ struct ps_jobs {
     float *packed;                 /* (max n (n+1)/2) a job's factor, packed upper triangle */
     uint64_t next_id;              /* the next job's id */
     ps_verify_t *verify;           /* a probe per job in flight: results checked before install (ps/verify.h) */
-    kfac_inverse_t **staged;       /* (n_blocks) each block's holder for the next result, swapped in at install
-                                      (kfac_opt_block_install_swap); NULL until its first result */
-    int n_blocks;
     uint64_t wait_seq;             /* the last daemon's place in the queue for work */
     ratelimit_t rl_job;            /* lines about refused jobs and results */
 };
@@ -52,9 +49,7 @@ ps_jobs_t *ps_jobs_new(const kfac_opt_t *kfac, uint64_t seed) {
     j->packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
     j->verify = ps_verify_new(bn, n_blocks, seed);
     free(bn);
-    j->n_blocks = n_blocks;
-    j->staged = calloc((size_t)(n_blocks ? n_blocks : 1), sizeof *j->staged);
-    if (!j->F || !j->packed || !j->verify || !j->staged) goto fail;
+    if (!j->F || !j->packed || !j->verify) goto fail;
     return j;
 fail:
     ps_jobs_free(&j);
@@ -68,8 +63,6 @@ void ps_jobs_free(ps_jobs_t **j_p) {
     free(j->F);
     free(j->packed);
     ps_verify_free(&j->verify);
-    for (int b = 0; j->staged && b < j->n_blocks; b++) kfac_inverse_free(&j->staged[b]);
-    free(j->staged);
     free(j);
 }
 
@@ -324,23 +317,15 @@ void ps_jobs_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     } else {
         /* PS_RESULT_CHECK, or NO_PROBE / BAD_DAMPING with the reason in why: refused below */
         double t_inst = clock_now_ms();
-        /* Loaded into the block's staging holder, which the install swaps
-         * with the block's inverse: no allocation and no copy of n x n per
-         * install once every block has had one. */
-        const int bn = s->model.kfac->blocks[b].n;
-        if (!why[0] && !s->jobs->staged[b] && !(s->jobs->staged[b] = kfac_inverse_new(bn)))
-            snprintf(err, sizeof err, "job_result: out of memory");
-        kfac_inverse_t *inv = !why[0] && s->jobs->staged[b] &&
-                                      ps_wire_result_inverse_into(r, bn, d_used, s->jobs->F, s->jobs->staged[b], err,
-                                                                  sizeof err) == 0
-                                  ? s->jobs->staged[b]
-                                  : NULL;
+        kfac_inverse_t *inv =
+            why[0] ? NULL : ps_wire_result_inverse(r, s->model.kfac->blocks[b].n, d_used, s->jobs->F, err, sizeof err);
         double resid = NAN;
         int vrc = inv ? ps_verify_check(s->jobs->verify, b, r->job_id, inv, d_used, &resid, why, sizeof why) : -EDOM;
         if (!inv && !why[0]) snprintf(why, sizeof why, "%s", err[0] ? err : "the inverse could not be loaded");
         if (inv && vrc == 0)
             log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
-        int rc = inv && vrc == 0 ? kfac_opt_block_install_swap(s->model.kfac, b, &s->jobs->staged[b], version) : -EINVAL;
+        int rc = inv && vrc == 0 ? kfac_opt_block_install(s->model.kfac, b, inv, version) : -EINVAL;
+        kfac_inverse_free(&inv);
         ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_inst);
         if (vrc != 0) {
             /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets

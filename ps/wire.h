@@ -54,12 +54,6 @@ int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor);
 kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float damping, float *full, char *err,
                                        size_t err_len);
 
-/* The same into an existing holder inv of dimension n (its arrays reused:
- * no allocation once it held an inverse of the method). Returns 0, or
- * -EINVAL / -EDOM with the reason in err (inv's contents then undefined). */
-int ps_wire_result_inverse_into(const msg_job_result_t *r, int n, float damping, float *full, kfac_inverse_t *inv,
-                                char *err, size_t err_len);
-
 /* Wire method of an inverse method. */
 msg_method_t ps_wire_method(kfac_inv_method_t m);
 

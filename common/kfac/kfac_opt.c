@@ -190,21 +190,6 @@ int kfac_opt_block_install(kfac_opt_t *k, int b, const kfac_inverse_t *inv, long
     return 0;
 }
 
-int kfac_opt_block_install_swap(kfac_opt_t *k, int b, kfac_inverse_t **inv, long factor_version) {
-    if (b < 0 || b >= k->n_blocks || !inv || !*inv || (*inv)->n != k->blocks[b].n) return -EINVAL;
-    if (!(*inv)->valid) return -ENODATA;
-    kfac_block_t *bl = &k->blocks[b];
-    if (bl->inv->valid && factor_version < bl->inv_version) return 1;
-    kfac_inverse_t *old = bl->inv;
-    (*inv)->n_updates = old->n_updates + 1; /* the block's count goes on, as with a copy */
-    bl->inv = *inv;
-    *inv = old;
-    bl->inv_version = factor_version;
-    bl->inv_time_s = clock_now_s();
-    bl->n_installed++;
-    return 0;
-}
-
 int kfac_opt_invert_block(kfac_opt_t *k, int b) {
     if (b < 0 || b >= k->n_blocks) return -EINVAL;
     kfac_block_t *bl = &k->blocks[b];

@@ -144,13 +144,6 @@ int kfac_opt_block_job(const kfac_opt_t *k, int b, float *F, float *damping, lon
  * or a negative errno (shape mismatch, not finite). */
 int kfac_opt_block_install(kfac_opt_t *k, int b, const kfac_inverse_t *inv, long factor_version);
 
-/* kfac_opt_block_install without a copy: *inv (a valid holder of the
- * block's dimension) becomes the block's inverse and *inv receives the
- * holder it replaced (to be filled by the next result: no allocation and
- * no n x n copy per install). Returns as kfac_opt_block_install; on 1 (an
- * older version than the one held) and on error nothing is swapped. */
-int kfac_opt_block_install_swap(kfac_opt_t *k, int b, kfac_inverse_t **inv, long factor_version);
-
 /* Compute block b's inverse here (job + kfac_inverse_compute + install).
  * Returns 0, -ENODATA (no statistics), or the inverse's error (the previous
  * inverse is kept). */

@@ -47,7 +47,6 @@
  * Seed printed on failure; KFAC_TEST_SEED=<n> replays.
  */
 #include <check.h>
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -368,77 +367,11 @@ START_TEST(test_kfac_opt_step_eigen_matches_dense_solve) {
 }
 END_TEST
 
-/* An inverse installed by swapping holders (kfac_opt_block_install_swap,
- * as kfac-ps installs a daemon's result) preconditions exactly as the one
- * computed in place: one step of each, bit for bit. The caller gets the
- * holder replaced back; an older version swaps nothing; a holder of
- * another dimension or an invalid one is refused. */
-START_TEST(test_kfac_opt_install_swap_is_install) {
-    uint64_t seed = test_seed();
-    rng_t r;
-    rng_seed(&r, seed);
-    net_t *net = testnet_parse(s_model, 4);
-    kfac_stats_t *batch = kfac_stats_new(net);
-    ck_assert_ptr_nonnull(batch);
-    s_random_factors(&r, batch);
-    kfac_opts_t o;
-    kfac_opts_default(&o);
-    o.damping = LAMBDA;
-    o.step_rule = KFAC_STEP_RULE_FIXED;
-    o.lr = 1.0;
-    o.momentum = 0.0;
-    o.weight_decay = 0.0;
-    kfac_opt_t *ka = s_opt_with(net, &o, batch);
-    char err[256];
-    kfac_opt_t *kb = kfac_opt_new(net, &o, err, sizeof err);
-    ck_assert_msg(kb != NULL, "%s", err);
-    ck_assert_int_eq(kfac_opt_fold(kb, batch, 0), 0);
-    for (int b = 0; b < ka->n_blocks; b++) {
-        kfac_inverse_t *h = kfac_inverse_new(ka->blocks[b].n);
-        ck_assert_ptr_nonnull(h);
-        ck_assert_int_eq(kfac_inverse_copy(h, ka->blocks[b].inv), 0);
-        const kfac_inverse_t *held = kb->blocks[b].inv, *mine = h;
-        ck_assert_int_eq(kfac_opt_block_install_swap(kb, b, &h, 5), 0);
-        ck_assert_ptr_eq(kb->blocks[b].inv, mine);
-        ck_assert_ptr_eq(h, held); /* the replaced holder comes back */
-        ck_assert_int_eq(kb->blocks[b].inv_version, 5);
-        /* an older version: nothing swapped */
-        ck_assert_int_eq(kfac_inverse_copy(h, ka->blocks[b].inv), 0);
-        ck_assert_int_eq(kfac_opt_block_install_swap(kb, b, &h, 4), 1);
-        ck_assert_ptr_eq(kb->blocks[b].inv, mine);
-        ck_assert_ptr_eq(h, held);
-        kfac_inverse_free(&h);
-    }
-    /* a holder of the wrong dimension, an invalid one */
-    kfac_inverse_t *w = kfac_inverse_new(ka->blocks[0].n + 1), *nv = kfac_inverse_new(ka->blocks[0].n);
-    ck_assert(w && nv);
-    ck_assert_int_eq(kfac_opt_block_install_swap(kb, 0, &w, 9), -EINVAL);
-    ck_assert_int_eq(kfac_opt_block_install_swap(kb, 0, &nv, 9), -ENODATA);
-    kfac_inverse_free(&w);
-    kfac_inverse_free(&nv);
-    float *g = malloc(net->n_params * sizeof(float));
-    double *da = NEWD(net->n_params), *db = NEWD(net->n_params);
-    ck_assert_ptr_nonnull(g);
-    testnet_fill_normal(&r, g, net->n_params);
-    kfac_step_info_t info;
-    s_step_from_zero(ka, net, g, &info, da);
-    s_step_from_zero(kb, net, g, &info, db);
-    ck_assert_msg(memcmp(da, db, net->n_params * sizeof(double)) == 0, "the swapped-in inverses differ (seed %llu)",
-                  (unsigned long long)seed);
-    free(g); free(da); free(db);
-    kfac_opt_free(&ka);
-    kfac_opt_free(&kb);
-    kfac_stats_free(&batch);
-    net_free(&net);
-}
-END_TEST
-
 Suite *make_suite(void) {
     Suite *s = suite_create("kfac_opt");
     TCase *tc = tcase_create("step");
     tcase_add_test(tc, test_kfac_opt_step_cholesky_matches_dense_solve);
     tcase_add_test(tc, test_kfac_opt_step_eigen_matches_dense_solve);
-    tcase_add_test(tc, test_kfac_opt_install_swap_is_install);
     tcase_set_timeout(tc, 30); /* dense solves of up to 300 unknowns */
     suite_add_tcase(s, tc);
     return s;
