@@ -118,6 +118,10 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
               "Workers dropped from a round: they heartbeat but did not push within the stall timeout.", x->stalled);
     s_counter(&b, "kfac_workers_demoted_total",
               "Workers that stalled [ps] stall_max_drops times: no member of the rounds again.", x->demoted);
+    s_counter(&b, "kfac_checkpoints_total", "Checkpoints written ([checkpoint] every).", x->ckpt_saved);
+    s_counter(&b, "kfac_checkpoints_failed_total",
+              "Checkpoints that could not be written (the reason is in the log; the run goes on without them).",
+              x->ckpt_failed);
     s_counter(&b, "kfac_grads_repushed_total",
               "Gradients refused: their identity (CURVE key, or member id) had already put its share into the round.",
               x->repushed);

@@ -225,6 +225,8 @@ void ps_report_publish(ps_server_t *s) {
     x.stalled = ps_counter(&s->ctr, PS_CTR_STALLED);
     x.demoted = ps_counter(&s->ctr, PS_CTR_DEMOTED);
     x.repushed = ps_counter(&s->ctr, PS_CTR_REPUSHED);
+    x.ckpt_saved = ps_counter(&s->ctr, PS_CTR_CKPT_SAVED);
+    x.ckpt_failed = ps_counter(&s->ctr, PS_CTR_CKPT_FAILED);
     if (s->model.kfac) {
         uint64_t now = clock_now_ns();
         x.kfac = 1;

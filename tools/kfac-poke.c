@@ -413,7 +413,11 @@ int main(int argc, char **argv) {
     uint64_t seed = c.seed ? c.seed : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
     rng_t r;
     rng_seed(&r, seed);
-    printf("kfac-poke: %d frames to %s, seed %" PRIu64 "\n", c.count, c.endpoint, seed);
+    if (c.member_id >= 0)
+        printf("kfac-poke: member %d (%s, --count %d) at %s, seed %" PRIu64 "\n", c.member_id, c.member_kind, c.count,
+               c.endpoint, seed);
+    else
+        printf("kfac-poke: %d frames to %s, seed %" PRIu64 "\n", c.count, c.endpoint, seed);
 
     int status = 0;
     void *ctx = zmq_ctx_new();
