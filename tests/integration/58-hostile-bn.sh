@@ -64,6 +64,7 @@ h_wait "$H_PID" 40
 h_start poke-bnhuge "$BUILD/kfac-poke" --endpoint "$ep" --member_id 22 --member_kind bnhuge --count 4 --wait_ms 4000
 h_wait "$H_PID" 40
 [ "$H_STATUS" = 0 ] || h_fail "the second hostile member exited with status $H_STATUS (not welcomed?)"
+hwm=$(h_kb "$PS_PID" VmHWM)
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
 grep -q "rejected grad_push from worker#[0-9]* (pid [0-9]* .*running variance of layer bn1 channel 0 is -1, below 0" \
@@ -77,4 +78,4 @@ rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 acc=$(h_csv_last "$H_DIR/out/eval.csv" test_acc)
 case $acc in *[0-9]*) ;; *) h_fail "final test accuracy is not a number: '$acc'" ;; esac
 h_ge "$acc" "$ACC" || h_fail "final test accuracy $acc is below $ACC: the negative variance got in"
-h_pass "every negative running variance and every one of 3e38 refused, their senders named; test accuracy $acc"
+h_pass "every negative running variance and every one of 3e38 refused, their senders named; test accuracy $acc; kfac-ps peak resident memory ${hwm:-?} kB"

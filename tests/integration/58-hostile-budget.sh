@@ -59,6 +59,7 @@ POKE=$H_PID
 h_wait "$POKE" 60
 [ "$H_STATUS" = 0 ] || h_fail "the inverse daemon sending unknown results exited with status $H_STATUS"
 secs=$(($(date +%s) - t0 + 1))
+hwm=$(h_kb "$PS_PID" VmHWM)
 got=$(sed -n 's/.*results for jobs never handed out; jobs received \([0-9]*\);.*/\1/p' "$H_DIR/poke-unknown.log")
 [ -n "$got" ] || h_fail "the daemon did not report: $(tail -n 3 "$H_DIR/poke-unknown.log")"
 # 40 at once, 20 a second after that, and the first job
@@ -75,4 +76,4 @@ rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
 [ "$rows" -eq 200 ] || h_fail "steps.csv has $rows steps, expected 200"
 limited=$(sed -n 's/.* \([0-9][0-9]*\) over the rate limit.*/\1/p' "$H_DIR/ps.log" | tail -n 1)
 grep "done:" "$H_DIR/ps.log" | grep -q "rate" || h_fail "the done line does not count the requests over the rate limit: $(grep 'done:' "$H_DIR/ps.log")"
-h_pass "3000 results for jobs never handed out bought $got jobs in about $secs s (bound $bound); a 200000-byte frame before Hello refused undecoded; every step ran"
+h_pass "3000 results for jobs never handed out bought $got jobs in about $secs s (bound $bound); a 200000-byte frame before Hello refused undecoded; every step ran; kfac-ps peak resident memory ${hwm:-?} kB"

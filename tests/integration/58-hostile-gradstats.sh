@@ -76,6 +76,7 @@ EOF2
   h_wait "$POKE" 120
   [ "$H_STATUS" = 0 ] || h_fail "$mode: the member exited with status $H_STATUS (not welcomed?)"
   grep -q "gradstats gradients pushed" "$H_DIR/poke-$mode.log" || h_fail "$mode: the member pushed nothing"
+  hwm=$(h_kb "$PS_PID" VmHWM)
   h_wait "$PS_PID" 120
   [ "$H_STATUS" = 0 ] || h_fail "$mode: kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
   log=$H_DIR/ps-$mode.log
@@ -94,6 +95,6 @@ EOF2
   # Each refusal is answered with an Error: the member counts them.
   n_err=$(sed -n 's/.*errors INVALID \([0-9]*\).*/\1/p' "$H_DIR/poke-$mode.log" | tail -n 1)
   h_ge "${n_err:-0}" 1 || h_fail "$mode: the member got no INVALID error back"
-  summary="$summary $mode: $n_unasked refused as unasked and $n_guard by the guard in the log, $((inv1 - inv0)) inverses installed after it joined;"
+  summary="$summary $mode: $n_unasked refused as unasked and $n_guard by the guard in the log, $((inv1 - inv0)) inverses installed after it joined, kfac-ps peak resident memory ${hwm:-?} kB;"
 done
 h_pass "statistics in a GradPush refused, the member named; no inverse daemon distrusted;$summary"

@@ -60,6 +60,7 @@ h_start poke-fail "$BUILD/kfac-poke" --endpoint "$ep" --member_id 9 --member_kin
 POKE=$H_PID
 h_wait "$POKE" 90
 [ "$H_STATUS" = 0 ] || h_fail "the hostile inverse daemon exited with status $H_STATUS (not welcomed?)"
+hwm=$(h_kb "$PS_PID" VmHWM)
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
 log=$H_DIR/ps.log
@@ -73,4 +74,4 @@ if grep -q "invertd#[0-9]* (pid $HONEST .*it gets no more jobs" "$log"; then h_f
 inv1=$(h_csv_last "$H_DIR/out/steps.csv" inverses_installed)
 h_ge "$inv1" $((inv0 + 20)) || h_fail "$((inv1 - inv0)) inverses installed after the hostile daemon joined"
 answered=$(sed -n 's/.*member 9: \([0-9]*\) jobs answered.*/\1/p' "$H_DIR/poke-fail.log")
-h_pass "a daemon reporting every job failed shut out after ${answered:-?} reports (3 of them disproved by the honest daemon's inverses), the honest one never; $((inv1 - inv0)) inverses installed after it joined, every step run"
+h_pass "a daemon reporting every job failed shut out after ${answered:-?} reports (3 of them disproved by the honest daemon's inverses), the honest one never; $((inv1 - inv0)) inverses installed after it joined, every step run; kfac-ps peak resident memory ${hwm:-?} kB"

@@ -68,6 +68,7 @@ stall_timeout_ms = 30000
 EOF2
   # shellcheck disable=SC2086
   h_start "ps-$mode" "$BUILD/kfac-ps" --config "$d/run.ini" $S
+  PS_PID=$H_PID
   h_wait_log "$H_DIR/ps-$mode.log" "listening on" 30 || h_fail "$mode: kfac-ps does not listen"
   # shellcheck disable=SC2086
   h_start "holder-$mode" "$BUILD/kfac-poke" --endpoint "$ep" --member_id 1 --member_kind stall --wait_ms 20000 $C1
@@ -77,6 +78,7 @@ EOF2
     --wait_ms 3000 --print 20 $C2
   h_wait "$H_PID" 60
   [ "$H_STATUS" = 0 ] || h_fail "$mode: the rejoining member exited with status $H_STATUS"
+  hwm=$(h_kb "$PS_PID" VmHWM)
   plog=$H_DIR/rejoin-$mode.log
   grep -q "6 gradients of version 0 pushed, 6 times left and came back" "$plog" ||
     h_fail "$mode: the member did not push 6 times, coming back each time: $(tail -n 3 "$plog")"
@@ -90,6 +92,6 @@ EOF2
   grep -q "rejected grad_push from worker#[0-9]* (pid [0-9]* .*already put 1 gradient into the round of step 0.*(1 refused so far)" \
     "$H_DIR/ps-$mode.log" || h_fail "$mode: kfac-ps did not log the refusal naming the member"
   grep -q "(5 refused so far)" "$plog" || h_fail "$mode: the refusals were not counted to 5"
-  summary="$summary $mode: 1 push taken, 5 refused;"
+  summary="$summary $mode: 1 push taken, 5 refused, kfac-ps peak resident memory ${hwm:-?} kB;"
 done
 h_pass "a member that leaves and comes back gets no second share of a round;$summary"

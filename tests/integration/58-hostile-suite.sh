@@ -73,7 +73,6 @@ STATS_KB=5196     # a full StatsPush of the demo model, 5.32 MB (docs/scaling.md
 # queued a Params per request would be 20,000 of them (16 GB).
 FLOOD_PARAMS=6
 
-kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 # cluster NAME STEPS: start kfac-ps, 2 workers, kfac-statsd and kfac-invertd
 # in $H_DIR/NAME; sets EP (the PS endpoint), MET (metrics address), PS_PID.
@@ -123,7 +122,7 @@ EOF2
   PS_PID=$H_PID
   # kfac-ps's peak resident memory (VmHWM), kept while it runs
   (while kill -0 "$PS_PID" 2>/dev/null; do
-     v=$(kb "$PS_PID" VmHWM) && [ -n "$v" ] && echo "$v" >"$D/hwm"
+     v=$(h_kb "$PS_PID" VmHWM) && [ -n "$v" ] && echo "$v" >"$D/hwm"
      sleep 0.2
    done) &
   H_PIDS="$H_PIDS $!"
@@ -315,15 +314,15 @@ if want flood; then
 # the bound (FLOOD_PARAMS above).
 cluster flood "$STEPS"
 wait_steps flood "$JOIN"
-rss0=$(kb "$PS_PID" VmRSS)
+rss0=$(h_kb "$PS_PID" VmRSS)
 reset=1
 echo 5 >"/proc/$PS_PID/clear_refs" 2>/dev/null || reset=0
-hwm0=$(kb "$PS_PID" VmHWM)
+hwm0=$(h_kb "$PS_PID" VmHWM)
 poke flood --member_id 45 --member_kind flood --count 20000 --wait_ms 3000
 h_wait "$H_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "flood: the flooding member exited with status $H_STATUS (not welcomed?)"
 POKES=""
-hwm1=$(kb "$PS_PID" VmHWM)
+hwm1=$(h_kb "$PS_PID" VmHWM)
 finish flood "$STEPS"
 grep -q "20000 GetParams sent" "$H_DIR/flood.log" || h_fail "flood: the flood was not sent: $(tail -n 2 "$H_DIR/flood.log")"
 bound=$(( rss0 + FLOOD_PARAMS * PARAMS_KB + STATS_KB ))

@@ -63,16 +63,15 @@ PS_PID=$H_PID
 h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
 h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
 h_wait_steps 20
-kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
-rss0=$(kb "$PS_PID" VmRSS)
+rss0=$(h_kb "$PS_PID" VmRSS)
 reset=1
 echo 5 >"/proc/$PS_PID/clear_refs" 2>/dev/null || reset=0
-hwm0=$(kb "$PS_PID" VmHWM)
+hwm0=$(h_kb "$PS_PID" VmHWM)
 h_start poke-flood "$BUILD/kfac-poke" --endpoint "$ep" --member_id 51 --member_kind flood --count 20000 --wait_ms 3000
 h_wait "$H_PID" 60
 [ "$H_STATUS" = 0 ] || h_fail "the flooding member exited with status $H_STATUS (not welcomed?)"
 grep -q "20000 GetParams sent" "$H_DIR/poke-flood.log" || h_fail "the flood was not sent: $(tail -n 2 "$H_DIR/poke-flood.log")"
-hwm1=$(kb "$PS_PID" VmHWM)
+hwm1=$(h_kb "$PS_PID" VmHWM)
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
 rows=$(awk 'NR > 1' "$H_DIR/out/steps.csv" | wc -l)
