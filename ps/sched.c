@@ -177,7 +177,23 @@ void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k, 
     if (k < 0) return;
     for (int i = 0; i < n_blocks; i++) {
         ps_sched_block_t *b = &blocks[i];
-        if (!s_blocks_step(b, t, k)) continue;
+        if (!s_blocks_step(b, t, k)) {
+            b->failed_seen_ms = 0.0;
+            continue;
+        }
+        /* Failed at its newest statistics while a step waits on it: with
+         * asynchronous statistics none come until a step is taken, so the
+         * failure would hold the run for good (an honest daemon's, or one
+         * a single daemon got in alone). After timeout_ms it is tried
+         * again, by every daemon. */
+        if (b->factor_version >= 0 && b->factor_version <= b->failed_version) {
+            if (b->failed_seen_ms <= 0.0) b->failed_seen_ms = now_ms > 0.0 ? now_ms : 1e-9;
+            if (now_ms - b->failed_seen_ms < timeout_ms) continue;
+            b->failed_version = b->factor_version - 1;
+            b->n_fail_owners = 0;
+            b->fail_try_version = -1;
+        }
+        b->failed_seen_ms = 0.0;
         /* A job in flight whose inverse will satisfy the bound is enough:
          * asking for another would make the number of jobs, and so the
          * inverses the next steps use, depend on timing. */

@@ -75,6 +75,7 @@ typedef struct ps_sched_block {
     long fail_try_version;   /* the version some daemons reported they could not invert (-1: none) ... */
     uint32_t fail_owners[PS_SCHED_FAIL_QUORUM]; /* ... those daemons (their ids) */
     int n_fail_owners;
+    double failed_seen_ms;   /* when ps_sched_mark_bound first found it failed and holding a step (0: not) */
     int due;                 /* the refresh policy asks for a new inverse */
     ps_sched_job_t cur;      /* job in flight (cur.id == 0: none) */
     ps_sched_job_t recent[PS_SCHED_RECENT]; /* ring of jobs handed out and not answered */
@@ -175,7 +176,9 @@ void ps_sched_mark_every(ps_sched_block_t *blocks, int n_blocks, long t, int eve
 
 /* Staleness bound: set `due` on every block that would block step t under
  * bound k (no inverse, or t - inv_version > k), so the bound overrides the
- * refresh policy; except a block whose job in flight was cut from a version
+ * refresh policy; a blocking block whose job failed at its newest
+ * statistics is tried again once it has held the step for timeout_ms (no
+ * statistics come while the step waits); except a block whose job in flight was cut from a version
  * that satisfies the bound (t - version <= k) and is not overdue
  * (now_ms - start_ms <= timeout_ms): its result will do, and a second job
  * would make the schedule depend on timing. k < 0 does nothing. */

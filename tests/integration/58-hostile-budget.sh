@@ -12,8 +12,12 @@
 # large).
 # The MNIST MLP with K-FAC (2 workers, 1 kfac-statsd, 1 honest
 # kfac-invertd). Passes when the daemon got at most the burst plus the rate
-# for the time it ran in jobs, kfac-ps counted the rest as over the rate
-# limit, every step ran, and the large frame was refused with its size.
+# for the time it ran in jobs, every step ran, and the large frame was
+# refused with its size. What this does not show: the charge itself. A
+# build without it gave the daemon 67 jobs in 4 s, under the same bound,
+# since it only gets the blocks there are to hand out; kfac-ps's count of
+# requests over the rate limit did not tell the two builds apart either
+# (439 and 495), so the charge is checked by reading, not by this test.
 . tests/integration/harness.inc
 h_init 58-hostile-budget
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"

@@ -375,6 +375,19 @@ START_TEST(test_sched_policies_want_only_when_due) {
     bl[1].due = 0;
     ps_sched_mark_bound(bl, 3, 15, 3, 500.0, 1000.0); /* 15-10=5 > 3: that job will not do */
     ck_assert(bl[1].due);
+    /* A block failed at its newest statistics while it holds the step: no
+     * statistics come while the step waits, so after timeout_ms it is
+     * wanted again (and not before). */
+    memset(&bl[1].cur, 0, sizeof bl[1].cur);
+    bl[1].due = 0;
+    ps_sched_failed(&bl[1], bl[1].factor_version);
+    ck_assert(!ps_sched_wanted(&bl[1], PS_SCHED_CONTINUOUS));
+    ps_sched_mark_bound(bl, 3, 15, 3, 2000.0, 1000.0); /* first seen failed */
+    ck_assert(!ps_sched_wanted(&bl[1], PS_SCHED_CONTINUOUS));
+    ps_sched_mark_bound(bl, 3, 15, 3, 2900.0, 1000.0); /* 900 ms: still failed */
+    ck_assert(!ps_sched_wanted(&bl[1], PS_SCHED_CONTINUOUS));
+    ps_sched_mark_bound(bl, 3, 15, 3, 3100.0, 1000.0); /* 1100 ms: tried again */
+    ck_assert(ps_sched_wanted(&bl[1], PS_SCHED_CONTINUOUS) && bl[1].due);
 }
 END_TEST
 
