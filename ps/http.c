@@ -149,6 +149,14 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
         s_value(&b, x->idle_inverses_s);
         textbuf_printf(&b, "kfac_curvature_idle_seconds{what=\"statistics\"}");
         s_value(&b, x->idle_stats_s);
+        s_head(&b, "kfac_curvature_thread_seconds_total", "counter",
+               "Seconds the curvature thread spent folding statistics, cutting jobs and checking inverses (off the "
+               "thread the rounds wait on).");
+        textbuf_printf(&b, "kfac_curvature_thread_seconds_total");
+        s_value(&b, x->curv_busy_s);
+        s_head(&b, "kfac_curvature_tasks_pending", "gauge",
+               "Folds, cuts and checks handed to the curvature thread and not back yet.");
+        textbuf_printf(&b, "kfac_curvature_tasks_pending %llu\n", (unsigned long long)x->curv_pending);
         s_head(&b, "kfac_curvature_stale", "gauge",
                "1 while the idle time is above [ps] curvature_warn_s: K-FAC is running on old curvature.");
         textbuf_printf(&b, "kfac_curvature_stale{what=\"inverses\"} %d\n", x->stale_inverses);

@@ -61,6 +61,8 @@ typedef struct ps_http_snapshot {
     uint64_t repushed;                 /* gradients refused: the identity already pushed its share of the round */
     uint64_t ckpt_saved, ckpt_failed;  /* checkpoints written, and those that could not be */
     double idle_inverses_s, idle_stats_s; /* since the last install / fold (or the first step) */
+    double curv_busy_s;      /* the curvature thread's time in tasks so far */
+    uint64_t curv_pending;   /* tasks submitted to it and not back yet */
     int stale_inverses, stale_stats;      /* idle longer than [ps] curvature_warn_s */
     int n_blocks;
     const ps_http_block_t *blocks; /* (n_blocks) borrowed for the call */

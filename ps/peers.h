@@ -108,6 +108,9 @@ void ps_peers_release(ps_peers_t *t);
 /* The peer with routing id r, or NULL. */
 ps_peer_t *ps_peers_find(const ps_peers_t *t, const zloop_peer_t *r);
 
+/* The peer with assigned id `id` (ps_peer_t.id), or NULL. */
+ps_peer_t *ps_peers_by_id(const ps_peers_t *t, uint32_t id);
+
 /* A new zeroed peer for routing id r (caller fills it). Returns NULL when
  * the table is full (make room with ps_peers_victim) or out of memory. */
 ps_peer_t *ps_peers_add(ps_peers_t *t, const zloop_peer_t *r);

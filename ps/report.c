@@ -236,6 +236,8 @@ void ps_report_publish(ps_server_t *s) {
         x.stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
         x.idle_inverses_s = s->report->curv_inv_ns ? (double)(now - s->report->curv_inv_ns) * 1e-9 : 0.0;
         x.idle_stats_s = s->report->curv_stats_ns ? (double)(now - s->report->curv_stats_ns) * 1e-9 : 0.0;
+        x.curv_busy_s = ps_curv_busy_ms(s->curv) * 1e-3;
+        x.curv_pending = (uint64_t)ps_curv_pending(s->curv);
         x.stale_inverses = s->report->curv_stale_inv;
         x.stale_stats = s->report->curv_stale_stats;
         for (int b = 0; b < ps_sched_n_blocks(s->sched) && s->report->http_blocks; b++) {

@@ -257,8 +257,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             ps_round_after_reject(s, p, m);
             return;
         }
-        if (ps_stats_guard_check(s->stats_guard, p->stats, s->cfg->stats_trace_max_ratio, ps_model_layer_name, s->model.net,
-                                 err, sizeof err) < 0) {
+        /* the guard's histories are the curvature thread's: taken while no task runs */
+        ps_curv_lock(s->curv);
+        int grc = ps_stats_guard_check(s->stats_guard, p->stats, s->cfg->stats_trace_max_ratio, ps_model_layer_name,
+                                       s->model.net, err, sizeof err);
+        ps_curv_unlock(s->curv);
+        if (grc < 0) {
             ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.%s", err);
             ps_round_after_reject(s, p, m);
             return;
@@ -284,7 +288,11 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
     ps_member_pushed(p, has_stats, has_state, (uint64_t)s->round->t + 1);
     ps_ident_pushed(p->ident, s->round->t);
-    if (has_stats) ps_stats_guard_accept(s->stats_guard, p->stats); /* the traces later pushes are judged by */
+    if (has_stats) { /* the traces later pushes are judged by */
+        ps_curv_lock(s->curv);
+        ps_stats_guard_accept(s->stats_guard, p->stats);
+        ps_curv_unlock(s->curv);
+    }
     ps_peer_accepted(p);
     ps_round_try_step(s);
 }

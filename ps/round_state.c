@@ -212,6 +212,13 @@ int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers) {
     return r->stats_have;
 }
 
+kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh) {
+    kfac_stats_t *merged = r->stats;
+    r->stats = fresh;
+    if (fresh) ps_wire_stats_clear(fresh);
+    return merged;
+}
+
 void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers) {
     ps_peer_t *order[S_MAX_ORDER];
     int n_order = ps_member_order(peers, order, S_MAX_ORDER);

@@ -181,6 +181,10 @@ void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p);
 /* The statistics of every worker whose gradient is held and not summed,
  * in rank order, merged into r->stats. Returns r->stats_have. */
 int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers);
+/* The merged statistics handed over (to be folded on another thread):
+ * returned, and `fresh` (same layout, cleared here) becomes the round's
+ * buffer for the next merge. */
+kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh);
 
 /* The step's gradient: the held gradients not yet summed are added in rank
  * order, then grad_acc (and r->lowrank's D) is divided by acc_n, so that

@@ -176,6 +176,24 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
 }
 
 /* The evaluation thread's result, on the loop thread. */
+/* A task back from the curvature thread (ps/curv.h), on the loop thread. */
+static void s_on_curv_done(ps_curv_task_t *t, int status, void *user) {
+    ps_server_t *s = user;
+    if (status == 0 && !s->curv_closing) {
+        switch (t->kind) {
+        case PS_CURV_FOLD: ps_round_fold_done(s, t); break;
+        case PS_CURV_CUT: ps_jobs_cut_done(s, t); break;
+        case PS_CURV_CHECK:
+            ps_jobs_check_done(s, t);
+            ps_round_try_step(s); /* an install may let a step waiting on the staleness bound go */
+            break;
+        case PS_CURV_FORGET: break;
+        }
+    }
+    ps_curv_release(s->curv, t);
+    if (!s->curv_closing) s_settle(s);
+}
+
 static void s_on_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_round_eval_done(r, status, user);
     s_settle(user);
@@ -260,6 +278,8 @@ static void s_on_heartbeat(uv_timer_t *t) {
 
 static void s_close_handles(ps_server_t *s) {
     ps_eval_stop(s->eval);
+    s->curv_closing = 1; /* what comes back now is only released */
+    ps_curv_free(&s->curv);
     rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
@@ -571,6 +591,20 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
+    if (s->model.kfac) {
+        /* the scheduler's factor versions follow the factors restored (a
+         * checkpoint may hold a fold whose return it did not see) */
+        ps_sched_block_t *blocks = ps_sched_blocks(s->sched);
+        for (int b = 0; b < ps_sched_n_blocks(s->sched); b++)
+            ps_sched_folded(&blocks[b], s->model.kfac->blocks[b].factor_version);
+        if (!(s->curv = ps_curv_new(&s->loop, s->model.kfac, s->stats_guard, cfg->stats_trace_max_ratio,
+                                    ps_model_layer_name, s->model.net, &s->shape,
+                                    (uint64_t)cfg->seed ^ clock_now_ns(), s_on_curv_done, s))) {
+            rc = -ENOMEM;
+            snprintf(err, err_len, "out of memory (the curvature thread)");
+            goto fail;
+        }
+    }
     if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
     ps_hello_keep_listed(s); /* bindings restored from a checkpoint, of keys listed no more */
     if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
@@ -641,6 +675,8 @@ void ps_server_free(ps_server_t **s_p) {
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
     ps_eval_free(&s->eval);
+    s->curv_closing = 1;
+    ps_curv_free(&s->curv); /* closed with the handles when the loop ran */
     ps_report_free(&s->report);
     ps_guard_free(&s->guard);
     if (s->zctx) zmq_ctx_term(s->zctx);

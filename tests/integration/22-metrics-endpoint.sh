@@ -172,6 +172,11 @@ value_in "$f" 'kfac_test_loss{params="polyak"}' 0.000001 100
 [ "$(value "$f" kfac_robust_steps_total)" = 0 ] || h_fail "kfac_robust_steps_total is '$(value "$f" kfac_robust_steps_total)' with the plain mean, not 0"
 value_in "$f" 'kfac_curvature_idle_seconds{what="inverses"}' 0 30
 value_in "$f" 'kfac_curvature_idle_seconds{what="statistics"}' 0 30
+# the curvature thread's time: positive once statistics were folded on it
+# (the second read: every fold before it ran there), and a queue that empties
+value_in "$H_DIR/m2.txt" kfac_stats_folded_total 1 100000000
+value_in "$H_DIR/m2.txt" kfac_curvature_thread_seconds_total 0.0000001 100000
+value_in "$f" kfac_curvature_tasks_pending 0 1000
 
 code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/nothing")
 [ "$code" = 404 ] || h_fail "GET /nothing: expected 404, got $code"
