@@ -283,6 +283,7 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
         ps_round_step_ms(s->round, &ms_sum, &ms_max);
         S_ADD(", update %.1f ms mean %.1f max", ms_sum / (double)ps_round_steps_done(s->round), ms_max);
     }
+    if (s->curv) S_ADD(", curvature thread %.2f s busy", ps_curv_busy_ms(s->curv) * 1e-3);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));
     if (ps_counter(&s->ctr, PS_CTR_CLIPPED)) S_ADD(", layer gradients clipped %" PRIu64, ps_counter(&s->ctr, PS_CTR_CLIPPED));
     if (ps_counter(&s->ctr, PS_CTR_RECOVERIES)) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", ps_counter(&s->ctr, PS_CTR_RECOVERIES));
