@@ -8,7 +8,7 @@
 
 /* Client requests (validated, role-checked, sender present). */
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
-void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m); /* may keep m's dense gradient array */
 /* The gradients one identity may put into a round (ps/ident.h): 1 for a
  * member id, [security] members_per_key for a CURVE key (0: any number). */
 int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p);

@@ -44,11 +44,16 @@ static int s_keep_lowrank(const ps_server_t *s) {
  * out, proto/kfac.proto) spread over the arena, and each factored layer
  * either kept in p->lowrank (zeros in p->grad's weight slice) or densified
  * into it. Returns 0 or -ENOMEM. */
-static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
+static int s_hold_grad(ps_server_t *s, ps_peer_t *p, msg_grad_push_t *g) {
     const net_t *net = s->model.net;
     if (p->lowrank.v) kfac_lowrank_set_clear(&p->lowrank);
     if (g->n_lowrank == 0) {
-        memcpy(p->grad, g->grad, net->n_params * sizeof(float));
+        /* a dense gradient is held as it was decoded: the message's array
+         * and the peer's last one change hands (no copy; the message frees
+         * the old one) */
+        float *old = p->grad;
+        p->grad = g->grad;
+        g->grad = old;
         return 0;
     }
     const int keep = s_keep_lowrank(s);
@@ -114,8 +119,8 @@ int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p) {
     return (int)s->cfg->members_per_key;       /* a key holds this many (0: any number) */
 }
 
-void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
-    const msg_grad_push_t *g = &m->grad_push;
+void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
+    msg_grad_push_t *g = &m->grad_push;
     char err[600];
     if (p->ident->demoted) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
