@@ -35,7 +35,8 @@ struct ps_curv {
     kfac_inverse_t **spare;     /* (n_blocks * PS_CURV_SPARES) holders for the next checks (loop's) */
     int *n_spare;               /* (n_blocks) */
     size_t bn_len;
-    ps_curv_task_t *free_tasks; /* the loop's */
+    ps_curv_task_t *free_folds; /* the loop's: FOLD tasks, each with its statistics batch kept */
+    ps_curv_task_t *free_tasks; /* the loop's: the others (no batch) */
     _Atomic uint64_t busy_us;   /* time in tasks (read by the loop without waiting) */
     ps_curv_done_fn done;
     void *user;
@@ -187,11 +188,12 @@ void ps_curv_free(ps_curv_t **c_p) {
     if (!c_p || !*c_p) return;
     ps_curv_t *c = *c_p;
     zloop_pool_free(&c->pool); /* tasks come back through done (cancelled), and are released there */
-    while (c->free_tasks) {
-        ps_curv_task_t *t = c->free_tasks;
-        c->free_tasks = t->next;
-        s_task_free(t);
-    }
+    for (ps_curv_task_t **list = &c->free_folds; list; list = list == &c->free_folds ? &c->free_tasks : NULL)
+        while (*list) {
+            ps_curv_task_t *t = *list;
+            *list = t->next;
+            s_task_free(t);
+        }
     for (int b = 0; c->packed && b < c->k->n_blocks; b++) free(c->packed[b]);
     for (int b = 0; c->spare && b < c->k->n_blocks; b++)
         for (int i = 0; i < c->n_spare[b]; i++) kfac_inverse_free(&c->spare[b * PS_CURV_SPARES + i]);
@@ -207,9 +209,12 @@ void ps_curv_free(ps_curv_t **c_p) {
 }
 
 ps_curv_task_t *ps_curv_task(ps_curv_t *c, ps_curv_kind_t kind) {
-    ps_curv_task_t *t = c->free_tasks;
+    /* a FOLD task comes with its batch from the last fold (no allocation,
+     * no fresh pages in steady state); the others carry none */
+    ps_curv_task_t **list = kind == PS_CURV_FOLD ? &c->free_folds : &c->free_tasks;
+    ps_curv_task_t *t = *list;
     if (t) {
-        c->free_tasks = t->next;
+        *list = t->next;
     } else if (!(t = calloc(1, sizeof *t))) {
         return NULL;
     }
@@ -260,8 +265,9 @@ void ps_curv_release(ps_curv_t *c, ps_curv_task_t *t) {
         }
         t->inv = NULL;
     }
-    t->next = c->free_tasks;
-    c->free_tasks = t;
+    ps_curv_task_t **list = t->kind == PS_CURV_FOLD ? &c->free_folds : &c->free_tasks;
+    t->next = *list;
+    *list = t;
 }
 
 void ps_curv_lock(ps_curv_t *c) {
