@@ -234,6 +234,8 @@ void ps_report_publish(ps_server_t *s) {
         x.inverses_refused = ps_counter(&s->ctr, PS_CTR_INV_BAD);
         x.invertd_distrusted = ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
         x.stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
+        x.damping = s->model.kfac->opts.damping;
+        x.damping_rho = ps_damping_rho(s->damping);
         x.idle_inverses_s = s->report->curv_inv_ns ? (double)(now - s->report->curv_inv_ns) * 1e-9 : 0.0;
         x.idle_stats_s = s->report->curv_stats_ns ? (double)(now - s->report->curv_stats_ns) * 1e-9 : 0.0;
         x.stale_inverses = s->report->curv_stale_inv;
