@@ -19,6 +19,8 @@ struct ps_damping {
     kfac_step_rule_t rule;    /* which bound kappa divides */
     double kl_c0, kl_clip;    /* the configured bounds */
     double divisor;           /* the last step's bound divisor */
+    double divisor_sum, divisor_max; /* over the steps so far (kappa > 0) */
+    uint64_t n_divided;       /* steps whose bound was divided (kappa > 0) */
 };
 
 ps_damping_t *ps_damping_new(const runcfg_t *c, char *err, size_t err_len) {
@@ -81,6 +83,9 @@ void ps_damping_before_step(ps_damping_t *d, kfac_opt_t *k, const float *grad, c
         long max;
         kfac_opt_inverse_age(k, t, &age, &max);
         d->divisor = kfac_age_bound_divisor(d->kappa, max >= 0 ? age : 0.0);
+        d->divisor_sum += d->divisor;
+        if (d->divisor > d->divisor_max) d->divisor_max = d->divisor;
+        d->n_divided++;
         if (d->rule == KFAC_STEP_RULE_KL) k->opts.kl_c0 = d->kl_c0 / d->divisor;
         else if (d->rule == KFAC_STEP_RULE_KL_CLIP) k->opts.kl_clip = d->kl_clip / d->divisor;
     }
@@ -114,3 +119,23 @@ double ps_damping_rho(const ps_damping_t *d) { return d && d->adaptive ? d->lm.r
 double ps_damping_bound_divisor(const ps_damping_t *d) { return d ? d->divisor : 1.0; }
 const kfac_lm_t *ps_damping_lm(const ps_damping_t *d) { return d && d->adaptive ? &d->lm : NULL; }
 int ps_damping_adaptive(const ps_damping_t *d) { return d && d->adaptive; }
+
+void ps_damping_summary(const ps_damping_t *d, double damping, char *buf, size_t len) {
+    if (!buf || !len) return;
+    buf[0] = '\0';
+    if (!d) return;
+    size_t off = 0;
+    if (d->adaptive) {
+        const kfac_lm_t *lm = &d->lm;
+        off += (size_t)snprintf(buf, len,
+                                ", adaptive damping %g (%llu decisions: %llu up, %llu down, %llu kept; %llu windows "
+                                "skipped; last rho %.3g)",
+                                damping, (unsigned long long)(lm->n_up + lm->n_down + lm->n_kept),
+                                (unsigned long long)lm->n_up, (unsigned long long)lm->n_down,
+                                (unsigned long long)lm->n_kept, (unsigned long long)lm->n_skipped, lm->rho);
+    }
+    if (d->kappa > 0.0 && off < len)
+        snprintf(buf + off, len - off, ", KL bound divided by inverse age: mean %.3g, max %.3g over %llu steps",
+                 d->n_divided ? d->divisor_sum / (double)d->n_divided : 1.0, d->n_divided ? d->divisor_max : 1.0,
+                 (unsigned long long)d->n_divided);
+}

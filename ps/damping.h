@@ -78,4 +78,9 @@ double ps_damping_bound_divisor(const ps_damping_t *d);
 const kfac_lm_t *ps_damping_lm(const ps_damping_t *d); /* NULL under fixed */
 int ps_damping_adaptive(const ps_damping_t *d);
 
+/* For the run's summary line: ", adaptive damping L (N decisions: ...)"
+ * and ", KL bound divided by inverse age: mean X, max Y over N steps" as
+ * they apply (damping: the one in force), else "". */
+void ps_damping_summary(const ps_damping_t *d, double damping, char *buf, size_t len);
+
 #endif

@@ -276,6 +276,11 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->model.kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
         S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_INV_BAD),
               ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));
+    if (s->model.kfac) {
+        char dmp[256];
+        ps_damping_summary(s->damping, s->model.kfac->opts.damping, dmp, sizeof dmp);
+        S_ADD("%s", dmp);
+    }
     if (s->model.kfac && s->model.kfac->n_lowrank_layers)
         S_ADD(", layer updates in factored form %" PRIu64, s->model.kfac->n_lowrank_layers);
     if (ps_round_steps_done(s->round)) {
