@@ -421,7 +421,8 @@ static void s_step_damping(ps_server_t *s, int rc) {
 static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     double step_size = 0.0, t_math = clock_now_ms();
     size_t bad = 0;
-    if (s->model.kfac) ps_damping_before_step(s->damping, s->model.kfac, s->round->grad_acc, &s->round->lowrank, s->round->t);
+    if (s->model.kfac) /* the quadratic model's g^T m and the inverse-age bound (ps/damping.h) */
+        ps_damping_before_step(s->damping, s->model.kfac, s->round->grad_acc, &s->round->lowrank, s->round->t);
     const int rc = ps_model_update(&s->model, s->round->grad_acc, &s->round->lowrank, s->round->t, &step_size, &bad);
     if (s->model.kfac) s_step_damping(s, rc);
     if (rc < 0) {
