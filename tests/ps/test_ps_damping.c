@@ -49,6 +49,7 @@ START_TEST(test_ps_damping_fixed_passes_schedule) {
     ck_assert_ptr_null(d);
     ps_damping_free(&d);
     ps_model_release(&m);
+    runcfg_release(&c);
     unlink(path);
 }
 END_TEST
@@ -105,6 +106,7 @@ START_TEST(test_ps_damping_adaptive_decisions_bounds_restart) {
     free(g);
     ps_damping_free(&d);
     ps_model_release(&m);
+    runcfg_release(&c);
     unlink(path);
 }
 END_TEST
@@ -150,6 +152,7 @@ START_TEST(test_ps_damping_inverse_age_divides_bound) {
         free(g);
         ps_damping_free(&d);
         ps_model_release(&m);
+        runcfg_release(&c);
         unlink(path);
     }
 }
