@@ -14,8 +14,8 @@
  *    inverse is installed or the damping moves: q is then an estimate).
  *    Without momentum the change is -eta (1 - eta/2) v^T g.
  *
- * 2. The rule (Martens & Grosse 2015, sec. 6.5, as stated in this
- *    project's issue 35): every T steps rho = observed / predicted change of
+ * 2. The rule (Martens & Grosse 2015, sec. 6.5, as docs/experiments.md
+ *    section 10.2 states it): every T steps rho = observed / predicted change of
  *    the objective h; rho > 3/4: lambda <- omega lambda; rho < 1/4:
  *    lambda <- lambda / omega; omega = decay^T; lambda kept in [lo, hi].
  *    The observed change comes from noisy mini-batch losses, so it is a
@@ -32,7 +32,7 @@
  * 3. Staleness. A gradient a versions old enters the round's mean with
  *    weight 1 / (1 + a) (Zhang et al. 2016's staleness-aware rate). A
  *    step whose inverses are a versions old (mean over blocks) divides the
- *    KL bound by 1 + kappa a (docs/experiments.md, "Staleness-aware steps",
+ *    KL bound by 1 + kappa a (docs/experiments.md, section 10.2,
  *    derives it: a curvature error growing like kappa a lambda bounded by
  *    raising the damping, which a held Cholesky inverse cannot change, is
  *    equivalent to that smaller bound).
