@@ -70,8 +70,8 @@ double ps_damping_at(ps_damping_t *d, double scheduled, double current) {
     if (!d || !d->adaptive || !(scheduled > 0.0)) return scheduled;
     if (!(d->psi > 0.0)) d->psi = current > 0.0 && isfinite(current) ? current / scheduled : 1.0;
     const double lambda = s_clamp(d->psi * scheduled, d->lo, d->hi);
-    d->psi = lambda / scheduled;
-    d->scheduled = scheduled; /* a bound reached holds psi there: no wind-up beyond it */
+    d->psi = lambda / scheduled; /* a bound reached holds psi there: no wind-up beyond it */
+    d->scheduled = scheduled;
     return lambda;
 }
 
