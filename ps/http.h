@@ -51,6 +51,8 @@ typedef struct ps_http_snapshot {
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE]: undecodable */
     int kfac;                /* kind = kfac: the fields below mean something */
     uint64_t inverses_installed, stats_folded;
+    double damping;                    /* the damping in force ([kfac] damping_rule) */
+    double damping_rho;                /* adaptive: the last decision's rho (NaN: none) */
     uint64_t inverses_refused;         /* results that failed verification or came from the wrong daemon */
     uint64_t invertd_distrusted;       /* inverse daemons given no more jobs for it */
     uint64_t grad_clipped;             /* layer gradients clipped ([ps] grad_clip_ratio) */

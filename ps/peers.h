@@ -82,6 +82,7 @@ typedef struct ps_peer {
                                    entries made at its first factored push */
     float *state;            /* (n_state) owned, NULL until a push carries state */
     double loss;             /* mean loss of its batch */
+    uint64_t grad_version;   /* the version its held gradient was computed on */
     uint64_t n_examples, n_correct;
     kfac_stats_t *stats;     /* stats = sync: its statistics of this round (owned, NULL until needed) */
     /* what it has done, kept by its identity beyond this connection:

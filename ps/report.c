@@ -234,6 +234,8 @@ void ps_report_publish(ps_server_t *s) {
         x.inverses_refused = ps_counter(&s->ctr, PS_CTR_INV_BAD);
         x.invertd_distrusted = ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
         x.stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
+        x.damping = s->model.kfac->opts.damping;
+        x.damping_rho = ps_damping_rho(s->damping);
         x.idle_inverses_s = s->report->curv_inv_ns ? (double)(now - s->report->curv_inv_ns) * 1e-9 : 0.0;
         x.idle_stats_s = s->report->curv_stats_ns ? (double)(now - s->report->curv_stats_ns) * 1e-9 : 0.0;
         x.curv_busy_s = ps_curv_busy_ms(s->curv) * 1e-3;
@@ -276,6 +278,11 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->model.kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
         S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_INV_BAD),
               ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));
+    if (s->model.kfac) {
+        char dmp[256];
+        ps_damping_summary(s->damping, s->model.kfac->opts.damping, dmp, sizeof dmp);
+        S_ADD("%s", dmp);
+    }
     if (s->model.kfac && s->model.kfac->n_lowrank_layers)
         S_ADD(", layer updates in factored form %" PRIu64, s->model.kfac->n_lowrank_layers);
     if (ps_round_steps_done(s->round)) {

@@ -359,8 +359,9 @@ void ps_round_schedule(ps_server_t *s) {
         log_info("step %ld: interval milestone: statistics every %d steps (stats = sync), inverses every %d (refresh = "
                  "every)",
                  s->round->t, ps_sched_fac_interval(s->sched), ps_sched_inv_interval(s->sched));
+    if (s->model.kfac) d = ps_damping_at(s->damping, d, s->model.kfac->opts.damping); /* [kfac] damping_rule */
     if (s->model.kfac && d != s->model.kfac->opts.damping) {
-        if (s->round->t > 0)
+        if (s->round->t > 0 && !ps_damping_adaptive(s->damping))
             log_info("step %ld: damping milestone: damping %g -> %g", s->round->t, s->model.kfac->opts.damping, d);
         s->model.kfac->opts.damping = d; /* read when the next job is cut */
     }
@@ -405,6 +406,20 @@ static void s_finish(ps_server_t *s, const char *reason) {
     if (ps_eval_queued_step(s->eval) != s->round->t) ps_round_request_shutdown(s, 0);
 }
 
+/* [kfac] damping_rule = adaptive: the update of t (rc < 0: failed) and the
+ * round's mean loss into the rule's window (ps/damping.h). */
+static void s_step_damping(ps_server_t *s, int rc) {
+    if (rc < 0) {
+        ps_damping_step_failed(s->damping);
+        return;
+    }
+    if (ps_damping_after_step(s->damping, s->round->t, s->round->acc_loss / s->round->acc_n, &s->model.last)) {
+        const kfac_lm_t *lm = ps_damping_lm(s->damping);
+        log_debug("step %ld: adaptive damping: rho %.3g (loss change %.4g, predicted %.4g)", s->round->t, lm->rho,
+                  lm->observed, lm->predicted);
+    }
+}
+
 /* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
  * the workers' batch-norm state. Fills the row's step size and inverse
  * ages. Returns 0, or -1 when the run must stop (too many non-finite
@@ -412,7 +427,10 @@ static void s_finish(ps_server_t *s, const char *reason) {
 static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     double step_size = 0.0, t_math = clock_now_ms();
     size_t bad = 0;
+    if (s->model.kfac) /* the quadratic model's g^T m and the inverse-age bound (ps/damping.h) */
+        ps_damping_before_step(s->damping, s->model.kfac, s->round->grad_acc, &s->round->lowrank, s->round->t);
     const int rc = ps_model_update(&s->model, s->round->grad_acc, &s->round->lowrank, s->round->t, &step_size, &bad);
+    if (s->model.kfac) s_step_damping(s, rc);
     if (rc < 0) {
         ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
         int in_a_row = ps_round_state_step_failed(s->round);
@@ -442,6 +460,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         ps_round_state_step_ok(s->round);
     }
     if (s->model.kfac) {
+        row->damping = s->model.kfac->opts.damping;
         ps_sched_ages(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round->t, &row->inv_age_mean,
                       &row->inv_age_max, &row->stats_age_mean);
         double now_s = clock_now_ms() * 1e-3, ms = 0.0;
@@ -493,6 +512,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->workers = s->round->n_grads;
     row->grad_age_mean = s->round->n_grads ? s->round->grad_age_sum / s->round->n_grads : 0.0;
     row->grad_age_max = s->round->grad_age_max;
+    row->grad_weight_mean = ps_round_grad_weight_mean(s->round);
     ps_report_step(s, row);
 }
 

@@ -287,6 +287,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     const int has_state = ns && g->n_state == ns;
     if (has_state) memcpy(p->state, g->state, ns * sizeof(float));
     p->loss = g->loss;
+    p->grad_version = g->version;
     p->n_examples = g->n_examples;
     p->n_correct = g->n_correct;
     ps_round_state_grad_in(s->round, g->version);

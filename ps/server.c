@@ -435,6 +435,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         return -ENOMEM;
     }
     if (!(s->sched = ps_sched_new(c, s->model.kfac, &rc, err, err_len))) return rc;
+    if (!(s->damping = ps_damping_new(c, err, err_len))) return -EINVAL;
+    ps_round_state_set_age_weight(s->round, c->gradient_age_weight);
     ps_round_schedule(s);
     if (!(s->jobs = ps_jobs_new(s->model.kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
@@ -575,6 +577,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         if ((rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
         rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
+        ps_damping_restart(s->damping); /* adaptive: from the checkpoint's damping */
         ps_round_schedule(s); /* the intervals of the restored step */
         if (ps_persist_run_over(s)) {
             /* A finished run started again (a restart after its end): done,
@@ -685,6 +688,7 @@ void ps_server_free(ps_server_t **s_p) {
     ps_hello_free(&s->hello);
     ps_io_free(&s->io);
     ps_sched_free(&s->sched);
+    ps_damping_free(&s->damping);
     ps_jobs_free(&s->jobs);
     ps_persist_free(&s->persist);
     free(s->unpack_buf);

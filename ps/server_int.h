@@ -43,6 +43,7 @@
 #include "proto/msg.h"
 #include "ps/counters.h"
 #include "ps/curv.h"
+#include "ps/damping.h"
 #include "ps/eval.h"
 #include "ps/guard.h"
 #include "ps/life.h"
@@ -152,6 +153,7 @@ struct ps_server {
                                     * opaque) */
     ps_curv_t *curv;               /* the curvature thread: folds, cuts, checks (ps/curv.h); NULL for sgd */
     int curv_closing;              /* tasks coming back now are only released */
+    ps_damping_t *damping;         /* [kfac] damping_rule and inverse_age_damping (ps/damping.h; server.c makes it) */
 
     ps_round_t *round;             /* the round of version t (round.c's; opaque elsewhere: ps/round_state.h) */
 
