@@ -186,7 +186,7 @@ gpu-kit: $(DEPS_TEST_STAMP)
 
 # Every build tree the targets make (data/ and runs/ stay: they are data).
 clean:
-	rm -rf $(BUILD) build build-asan $(FUZZ_BUILD) $(GPU_KIT_DIR) build-nocuda
+	rm -rf $(BUILD) build build-asan build-tsan $(FUZZ_BUILD) $(GPU_KIT_DIR) build-nocuda
 
 help:
 	@sed -n '2,15p' Makefile
