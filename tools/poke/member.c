@@ -232,11 +232,17 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c, rng_t *r) {
         return 0;
     }
     for (int i = 0; i < c->count; i++) {
-        msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
-        m.job_request.max_n = 0;
-        s_send_msg(sock, &m);
+        /* inv-flip-*: as kfac-invertd does, a result asks for the next job (docs/protocol.md), so that every
+         * result answers a job it holds and is either refused (an Error) or taken: a JobRequest only at the start
+         * and when no job came for --wait_ms. The other kinds ask before every job. */
         msg_t job;
-        int rc = s_wait_for(sock, c, MSG_JOB, &job, &t);
+        int rc = flip && i > 0 ? s_wait_for(sock, c, MSG_JOB, &job, &t) : -1;
+        if (rc == -1) {
+            msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+            m.job_request.max_n = 0;
+            s_send_msg(sock, &m);
+            rc = s_wait_for(sock, c, MSG_JOB, &job, &t);
+        }
         if (rc == -2) { shut = 1; break; }
         if (rc < 0) break;
         const int n = (int)job.job.n;
