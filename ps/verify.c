@@ -22,7 +22,6 @@ typedef struct ps_probe {
     uint64_t job_id; /* 0: empty */
     float damping;   /* the job's */
     double trace;    /* tr F */
-    double fro;      /* ||F||_F, a bound on F's largest eigenvalue */
     int k;           /* directions kept (<= K) */
     double *V;       /* (n, K) orthonormal columns 0..k-1 spanning R and F R */
     double *W;       /* (n, K) (F + d I) V */
@@ -92,20 +91,19 @@ void ps_verify_free(ps_verify_t **vp) {
 }
 
 /* Y[:, y0 .. y0+B) = F X[:, x0 .. x0+B) for F's authoritative upper
- * triangle (row-major n x n float), X and Y (n, K) doubles; accumulates
- * tr F and ||F||_F^2 when trace is not NULL. One pass over the triangle,
- * each element used for both of its positions. */
-static void s_symm(const float *F, int n, const double *X, int x0, double *Y, int y0, double *trace, double *fro2) {
+ * triangle (row-major n x n float), X and Y (n, K) doubles; *trace (may
+ * be NULL) receives tr F. One pass over the triangle, each element used
+ * for both of its positions. */
+static void s_symm(const float *F, int n, const double *X, int x0, double *Y, int y0, double *trace) {
     for (int i = 0; i < n; i++)
         for (int c = 0; c < B; c++) Y[(size_t)i * K + y0 + c] = 0.0;
-    double tr = 0.0, f2 = 0.0;
+    double tr = 0.0;
     for (int i = 0; i < n; i++) {
         const float *row = F + (size_t)i * n;
         const double *xi = X + (size_t)i * K + x0;
         double *yi = Y + (size_t)i * K + y0;
         const double fii = row[i];
         tr += fii;
-        f2 += fii * fii;
         double acc[B];
         for (int c = 0; c < B; c++) acc[c] = fii * xi[c];
         for (int j = i + 1; j < n; j++) {
@@ -116,11 +114,10 @@ static void s_symm(const float *F, int n, const double *X, int x0, double *Y, in
                 acc[c] += f * xj[c];
                 yj[c] += f * xi[c];
             }
-            f2 += 2.0 * f * f;
         }
         for (int c = 0; c < B; c++) yi[c] += acc[c];
     }
-    if (trace) *trace = tr, *fro2 = f2;
+    if (trace) *trace = tr;
 }
 
 /* Orthonormalise the columns 0..K-1 of X (n, K) by modified Gram-Schmidt,
@@ -171,14 +168,13 @@ int ps_verify_cut(ps_verify_t *v, int b, uint64_t job_id, const float *F, int n,
     p->job_id = job_id;
     p->damping = damping;
     /* X = [R, F R], FX = [F R, F^2 R] for R (n, B) N(0, 1) */
-    double *X = v->X, *FX = v->FX, fro2 = 0.0;
+    double *X = v->X, *FX = v->FX;
     for (int i = 0; i < n; i++)
         for (int c = 0; c < B; c++) X[(size_t)i * K + c] = rng_normal(&v->rng);
-    s_symm(F, n, X, 0, X, B, &p->trace, &fro2); /* X[:, B..K) = F R */
-    s_symm(F, n, X, B, FX, B, NULL, NULL);      /* FX[:, B..K) = F (F R) */
+    s_symm(F, n, X, 0, X, B, &p->trace); /* X[:, B..K) = F R */
+    s_symm(F, n, X, B, FX, B, NULL);     /* FX[:, B..K) = F (F R) */
     for (int i = 0; i < n; i++)
         for (int c = 0; c < B; c++) FX[(size_t)i * K + c] = X[(size_t)i * K + B + c];
-    p->fro = sqrt(fro2);
     p->k = s_orthonormalise(X, FX, n);
     for (size_t e = 0; e < len; e++) {
         p->V[e] = X[e];
@@ -385,23 +381,63 @@ int ps_verify_check(ps_verify_t *v, int b, uint64_t job_id, const kfac_inverse_t
     for (size_t e = 0; e < len; e++) T[e] = p->W[e] + extra * p->V[e];
     s_apply(inv, damping_used, T, Z, v->X);
     for (size_t e = 0; e < len; e++) Z[e] -= p->V[e];
-    /* the largest ||E u|| over unit u in span V: the top eigenvalue of (E V)^T (E V) */
-    double G[K * K] = {0}, lo, hi;
+    /* G = (E V)^T (E V) and N = T^T T, T = (F + d_H I) V: ||E u||^2 = c^T G c and ||(F + d_H I) u||^2 = c^T N c
+     * for u = V c, ||u|| = ||c|| */
+    double G[K * K] = {0}, N[K * K] = {0}, C[K * K], lo, hi;
+    const int k = p->k;
     for (int i = 0; i < n; i++) {
-        const double *zi = Z + (size_t)i * K;
-        for (int a = 0; a < p->k; a++)
-            for (int c = a; c < p->k; c++) G[a * K + c] += zi[a] * zi[c];
+        const double *zi = Z + (size_t)i * K, *ti = T + (size_t)i * K;
+        for (int a = 0; a < k; a++)
+            for (int c = a; c < k; c++) {
+                G[a * K + c] += zi[a] * zi[c];
+                N[a * K + c] += ti[a] * ti[c];
+            }
     }
-    for (int a = 0; a < p->k; a++)
-        for (int c = 0; c < a; c++) G[a * K + c] = G[c * K + a];
-    s_eig_range(G, p->k, K, &lo, &hi);
+    for (int a = 0; a < k; a++)
+        for (int c = 0; c < a; c++) G[a * K + c] = G[c * K + a], N[a * K + c] = N[c * K + a];
+    /* the largest ||E u|| / ||u|| on the span, at most PS_VERIFY_TOL_MAX */
+    memcpy(C, G, sizeof C);
+    s_eig_range(C, k, K, &lo, &hi);
     const double rel = sqrt(hi);
     if (residual) *residual = rel;
-    const double tol = ps_verify_tol(p->fro, damping_used);
-    if (!(rel <= tol)) {
+    if (!(rel <= PS_VERIFY_TOL_MAX)) {
         snprintf(why, why_len, "it does not invert the factor it was cut from: max ||H (F + %.3g I) u - u|| / ||u|| = "
                  "%.3g on a %d-dimensional span of random directions and their images under F (at most %.2g)",
-                 (double)damping_used, rel, p->k, tol);
+                 (double)damping_used, rel, k, PS_VERIFY_TOL_MAX);
+        return -EDOM;
+    }
+    /* and in every direction at most what an honest float inverse may have there:
+     * ||E u||^2 <= TOL^2 ||u||^2 + (COND_TOL / d_H)^2 ||(F + d_H I) u||^2, i.e. the largest eigenvalue of
+     * M^{-1/2} G M^{-1/2} at most 1, M = TOL^2 I + (COND_TOL / d_H)^2 N = L L^T */
+    const double s2 = damping_used > 0.0f ? PS_VERIFY_COND_TOL / damping_used : 0.0;
+    double L[K * K] = {0};
+    for (int a = 0; a < k; a++)
+        for (int c = 0; c <= a; c++) {
+            double m = s2 * s2 * N[a * K + c] + (a == c ? PS_VERIFY_TOL * PS_VERIFY_TOL : 0.0);
+            for (int e = 0; e < c; e++) m -= L[a * K + e] * L[c * K + e];
+            L[a * K + c] = a == c ? sqrt(m) : m / L[c * K + c]; /* m > 0: M >= TOL^2 I */
+        }
+    double X[K * K];
+    for (int c = 0; c < k; c++) /* X = L^{-1} G, column c by forward substitution */
+        for (int a = 0; a < k; a++) {
+            double m = G[a * K + c];
+            for (int e = 0; e < a; e++) m -= L[a * K + e] * X[e * K + c];
+            X[a * K + c] = m / L[a * K + a];
+        }
+    for (int c = 0; c < k; c++) /* C = L^{-1} X^T = L^{-1} G L^{-T} */
+        for (int a = 0; a < k; a++) {
+            double m = X[c * K + a];
+            for (int e = 0; e < a; e++) m -= L[a * K + e] * C[e * K + c];
+            C[a * K + c] = m / L[a * K + a];
+        }
+    for (int a = 0; a < k; a++)
+        for (int c = 0; c < a; c++) C[a * K + c] = C[c * K + a] = 0.5 * (C[a * K + c] + C[c * K + a]);
+    s_eig_range(C, k, K, &lo, &hi);
+    if (!(hi <= 1.0)) {
+        snprintf(why, why_len, "it does not invert the factor it was cut from: for a u in a %d-dimensional span of "
+                 "random directions and their images under F, ||H (F + %.3g I) u - u|| is %.3g times what a float "
+                 "inverse may have there (%.2g ||u||, and %.2g ||(F + d I) u|| / d); the largest over the span is "
+                 "%.3g ||u||", k, (double)damping_used, sqrt(hi), PS_VERIFY_TOL, PS_VERIFY_COND_TOL, rel);
         return -EDOM;
     }
     if (inv->method == KFAC_INV_CHOLESKY) {

@@ -7,12 +7,16 @@
  * is that of R and F R for R (n x k/2) N(0, 1): k/2 random directions and
  * one power step of F on each, so that the eigenvectors of F's largest
  * eigenvalues lie nearly in it. Its orthonormal basis V (n x k) and
- * W = (F + d I) V are kept, with tr F and ||F||_F. A result H passes when
- *   max over unit u in span V of || (H (F + d_H I) - I) u ||  <=  tol,
- * the largest singular value of E V = H (W + (d_H - d) V) - V (a k x k
- * eigenvalue problem: block power iteration on E carried to its limit on
- * the subspace), with tol = ps_verify_tol(||F||_F, d_H): PS_VERIFY_TOL,
- * looser for badly conditioned F + d_H I, never above PS_VERIFY_TOL_MAX.
+ * W = (F + d I) V are kept, with tr F. With E = H (F + d_H I) - I
+ * for a result H, E V = H (W + (d_H - d) V) - V (k products with H), and
+ * for every u in span V (k x k eigenvalue problems: block power iteration
+ * on E carried to its limit on the subspace) H passes when
+ *   ||E u|| <= PS_VERIFY_TOL_MAX ||u||   and
+ *   ||E u||^2 <= PS_VERIFY_TOL^2 ||u||^2 + (PS_VERIFY_COND_TOL / d_H)^2 ||(F + d_H I) u||^2:
+ * the second term is what rounding a float inverse costs in that direction
+ * (E u = dH (F + d_H I) u, ||dH|| a small multiple of ||H|| <= 1 / d_H),
+ * large along F's largest eigenvectors, small elsewhere.
+ * So at most sqrt(2) ps_verify_tol(||F||_F, d_H) passes in any direction.
  * d_H is the damping the result says it used (Cholesky may add more than
  * asked, up to 10^KFAC_INVERSE_MAX_ESCALATIONS times; d_H is checked to
  * lie in that range). A Cholesky-form result must also be positive
@@ -29,23 +33,26 @@
  * (E q = -2 q) is what one random probe x let through (residual
  * 2 |q . x| / ||x||, about 2 / sqrt(n): 0.03 at n = 4096). Now:
  *  - q among F's largest eigenvalues: q lies nearly in span V, residual
- *    near 2 (tests/ps/test_ps_verify.c: 0.3 to 1.9, tolerance at most 0.25);
+ *    near 2 (bench/bench_ps_verify.c: 0.3 to 1.9, allowed at most 0.25);
  *  - q with lambda_q + d up to about 100 d (the smallest eigenvalues, the
  *    null space of a singular factor): H has the eigenvalue
  *    -1 / (lambda_q + d), which the Lanczos steps find;
- *  - any q: it passes only if 2 ||P_V q|| <= tol; ||P_V q||^2 is at
- *    least the Beta(k/4, (n - k/2)/2) share of the k/2 random directions, so
- *    a flip passes with probability at most P(chi2_{k/2} < n tol^2 / 4):
- *    at tol 0.05 (k = 16) 1.6e-6 at n = 257, 3.4e-4 at 1025, 0.018 at 3137,
- *    0.041 at 4096; at the cap 0.25 this bound is no protection for n >= 513,
- *    and only the two mechanisms above stand.
- * Several flips fail more surely than one (the largest of their shares).
- * The tolerance: an honest float inverse's residual on the span grows
- * like 2.2e-8 sqrt(n) times the condition number (1.2e-6 kappa at
- * n = 3137, white spectrum, the worst measured), PS_VERIFY_COND_TOL keeps
- * 4 times that up to n = 4096. Where it reaches the cap (kappa bound
- * above 4e4) an honest float inverse is itself that inexact along F's
- * largest eigenvectors, so a flip there is as large as its rounding.
+ *  - any q: E u = -2 (q . u) q on the span, so it passes only where
+ *    2 ||P_V q|| stays under the allowance of the direction P_V q; from
+ *    the k/2 random directions alone ||P_V q||^2 ~ Beta(k/4, (n - k/2)/2),
+ *    so with the allowance at its floor PS_VERIFY_TOL it passes with
+ *    probability at most P(chi2_{k/2} < n TOL^2 / 4): for k = 16, 1.6e-6
+ *    at n = 257, 3.4e-4 at 1025, 0.018 at 3137, 0.041 at 4096.
+ * Measured (bench/RESULTS.md, 100 flips of a random eigenvector per
+ * case): none passed at n = 513 and 1025 up to kappa ~ 9e4, against 42 to
+ * 100 of 100 with one probe. Several flips fail more surely than one.
+ * The tolerance: an honest float inverse's residual in direction u is
+ * about 2.2e-8 sqrt(n) ||(F + d I) u|| / d (1.2e-6 kappa along F's top
+ * eigenvector at n = 3137, the worst measured); PS_VERIFY_COND_TOL allows
+ * 4 times that up to n = 4096. Along F's largest eigenvectors, where the
+ * allowance reaches PS_VERIFY_TOL_MAX (kappa above 4e4), an honest float
+ * inverse is itself that inexact, so a flip there is as large as its
+ * rounding.
  * Cost (bench/bench_ps_verify.c, bench/RESULTS.md): the cut 2 passes over
  * F's upper triangle (k n^2 multiply-adds), the check k n^2 for E V,
  * PS_VERIFY_LANCZOS matrix-vector products with H (sgemv), and for eigen
@@ -63,9 +70,9 @@
 
 #include "common/kfac/kfac_inverse.h"
 
-#define PS_VERIFY_TOL 0.05    /* relative residual an inverse may have on the probe's span ... */
-#define PS_VERIFY_COND_TOL 6e-6 /* ... or this times a bound on the condition number of F + d I, (||F||_F + d) / d,
-                                   for badly conditioned factors, where a float inverse is less exact ... */
+#define PS_VERIFY_TOL 0.05    /* relative residual an inverse may have in a direction u of the probe's span ... */
+#define PS_VERIFY_COND_TOL 6e-6 /* ... plus (in quadrature) this times ||(F + d I) u|| / (d ||u||), where a float
+                                   inverse is less exact (badly conditioned factors, F's largest eigenvectors) ... */
 #define PS_VERIFY_TOL_MAX 0.25 /* ... but never more (a result half or twice the inverse always fails) */
 #define PS_VERIFY_ORTHO_TOL 1e-3 /* eigen results: || Q^T Q u - u || / ||u|| */
 #define PS_VERIFY_RING 8      /* probes kept per block: jobs in flight, late results included */
@@ -88,10 +95,11 @@ void ps_verify_free(ps_verify_t **v);
  * multiply-adds. Returns 0, -EINVAL or -ENOMEM. */
 int ps_verify_cut(ps_verify_t *v, int b, uint64_t job_id, const float *F, int n, float damping);
 
-/* The residual allowed for a factor whose largest eigenvalue is at most
- * `trace` (tr F, or ||F||_F as the check uses) at damping d:
- * PS_VERIFY_COND_TOL (trace + d) / d, at least PS_VERIFY_TOL, at most
- * PS_VERIFY_TOL_MAX. */
+/* The largest residual ||E u|| / ||u|| allowed in any direction for a
+ * factor whose largest eigenvalue is at most `trace` (tr F, or ||F||_F)
+ * at damping d: PS_VERIFY_COND_TOL (trace + d) / d, at least
+ * PS_VERIFY_TOL, at most PS_VERIFY_TOL_MAX (the check's allowance in
+ * direction u replaces trace + d by ||(F + d I) u|| / ||u||). */
 double ps_verify_tol(double trace, float damping);
 
 /* The damping job job_id of block b was cut with; -1 when unknown. */
