@@ -22,28 +22,23 @@
 . tests/integration/harness.inc
 h_init 58-hostile-invflip
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
-STEPS=200
-h_mlp_cluster "$H_DIR" "$STEPS" seed=4 statsd=1 invertd=1 ini='[kfac]
-stats = async
-[statsd]
-priority = normal
-[invertd]
-priority = normal'
+STEPS=600
+h_mlp_cluster "$H_DIR" "$STEPS" seed=4 statsd=1 invertd=1 ini="$H_ASYNC_INI"
 HONEST=$INV1
 h_wait_steps 20 90
 inv0=$(h_csv_last "$H_DIR/out/steps.csv" inverses_installed)
 POKES=""
 for k in top:9 random:10 many:11; do
   h_start "poke-${k%%:*}" "$BUILD/kfac-poke" --endpoint "$ep" --member_id "${k##*:}" --member_kind "inv-flip-${k%%:*}" \
-    --count 20 --wait_ms 3000 --print 20
+    --count 20 --wait_ms 10000 --print 20
   POKES="$POKES ${k%%:*}:$H_PID"
 done
 for kp in $POKES; do
   h_wait "${kp##*:}" 120
   [ "$H_STATUS" = 0 ] || h_fail "the inv-flip-${kp%%:*} daemon exited with status $H_STATUS (not welcomed?)"
 done
-h_wait "$PS_PID" 180
-[ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 180 s)"
+h_wait "$PS_PID" 300
+[ "$H_STATUS" = 0 ] || h_fail "kfac-ps exited with status $H_STATUS (124: still running after 300 s)"
 log=$H_DIR/ps.log
 rows=$(h_rows "$H_DIR/out/steps.csv")
 [ "$rows" -eq "$STEPS" ] || h_fail "steps.csv has $rows steps, expected $STEPS"
@@ -66,7 +61,8 @@ for kp in $POKES; do
   # the reasons of the refusals answered with an Error (the poke prints them)
   n_def=$(grep -c "refused: it is not positive definite" "$plog")
   n_res=$(grep -c "refused: it does not invert" "$plog")
-  summary="$summary inv-flip-$k: $refused of $flipped refused (reasons given: $n_res residual, $n_def not positive definite);"
+  n_diag=$(grep -c "refused: job_result.inverse: diagonal element" "$plog")
+  summary="$summary inv-flip-$k: $refused of $flipped refused (reasons given: $n_res residual, $n_def not positive definite, $n_diag a non-positive diagonal);"
 done
 if grep -q "(pid $HONEST[ ,)].*refused" "$log"; then h_fail "the honest inverse daemon had a result refused"; fi
 total=$(sed -n 's/.*inverses refused \([0-9]*\).*/\1/p' "$log" | tail -n 1)
