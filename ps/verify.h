@@ -43,9 +43,10 @@
  *    so with the allowance at its floor PS_VERIFY_TOL it passes with
  *    probability at most P(chi2_{k/2} < n TOL^2 / 4): for k = 16, 1.6e-6
  *    at n = 257, 3.4e-4 at 1025, 0.018 at 3137, 0.041 at 4096.
- * Measured (bench/RESULTS.md, 100 flips of a random eigenvector per
- * case): none passed at n = 513 and 1025 up to kappa ~ 9e4, against 42 to
- * 100 of 100 with one probe. Several flips fail more surely than one.
+ * Measured (bench/RESULTS.md, 100 flips of a random eigenvector in each
+ * of 16 cases, n = 513 and 1025, kappa 88 to 9e4): 1 of 1,600 passed (at
+ * kappa 9e4, where the honest residual is 0.07), against 42 to 100 of 100
+ * per case with one probe. Several flips fail more surely than one.
  * The tolerance: an honest float inverse's residual in direction u is
  * about 2.2e-8 sqrt(n) ||(F + d I) u|| / d (1.2e-6 kappa along F's top
  * eigenvector at n = 3137, the worst measured); PS_VERIFY_COND_TOL allows
