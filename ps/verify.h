@@ -46,7 +46,8 @@
  * Measured (bench/RESULTS.md, 100 flips of a random eigenvector in each
  * of 16 cases, n = 513 and 1025, kappa 88 to 9e4): 1 of 1,600 passed (at
  * kappa 9e4, where the honest residual is 0.07), against 42 to 100 of 100
- * per case with one probe. Several flips fail more surely than one.
+ * per case with one probe; at n = 3137, 3 of 160 (20 per case, all at
+ * kappa 9e4 and 6e5). Several flips fail more surely than one.
  * The tolerance: an honest float inverse's residual in direction u is
  * about 2.2e-8 sqrt(n) ||(F + d I) u|| / d (1.2e-6 kappa along F's top
  * eigenvector at n = 3137, the worst measured); PS_VERIFY_COND_TOL allows
