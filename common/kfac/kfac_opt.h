@@ -119,6 +119,10 @@ typedef struct kfac_opt {
     float *lr_buf;              /* (lr_len) scratch of the low-rank path, grown on demand */
     size_t lr_len;
     uint64_t n_lowrank_layers;  /* layer-steps preconditioned in factored (low-rank) form */
+    kfac_step_seg_t *seg;       /* (avg->n_layers) each stats slot's parameters: weights, then bias */
+    double *seg_vg;             /* (avg->n_layers) scratch: v^T g of each slot */
+    double *dot_part;           /* (n_dot_part) scratch of kfac_step_dots */
+    size_t n_dot_part;
 } kfac_opt_t;
 
 /* New optimizer for net (borrowed, must outlive it). Returns NULL with a
@@ -161,10 +165,15 @@ typedef struct kfac_step_info {
     int n_blocks_missing;   /* blocks without an inverse */
 } kfac_step_info_t;
 
-/* Split the preconditioning's large products over a pool's threads
- * (common/nn/nn_par.h; borrowed, must outlive k or be unset with NULL).
- * NULL (the default) computes on the caller's thread. kfac_opt_step must
- * then not run while another user of the same pool runs it. */
+/* Split the update over a pool's threads (common/nn/nn_par.h; borrowed,
+ * must outlive k or be unset with NULL): the preconditioning's large
+ * products, and the passes over all parameters (the gradient's check, the
+ * dot products v^T g, and one fused pass of weight decay, momentum,
+ * parameters and Polyak average, kfac_step_tail). The result does not
+ * depend on the thread count beyond the BLAS kernels' float rounding of
+ * the products. NULL (the default) computes on the caller's thread.
+ * kfac_opt_step must then not run while another user of the same pool
+ * runs it. */
 void kfac_opt_set_par(kfac_opt_t *k, struct nn_par *par);
 
 /* One update at parameter version t: params (n_params) move using grads

@@ -129,8 +129,8 @@ START_TEST(test_ps_round_state_average_weighted_and_order_free) {
         ps_round_t ra, rb;
         ck_assert_int_eq(ps_round_state_init(&ra, net, 0), 0);
         ck_assert_int_eq(ps_round_state_init(&rb, net, 0), 0);
-        ps_round_state_average(&ra, net, &ta);
-        ps_round_state_average(&rb, net, &tb);
+        ps_round_state_average(&ra, net, &ta, NULL);
+        ps_round_state_average(&rb, net, &tb, NULL);
         ck_assert_msg(memcmp(ra.grad_acc, rb.grad_acc, net->n_params * sizeof(float)) == 0,
                       "seed %" PRIu64 ": the mean gradient depends on the order the workers joined in", seed);
         ck_assert_msg(memcmp(ra.state_acc, rb.state_acc, net->n_state * sizeof(float)) == 0,
@@ -218,8 +218,8 @@ START_TEST(test_ps_round_state_lowrank_weighted_and_order_free) {
         ps_round_t ra, rb;
         ck_assert_int_eq(ps_round_state_init(&ra, net, 0), 0);
         ck_assert_int_eq(ps_round_state_init(&rb, net, 0), 0);
-        ps_round_state_average(&ra, net, &ta);
-        ps_round_state_average(&rb, net, &tb);
+        ps_round_state_average(&ra, net, &ta, NULL);
+        ps_round_state_average(&rb, net, &tb, NULL);
         const kfac_lowrank_t *ea = kfac_lowrank_set_find(&ra.lowrank, 0), *eb = kfac_lowrank_set_find(&rb.lowrank, 0);
         int total = 0;
         for (int k = 0; k < n; k++) total += rows[k];
@@ -284,7 +284,7 @@ START_TEST(test_ps_round_state_commit_once) {
     ck_assert(rs.acc_n == (double)w[gone].n_examples);
     ps_round_state_commit_grad(&rs, net, p[gone]); /* again: nothing */
     ck_assert(rs.acc_n == (double)w[gone].n_examples);
-    ps_round_state_average(&rs, net, &t);
+    ps_round_state_average(&rs, net, &t, NULL);
     double sum_n = 0;
     for (int k = 0; k < n; k++) sum_n += (double)w[k].n_examples;
     ck_assert_msg(rs.acc_n == sum_n, "seed %" PRIu64 ": %g examples summed, want %g", seed, rs.acc_n, sum_n);
@@ -457,7 +457,7 @@ START_TEST(test_ps_round_state_robust_state) {
         ps_round_t rs;
         ck_assert_int_eq(ps_round_state_init(&rs, net, 0), 0);
         ps_round_state_open(&rs, net, 1);
-        ck_assert_int_eq(ps_round_state_robust(&rs, net, &t, -1), k);
+        ck_assert_int_eq(ps_round_state_robust(&rs, net, &t, -1, NULL), k);
         ck_assert(rs.state_n == 1.0);
         for (size_t i = 0; i < net->n_state; i++) {
             double v[8];
