@@ -106,8 +106,10 @@ typedef struct kfac_opt {
     float *mom;                /* (n_params) momentum */
     float *polyak;             /* (n_params) Polyak average */
     long polyak_count;
-    float *v;                  /* (n_params) preconditioned direction (scratch) */
-    float *g;                  /* (n_params) gradient + weight decay (scratch) */
+    float *v;                  /* (n_params) preconditioned direction of the last step (scratch; the
+                                  decoupled weight decay is added in the tail, not here) */
+    float *g;                  /* (n_params) the gradient with its low-rank entries applied (scratch;
+                                  a step without them reads the caller's gradient instead) */
     float *wd_mask;            /* (n_params) 1 on fc/conv weights */
     float *work, *vbuf, *ubuf; /* preconditioning scratch */
     size_t work_len, vbuf_len;
