@@ -92,7 +92,8 @@ kfac_opt_t *kfac_opt_new(const net_t *net, const kfac_opts_t *opts, char *err, s
     const int n_slots = k->avg->n_layers;
     k->seg = calloc(n_slots ? (size_t)n_slots : 1, sizeof *k->seg);
     k->seg_vg = calloc(n_slots ? (size_t)n_slots : 1, sizeof *k->seg_vg);
-    if (!k->seg || !k->seg_vg) goto oom;
+    k->seg_step = calloc(n_slots ? (size_t)n_slots : 1, sizeof *k->seg_step);
+    if (!k->seg || !k->seg_vg || !k->seg_step) goto oom;
     for (int s = 0; s < n_slots; s++) {
         const layer_t *l = &net->layers[k->avg->layers[s].layer];
         k->seg[s].off = l->w_off;
@@ -136,7 +137,7 @@ void kfac_opt_free(kfac_opt_t **k_p) {
     free(k->blocks);
     kfac_stats_free(&k->avg);
     free(k->mom); free(k->polyak); free(k->v); free(k->g); free(k->wd_mask);
-    free(k->seg); free(k->seg_vg); free(k->dot_part);
+    free(k->seg); free(k->seg_vg); free(k->seg_step); free(k->dot_part);
     free(k->work); free(k->vbuf); free(k->ubuf); free(k->lr_buf);
     free(k);
     *k_p = NULL;
@@ -356,14 +357,16 @@ static bool s_lowrank_usable(const kfac_opt_t *k, int s, const kfac_lowrank_t *e
 }
 
 /* Precondition stats slot s from its low-rank weight gradient e (the
- * dense k->g holds the bias, and zeros in the weight's slice) into k->v.
+ * dense gradient g supplies the bias; its weight slice is not read) into
+ * k->v.
  * *vg_w receives <v_W, D^T X> by Gram products. Returns 0, or a negative
  * errno with k->v's slice unspecified (the caller then goes dense). */
-static int s_precond_layer_lowrank(kfac_opt_t *k, int s, float lambda, const kfac_lowrank_t *e, double *vg_w) {
+static int s_precond_layer_lowrank(kfac_opt_t *k, const float *g, int s, float lambda, const kfac_lowrank_t *e,
+                                   double *vg_w) {
     const kfac_layer_stats_t *ls = &k->avg->layers[s];
     const layer_t *l = &k->net->layers[ls->layer];
     const int out = ls->out, in = e->n_in, B = e->n_rows;
-    const float *gb = l->n_b ? k->g + l->b_off : NULL;
+    const float *gb = l->n_b ? g + l->b_off : NULL;
     float *vw = k->v + l->w_off, *vb = l->n_b ? k->v + l->b_off : NULL;
     int rc;
     if (ls->mode == KFAC_MODE_DOUBLY) {
@@ -433,54 +436,65 @@ int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, cons
                           kfac_step_info_t *info) {
     const size_t n = k->net->n_params;
     const kfac_opts_t *o = &k->opts;
-    /* The gradient: grads itself, or with low-rank entries a copy in k->g
-     * that they change (their slices zeroed or densified). Either way one
-     * pass checks it, on the pool. */
-    int with_lowrank = 0;
-    for (int i = 0; lr && i < lr->n; i++) with_lowrank |= lr->v[i].n_rows > 0;
-    if (kfac_step_copy_finite(with_lowrank ? k->g : NULL, grads, n, k->par) < n) return -EDOM;
-    const float *g = with_lowrank ? k->g : grads;
-    /* Low-rank weight gradients: kept factored where usable (their slice of
-     * g zeroed: the gradient is D^T X there), else densified into g. */
+    /* Low-rank weight gradients: kept factored where usable (the weight
+     * slice of the gradient is then D^T X, never read densely: v^T g there
+     * comes from Gram products), else densified into a copy of the
+     * gradient in k->g. */
     const kfac_lowrank_t *lr_of[1024];
     const int n_slots = k->avg->n_layers < 1024 ? k->avg->n_layers : 1024;
     for (int s = 0; s < n_slots; s++) lr_of[s] = NULL;
-    int n_lowrank = 0;
+    int n_lowrank = 0, n_dense = 0;
     for (int i = 0; lr && i < lr->n; i++) {
         const kfac_lowrank_t *e = &lr->v[i];
         if (e->n_rows <= 0) continue;
-        float *gw = k->g + e->w_off;
         if (!kfac_linalg_all_finite(e->D, (size_t)e->n_rows * e->n_out) ||
             !kfac_linalg_all_finite(e->X, (size_t)e->n_rows * e->n_in))
             return -EDOM;
         int s = s_stat_of(k, e->layer);
         if (s >= 0 && s < n_slots && s_lowrank_usable(k, s, e)) {
-            memset(gw, 0, sizeof(float) * (size_t)e->n_out * e->n_in);
             lr_of[s] = e;
             n_lowrank++;
         } else {
-            kfac_lowrank_densify(e, gw, 1.0f);
+            n_dense++;
         }
+    }
+    /* The gradient: the caller's, or a copy that the densified entries
+     * change. Either way one pass checks it, on the pool. */
+    if (kfac_step_copy_finite(n_dense ? k->g : NULL, grads, n, k->par) < n) return -EDOM;
+    const float *g = n_dense ? k->g : grads;
+    for (int i = 0; n_dense && i < lr->n; i++) {
+        const kfac_lowrank_t *e = &lr->v[i];
+        int s = s_stat_of(k, e->layer);
+        if (e->n_rows > 0 && !(s >= 0 && s < n_slots && lr_of[s] == e)) kfac_lowrank_densify(e, k->g + e->w_off, 1.0f);
     }
     const float lambda = (float)kfac_step_effective_damping(o->damping, o->weight_decay, o->wd_mode);
     int n_ident = 0;
     /* Layer by layer, the direction v; vg_w_of holds the factored layers'
-     * <v_W, D^T X>, to which the dot products add the dense part. */
+     * <v_W, D^T X>, to which the dot products add the dense part (the
+     * bias alone for a factored layer: seg_step). */
     double vg_w_of[1024];
     for (int s = 0; s < k->avg->n_layers; s++) {
         const layer_t *l = &k->net->layers[k->avg->layers[s].layer];
         double vg_w = 0.0;
         const kfac_lowrank_t *e = s < n_slots ? lr_of[s] : NULL;
-        if (e && s_precond_layer_lowrank(k, s, lambda, e, &vg_w) != 0) {
-            /* failed in factored form: the dense path decides (identity, errors) */
+        k->seg_step[s] = k->seg[s];
+        if (e && s_precond_layer_lowrank(k, g, s, lambda, e, &vg_w) != 0) {
+            /* failed in factored form: the dense path decides (identity,
+             * errors), from a copy of the gradient with D^T X in the slice */
             k->n_precond_errors++;
+            if (g != k->g) {
+                kfac_step_copy_finite(k->g, grads, n, k->par);
+                g = k->g;
+            }
             kfac_lowrank_densify(e, k->g + e->w_off, 0.0f);
             memcpy(k->v + l->w_off, k->g + l->w_off, (l->n_w + l->n_b) * sizeof(float));
             e = NULL;
+            lr_of[s] = NULL;
             vg_w = 0.0;
             n_lowrank--;
         }
         if (!e) n_ident += s_precond_layer(k, g, s, lambda);
+        else k->seg_step[s] = (kfac_step_seg_t){l->b_off, l->n_b};
         if (s < n_slots) vg_w_of[s] = vg_w;
     }
     k->n_identity_layers += (uint64_t)n_ident;
@@ -490,7 +504,8 @@ int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, cons
      * plus the factored layers' Gram parts. g is finite, so a layer's sum
      * is finite exactly when its direction is. */
     const int n_seg = k->avg->n_layers;
-    if (kfac_step_dots(k->v, g, k->seg, n_seg, k->seg_vg, k->dot_part, k->n_dot_part, k->par) < 0) return -EINVAL;
+    if (kfac_step_dots(k->v, g, k->seg_step, n_seg, k->seg_vg, k->dot_part, k->n_dot_part, k->par) < 0)
+        return -EINVAL;
     double vg = 0.0, step = o->lr;
     for (int s = 0; s < n_seg; s++) {
         if (s < n_slots) k->seg_vg[s] += vg_w_of[s];

@@ -108,8 +108,8 @@ typedef struct kfac_opt {
     long polyak_count;
     float *v;                  /* (n_params) preconditioned direction of the last step (scratch; the
                                   decoupled weight decay is added in the tail, not here) */
-    float *g;                  /* (n_params) the gradient with its low-rank entries applied (scratch;
-                                  a step without them reads the caller's gradient instead) */
+    float *g;                  /* (n_params) the gradient with densified low-rank entries (scratch; a
+                                  step without them reads the caller's gradient instead) */
     float *wd_mask;            /* (n_params) 1 on fc/conv weights */
     float *work, *vbuf, *ubuf; /* preconditioning scratch */
     size_t work_len, vbuf_len;
@@ -122,6 +122,8 @@ typedef struct kfac_opt {
     size_t lr_len;
     uint64_t n_lowrank_layers;  /* layer-steps preconditioned in factored (low-rank) form */
     kfac_step_seg_t *seg;       /* (avg->n_layers) each stats slot's parameters: weights, then bias */
+    kfac_step_seg_t *seg_step;  /* (avg->n_layers) scratch: the step's dense part of each slot (the bias
+                                   alone where the weights are preconditioned in factored form) */
     double *seg_vg;             /* (avg->n_layers) scratch: v^T g of each slot */
     double *dot_part;           /* (n_dot_part) scratch of kfac_step_dots */
     size_t n_dot_part;
