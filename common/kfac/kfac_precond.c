@@ -25,21 +25,26 @@ size_t kfac_precond_work_len(int n_out, int n_in) {
     return (size_t)n_out * (size_t)n_in;
 }
 
-/* Slabs of mode 1 taken together by one sgemm (s_apply_slabs): enough
- * that the product has at least this many columns. */
+/* Slabs of mode 1 with fewer columns than PRECOND_SLAB_BATCH_BELOW are
+ * taken together by one sgemm (s_apply_slabs), enough of them for about
+ * PRECOND_SLAB_COLS columns. Measured on one core (OpenBLAS 0.3.21,
+ * SkylakeX kernels; bench/RESULTS.md): slabs of 9 columns gain 8%, of 4
+ * nothing, and the wide model's 64 x 49 slabs lose 3-10% to the copies,
+ * since a product of 49 columns already runs near the sgemm rate. */
 #define PRECOND_SLAB_COLS 512
+#define PRECOND_SLAB_BATCH_BELOW 32
 
 /* Y_s = op(M) X_s for the slabs s in [lo, hi) of X (d0, d1, d2), M (d1,
- * d1). Slabs with few columns (d2 < PRECOND_SLAB_COLS) go b at a time
- * through one sgemm: S (d1, b d2) with S[j, q d2 + t] = X[s + q, j, t],
- * T = op(M) S, and back, Y[s + q, i, t] = T[i, q d2 + t]; the copies stay
- * in the cache, and one product of b d2 columns runs near the machine's
- * rate where b products of d2 columns do not. Each element of Y is the
- * same sum over j either way. */
+ * d1). Slabs with few columns (d2 < PRECOND_SLAB_BATCH_BELOW) go b at a
+ * time through one sgemm: S (d1, b d2) with S[j, q d2 + t] = X[s + q, j,
+ * t], T = op(M) S, and back, Y[s + q, i, t] = T[i, q d2 + t]; the copies
+ * stay in the cache, and one call replaces b calls whose fixed cost
+ * outweighs their few columns. Each element of Y is the same sum over j
+ * either way. */
 static void s_apply_slabs(const float *M, bool trans, const int d[3], const float *X, float *Y, int lo, int hi) {
     const int n = d[1], d2 = d[2];
     const size_t slab = (size_t)d[1] * (size_t)d[2];
-    int b = d2 >= PRECOND_SLAB_COLS ? 1 : (PRECOND_SLAB_COLS + d2 - 1) / d2;
+    int b = d2 >= PRECOND_SLAB_BATCH_BELOW ? 1 : (PRECOND_SLAB_COLS + d2 - 1) / d2;
     if (b > hi - lo) b = hi - lo;
     float *S = b > 1 ? malloc(sizeof(float) * 2 * slab * (size_t)b) : NULL;
     if (!S) b = 1; /* one slab at a time, straight from X into Y */

@@ -70,7 +70,8 @@ size_t kfac_precond_work_len(int n_out, int n_in);
  * factor when the factor is larger than the gradient (each thread then
  * reads only its rows of the factor, e.g. of a large A^-1), else by the
  * gradient's columns, rows or slabs; NULL computes on the calling thread.
- * A doubly-factored layer's Psi side takes several slabs per sgemm. The
+ * A doubly-factored layer's Psi side takes several slabs per sgemm where
+ * they have few columns (n_t < 32). The
  * result does not depend on the split beyond float rounding of the BLAS
  * kernels. */
 int kfac_precond_kron(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, float lambda,

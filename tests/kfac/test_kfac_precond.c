@@ -545,10 +545,11 @@ START_TEST(test_precond_split_and_batched_match_double) {
         kfac_inverse_free(&Ai);
         kfac_inverse_free(&Gi);
     }
-    /* kron3 with few columns per slab (T): groups of slabs, the last one
-     * short; the Psi side over 2^20 multiply-adds, so split by slabs too */
+    /* kron3 with few columns per slab (T < 32): groups of slabs, the last
+     * one short; the Psi side over 2^20 multiply-adds, so split by slabs
+     * too */
     for (int rep = 0; rep < 2; rep++) {
-        const int no = 64 + (int)rng_below(&r, 16), C = 24 + (int)rng_below(&r, 8), T = 40 + (int)rng_below(&r, 10);
+        const int no = 64 + (int)rng_below(&r, 16), C = 32 + (int)rng_below(&r, 8), T = 20 + (int)rng_below(&r, 10);
         kfac_inv_method_t mp = rep ? KFAC_INV_EIGEN : KFAC_INV_CHOLESKY;
         float *K = s_random_spd(&r, T, 1.0), *P = s_random_spd(&r, C, 0.5), *G = s_random_spd(&r, no, 2.0);
         kfac_inverse_t *Ki = s_inv(K, T, 0.1f, KFAC_INV_CHOLESKY), *Pi = s_inv(P, C, 0.1f, mp),
