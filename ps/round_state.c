@@ -234,7 +234,8 @@ static void s_sum_part(void *arg, int part, int n_parts) {
 
 static void s_sum_dense(float *acc, size_t n, const float *const *g, const float *w, int k, float scale, nn_par_t *par) {
     sum_job_t j = {acc, n, g, w, k, scale};
-    if (n >= 32768 && nn_par_threads(par) > 1) nn_par_run(par, s_sum_part, &j);
+    /* small models stay on the calling thread (kfac_step.c's STEP_PAR_MIN) */
+    if (n >= (1 << 18) && nn_par_threads(par) > 1) nn_par_run(par, s_sum_part, &j);
     else s_sum_part(&j, 0, 1);
 }
 
@@ -315,7 +316,7 @@ static void s_robust_part(void *arg, int part, int n_parts) {
  * threads (each coordinate on its own: the same result on any number). */
 static void s_robust_all(float *out, size_t n, const float *const *x, int k, int trim, nn_par_t *par) {
     robust_job_t j = {out, n, x, k, trim};
-    if (n >= 4096 && nn_par_threads(par) > 1) nn_par_run(par, s_robust_part, &j);
+    if (n >= (1 << 14) && nn_par_threads(par) > 1) nn_par_run(par, s_robust_part, &j);
     else s_robust_part(&j, 0, 1);
 }
 

@@ -124,9 +124,12 @@ int kfac_step_polyak(float *avg, const float *w, size_t n, double decay, long *c
 
 /* ---- the update's tail ------------------------------------------------------------ */
 
-/* Below this many parameters a pass stays on the calling thread: the
- * pool's hand-off (tens of microseconds) costs more than the pass. */
-#define STEP_PAR_MIN 32768
+/* Below this many parameters a pass stays on the calling thread: such a
+ * pass takes a fraction of a millisecond, and a pool's hand-off on a busy
+ * host can cost more (measured with bench/fast_members.sh on 2 shared
+ * cores: the demo model's 215k-parameter SGD update took 1.2-2.1 ms on a
+ * pool of 2 against 0.6-1.1 ms on the loop thread). */
+#define STEP_PAR_MIN (1 << 18)
 
 /* Part `part` of n_parts of n elements: [*lo, *hi), contiguous, in order,
  * cut at multiples of 16 floats (a 64-byte cache line) so that two parts

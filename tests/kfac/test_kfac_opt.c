@@ -372,7 +372,9 @@ START_TEST(test_kfac_opt_step_eigen_matches_dense_solve) {
 END_TEST
 
 /* The update's tail on a model large enough that kfac_opt_step splits its
- * products and its passes over a pool: with decoupled weight decay,
+ * products over a pool (its passes over the parameters stay on the
+ * calling thread below 2^18 parameters; test_kfac_step.c runs them on
+ * pools): with decoupled weight decay,
  * momentum, the Polyak average and the KL-clip rule (per-layer v^T g),
  * three steps on one thread and on a pool of 3 give the same parameters,
  * momentum and average (1e-5 relative: the BLAS kernels' rounding of the

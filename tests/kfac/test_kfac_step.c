@@ -339,8 +339,8 @@ static nn_par_t *s_pool(int n_threads) {
 
 START_TEST(test_step_tail_matches_reference) {
     SEEDED();
-    /* over the pool's threshold, not a multiple of a cache line or a block */
-    const size_t n = 70001 + rng_below(&rng, 5000);
+    /* over the pool's threshold (2^18), not a multiple of a cache line or a block */
+    const size_t n = 270001 + rng_below(&rng, 5000);
     float *w0 = malloc(n * sizeof(float)), *m0 = malloc(n * sizeof(float)), *a0 = malloc(n * sizeof(float));
     float *v = malloc(n * sizeof(float)), *mask = malloc(n * sizeof(float));
     float *w = malloc(n * sizeof(float)), *m = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float));
@@ -421,7 +421,10 @@ START_TEST(test_step_dots_match_reference_on_any_pool) {
     size_t off = 0;
     for (int i = 0; i < N_SEG; i++) {
         /* short ones, one chunk exactly, and several chunks with a ragged end */
-        size_t len = i == 2 ? KFAC_STEP_DOT_CHUNK : i % 2 ? 1 + rng_below(&rng, 300) : 1 + rng_below(&rng, 5 * KFAC_STEP_DOT_CHUNK);
+        size_t len = i == 2   ? KFAC_STEP_DOT_CHUNK
+                     : i == 4 ? (1 << 18) + rng_below(&rng, KFAC_STEP_DOT_CHUNK) /* the pool's threshold in all */
+                     : i % 2  ? 1 + rng_below(&rng, 300)
+                              : 1 + rng_below(&rng, 5 * KFAC_STEP_DOT_CHUNK);
         off += rng_below(&rng, 50); /* gaps between segments are not read */
         seg[i].off = off;
         seg[i].len = len;
@@ -465,7 +468,7 @@ END_TEST
 
 START_TEST(test_step_copy_finite_finds_the_first) {
     SEEDED();
-    const size_t n = 100000 + rng_below(&rng, 1000);
+    const size_t n = 300000 + rng_below(&rng, 1000); /* over the pool's threshold */
     float *src = malloc(n * sizeof(float)), *dst = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) src[i] = (float)rng_normal(&rng);
     for (int threads = 1; threads <= 3; threads++) {
