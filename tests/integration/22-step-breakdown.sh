@@ -71,7 +71,7 @@ msg=$(awk -F, -v tol="$TOL_MS" '
     prev_wall = $h["wall_s"]; prev_pub = p
   }
   END { if (!curv) { print "no row has curv_ms > 0"; exit 1 } }' "$steps") || h_fail "$msg"
-grep -q "update: preconditioning on 3 threads" "$H_DIR/out/logs/ps.log" ||
+grep -q "update: on 3 threads" "$H_DIR/out/logs/ps.log" ||
   h_fail "kfac-ps did not start the 3 update threads of [ps] update_threads: $(grep 'update:' "$H_DIR/out/logs/ps.log")"
 msg=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
   $h["step"] <= 20 { a += $h["train_loss"]; na++ } $h["step"] > 100 { b += $h["train_loss"]; nb++ }
