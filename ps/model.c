@@ -2,7 +2,6 @@
 #include "ps/model.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,22 +20,25 @@ int ps_model_init(ps_model_t *m, const runcfg_t *c, char *err, size_t err_len) {
     }
     m->net->fc_doubly_min_in = c->doubly_min_in;
     net_init_params(m->net, c->seed);
+    /* The update on every core while the workers wait for it (the threads
+     * sleep between updates): K-FAC's large products, and for either
+     * optimizer the passes over all parameters. */
+    int n_up = c->ps_update_threads > 0 ? c->ps_update_threads : affinity_count();
+    if (n_up > 64) n_up = 64;
+    if (n_up > 1 && !(m->update_par = nn_par_new(n_up)))
+        log_warn("cannot start %d update threads; the update runs on the loop thread alone", n_up);
+    log_info("update: on %d thread%s", nn_par_threads(m->update_par), nn_par_threads(m->update_par) == 1 ? "" : "s");
     if (c->optimizer == RUNCFG_OPTIMIZER_KFAC) {
         kfac_opts_t ko;
         runcfg_kfac_opts(c, &ko);
         if (!(m->kfac = kfac_opt_new(m->net, &ko, err, err_len))) return -EINVAL;
-        /* The update's large products on every core while the workers
-         * wait for it (the threads sleep between updates). */
-        int n_up = c->ps_update_threads > 0 ? c->ps_update_threads : affinity_count();
-        if (n_up > 64) n_up = 64;
-        if (n_up > 1) {
-            if (!(m->update_par = nn_par_new(n_up)))
-                log_warn("cannot start %d update threads; the update runs on the loop thread alone", n_up);
-            kfac_opt_set_par(m->kfac, m->update_par);
-        }
-        log_info("update: preconditioning on %d thread%s", nn_par_threads(m->update_par),
-                 nn_par_threads(m->update_par) == 1 ? "" : "s");
+        kfac_opt_set_par(m->kfac, m->update_par);
         return 0;
+    }
+    if (!(c->momentum >= 0.0 && c->momentum < 1.0) || !(c->weight_decay >= 0.0)) {
+        snprintf(err, err_len, "[optimizer] momentum must be in [0, 1) and weight_decay >= 0 (got %g, %g)", c->momentum,
+                 c->weight_decay);
+        return -EINVAL;
     }
     /* SGD keeps the same Polyak average of the iterates that K-FAC keeps,
      * evaluated beside the current parameters. */
@@ -59,13 +61,6 @@ void ps_model_release(ps_model_t *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* Index of the first value of v[0..n) that is not finite, or n. */
-static size_t s_first_nonfinite(const float *v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i])) return i;
-    return n;
-}
-
 int ps_model_update(ps_model_t *m, const float *grad, const kfac_lowrank_set_t *lowrank, long t, double *step_size,
                     size_t *bad_index) {
     *step_size = 0.0;
@@ -78,16 +73,31 @@ int ps_model_update(ps_model_t *m, const float *grad, const kfac_lowrank_set_t *
         m->last = info;
         return 0;
     }
-    const size_t bad = s_first_nonfinite(grad, m->net->n_params);
+    /* Two passes over the parameters on the update's pool: the check, then
+     * sgd_step's rule and the Polyak average fused (kfac_step_tail). */
+    const size_t bad = kfac_step_copy_finite(NULL, grad, m->net->n_params, m->update_par);
     if (bad < m->net->n_params) {
         *bad_index = bad;
         return -ERANGE;
     }
     *step_size = sgd_lr_at(&m->lr, t);
-    sgd_step(m->sgd, m->net->params, grad, *step_size);
-    /* The decay was validated with the configuration: this cannot fail. */
-    kfac_step_polyak(m->sgd_polyak, m->net->params, m->net->n_params, m->sgd_polyak_decay, &m->sgd_polyak_count);
-    return 0;
+    const kfac_step_tail_t tail = {
+        .form = KFAC_STEP_FORM_SGD,
+        .n = m->net->n_params,
+        .w = m->net->params,
+        .mom = m->sgd->v,
+        .v = grad,
+        .wd_mask = m->sgd->decay_mask,
+        .step = *step_size,
+        .momentum = m->sgd->momentum,
+        .wd = m->sgd->weight_decay,
+        .avg = m->sgd_polyak,
+        .polyak_decay = m->sgd_polyak_decay,
+        .polyak_count = &m->sgd_polyak_count,
+    };
+    /* The momentum, decay and step were validated with the configuration:
+     * this cannot fail. */
+    return kfac_step_tail(&tail, m->update_par);
 }
 
 const float *ps_model_polyak(const ps_model_t *m) {

@@ -1,6 +1,6 @@
 /* ps/model.h — kfac-ps's model and optimizer: the network (its parameters
  * and batch-norm state), K-FAC or SGD, the Polyak average of the iterates,
- * the preconditioning's thread pool and the update step.
+ * the update's thread pool and the update step.
  *
  * ps_model_t is not opaque: the parameters, the state and the K-FAC blocks
  * are read in nearly every file of ps/ (Params, statistics, jobs, the
@@ -28,7 +28,7 @@
 typedef struct ps_model {
     net_t *net;                /* params (n_params) and state (n_state) live here */
     kfac_opt_t *kfac;          /* optimizer kfac, else NULL */
-    struct nn_par *update_par; /* [ps] update_threads > 1: the preconditioning's pool, else NULL */
+    struct nn_par *update_par; /* [ps] update_threads > 1: the update's pool, else NULL */
     sgd_t *sgd;                /* optimizer sgd, else NULL */
     float *sgd_polyak;         /* (n_params) sgd's Polyak average of the iterates, else NULL */
     long sgd_polyak_count;     /* iterates averaged into sgd_polyak so far */
@@ -39,8 +39,9 @@ typedef struct ps_model {
 
 /* m (caller-allocated, zeroed or not) from the configuration c (borrowed
  * for the call): [model] file loaded, parameters initialized from [run]
- * seed, and K-FAC (with [ps] update_threads preconditioning threads, one
- * per core when 0) or SGD with its Polyak average. Returns 0, or -EINVAL /
+ * seed, the update's pool of [ps] update_threads threads (one per core
+ * when 0), and K-FAC or SGD with its Polyak average (SGD's momentum must
+ * be in [0, 1) and its weight decay >= 0). Returns 0, or -EINVAL /
  * -ENOMEM with the reason in err; ps_model_release frees what was set up
  * either way. */
 int ps_model_init(ps_model_t *m, const runcfg_t *c, char *err, size_t err_len);
@@ -51,7 +52,9 @@ void ps_model_release(ps_model_t *m);
 /* The update of version t from the mean gradient grad (n_params) and, with
  * K-FAC, the factored fc gradients lowrank (borrowed; may be empty): K-FAC's
  * preconditioned step (kfac_opt_step_lowrank), or SGD's step at the
- * learning rate of step t followed by its Polyak average. *step_size
+ * learning rate of step t with its Polyak average (sgd_step's rule; one
+ * pass over the parameters after the check, kfac_step_tail), both split
+ * over update_par's threads. *step_size
  * receives the step's size (K-FAC: the step taken; SGD: the learning rate).
  * Returns 0; a negative errno when K-FAC's direction is not finite; -ERANGE
  * with *bad_index set when SGD's mean gradient is not (a mean of finite

@@ -547,11 +547,12 @@ static void s_step_publish(ps_server_t *s) {
  * the robust rule of [ps] aggregate. */
 static void s_aggregate(ps_server_t *s) {
     if (s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN) {
-        ps_round_state_average(s->round, s->model.net, &s->peers);
+        ps_round_state_average(s->round, s->model.net, &s->peers, s->model.update_par);
         return;
     }
     int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
-    int k = ps_round_state_robust(s->round, s->model.net, &s->peers, median ? -1 : s->cfg->aggregate_trim);
+    int k = ps_round_state_robust(s->round, s->model.net, &s->peers, median ? -1 : s->cfg->aggregate_trim,
+                                  s->model.update_par);
     if (k > 0) {
         ps_counters_bump(&s->ctr, PS_CTR_ROBUST_STEPS);
         return;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/nn/nn_par.h"
 #include "ps/member.h"
 #include "ps/wire.h"
 
@@ -173,14 +174,15 @@ void ps_round_state_open_gate(ps_round_t *r) {
 }
 
 /* A held push's loss and counts into the sums; with_grad: its gradient
- * too; with_state: its batch-norm state too. */
-static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad, int with_state) {
+ * too (dense: its saxpy into grad_acc, unless dense_later, when the
+ * caller adds it in s_sum_dense); with_state: its batch-norm state too. */
+static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad, int dense_later, int with_state) {
     if (!p->mb.pushed || p->mb.committed || !p->grad) return;
     /* [ps] gradient_age_weight: the weight of its age (1 without the rule) */
     const double aw = kfac_age_weight(r->age_rule, r->t - (long)p->grad_version);
     const float w = (float)((double)p->n_examples * aw);
     /* grad_acc += n_examples * age weight * grad  (n_params floats) */
-    if (with_grad) cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
+    if (with_grad && !dense_later) cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
     /* factored layers: their rows, D scaled by n_examples, after those summed before */
     for (int i = 0; with_grad && i < p->lowrank.n; i++) {
         const kfac_lowrank_t *e = &p->lowrank.v[i];
@@ -208,7 +210,47 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
     ps_member_summed(p);
 }
 
-void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) { s_commit(r, net, p, 1, 1); }
+/* The mean's dense pass: acc[i] <- (acc[i] + w[0] g[0][i] + ... + w[k-1]
+ * g[k-1][i]) * scale, added in that order (rank order) for every i: one
+ * pass over the parameters, split over par's threads, the same sums on
+ * any number of them. */
+typedef struct {
+    float *acc;
+    size_t n;
+    const float *const *g;
+    const float *w;
+    int k;
+    float scale;
+} sum_job_t;
+
+static void s_sum_part(void *arg, int part, int n_parts) {
+    const sum_job_t *j = arg;
+    /* contiguous ranges of whole cache lines (16 floats) */
+    const size_t lines = (j->n + 15) / 16;
+    size_t lo = lines * (size_t)part / (size_t)n_parts * 16, hi = lines * (size_t)(part + 1) / (size_t)n_parts * 16;
+    if (hi > j->n) hi = j->n;
+    if (lo > hi) lo = hi;
+    /* blocks of 2048 floats: the block of acc stays in the L1 cache while
+     * every gradient is added into it */
+    for (size_t b = lo; b < hi; b += 2048) {
+        const size_t e = b + 2048 < hi ? b + 2048 : hi;
+        float *acc = j->acc;
+        for (int q = 0; q < j->k; q++) {
+            const float *g = j->g[q], w = j->w[q];
+            for (size_t i = b; i < e; i++) acc[i] += w * g[i];
+        }
+        for (size_t i = b; i < e; i++) acc[i] *= j->scale;
+    }
+}
+
+static void s_sum_dense(float *acc, size_t n, const float *const *g, const float *w, int k, float scale, nn_par_t *par) {
+    sum_job_t j = {acc, n, g, w, k, scale};
+    /* small models stay on the calling thread (kfac_step.c's STEP_PAR_MIN) */
+    if (n >= (1 << 18) && nn_par_threads(par) > 1) nn_par_run(par, s_sum_part, &j);
+    else s_sum_part(&j, 0, 1);
+}
+
+void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) { s_commit(r, net, p, 1, 0, 1); }
 
 void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p) {
     if (!p->mb.has_stats || !r->stats) return;
@@ -230,12 +272,24 @@ kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh) {
     return merged;
 }
 
-void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers) {
+void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers, nn_par_t *par) {
     ps_peer_t *order[S_MAX_ORDER];
-    int n_order = ps_member_order(peers, order, S_MAX_ORDER);
-    for (int i = 0; i < n_order; i++) ps_round_state_commit_grad(r, net, order[i]);
-    /* g = grad_acc / sum(n_examples): the example-weighted mean gradient */
-    cblas_sscal((int)net->n_params, (float)(1.0 / r->acc_n), r->grad_acc, 1);
+    const float *g[S_MAX_ORDER];
+    float w[S_MAX_ORDER];
+    int n_order = ps_member_order(peers, order, S_MAX_ORDER), k = 0;
+    /* the bookkeeping (rows of factored layers, loss, state) in rank
+     * order; the dense gradients in one pass after it */
+    for (int i = 0; i < n_order; i++) {
+        ps_peer_t *p = order[i];
+        if (!p->mb.pushed || p->mb.committed || !p->grad) continue;
+        g[k] = p->grad;
+        /* its examples times the weight of its age ([ps] gradient_age_weight; 1 without the rule), as in s_commit */
+        w[k++] = (float)((double)p->n_examples * kfac_age_weight(r->age_rule, r->t - (long)p->grad_version));
+        s_commit(r, net, p, 1, 1, 1);
+    }
+    /* g = (grad_acc + sum_i n_examples_i grad_i) / sum(n_examples): the
+     * example-weighted mean gradient */
+    s_sum_dense(r->grad_acc, net->n_params, g, w, k, (float)(1.0 / r->acc_n), par);
     for (int i = 0; i < r->lowrank.n; i++) kfac_lowrank_scale(&r->lowrank.v[i], (float)(1.0 / r->acc_n));
 }
 
@@ -256,36 +310,59 @@ float ps_round_robust_value(float *v, int k, int trim) {
     return (float)(sum / (double)(k - 2 * trim));
 }
 
-int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *peers, int trim) {
+/* The robust rule over coordinates [lo, hi) of k arrays (rank order). */
+typedef struct {
+    float *out;
+    size_t n;
+    const float *const *x;
+    int k, trim;
+} robust_job_t;
+
+static void s_robust_part(void *arg, int part, int n_parts) {
+    const robust_job_t *j = arg;
+    const size_t lines = (j->n + 15) / 16;
+    size_t lo = lines * (size_t)part / (size_t)n_parts * 16, hi = lines * (size_t)(part + 1) / (size_t)n_parts * 16;
+    if (hi > j->n) hi = j->n;
+    if (lo > hi) lo = hi;
+    float v[S_MAX_ORDER];
+    for (size_t i = lo; i < hi; i++) {
+        for (int q = 0; q < j->k; q++) v[q] = j->x[q][i];
+        j->out[i] = ps_round_robust_value(v, j->k, j->trim);
+    }
+}
+
+/* out[i] = the rule over x[0..k)[i] for every i < n, split over par's
+ * threads (each coordinate on its own: the same result on any number). */
+static void s_robust_all(float *out, size_t n, const float *const *x, int k, int trim, nn_par_t *par) {
+    robust_job_t j = {out, n, x, k, trim};
+    if (n >= (1 << 14) && nn_par_threads(par) > 1) nn_par_run(par, s_robust_part, &j);
+    else s_robust_part(&j, 0, 1);
+}
+
+int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *peers, int trim, nn_par_t *par) {
     ps_peer_t *order[S_MAX_ORDER];
+    const float *x[S_MAX_ORDER];
     int k = ps_member_order(peers, order, S_MAX_ORDER);
     int need = trim < 0 ? 3 : 2 * trim + 1;
     /* Gradients summed before the step (a worker that left) are in grad_acc
      * already: the robust rule cannot see them, so the round is averaged. */
     if (k < need || r->acc_n > 0) {
-        ps_round_state_average(r, net, peers);
+        ps_round_state_average(r, net, peers, par);
         return 0;
     }
-    float v[S_MAX_ORDER];
-    for (size_t i = 0; i < net->n_params; i++) {
-        for (int j = 0; j < k; j++) v[j] = order[j]->grad[i];
-        r->grad_acc[i] = ps_round_robust_value(v, k, trim);
-    }
+    for (int j = 0; j < k; j++) x[j] = order[j]->grad;
+    s_robust_all(r->grad_acc, net->n_params, x, k, trim, par);
     /* The batch-norm state by the same rule, over the pushes that carry it
      * (a mean would let one member's finite but huge values through). */
-    ps_peer_t *with[S_MAX_ORDER];
     int ks = 0;
     for (int j = 0; j < k; j++)
-        if (order[j]->mb.has_state) with[ks++] = order[j];
+        if (order[j]->mb.has_state) x[ks++] = order[j]->state;
     const int state_robust = net->n_state && ks >= need;
     if (state_robust) {
-        for (size_t i = 0; i < net->n_state; i++) {
-            for (int j = 0; j < ks; j++) v[j] = with[j]->state[i];
-            r->state_acc[i] = ps_round_robust_value(v, ks, trim);
-        }
+        s_robust_all(r->state_acc, net->n_state, x, ks, trim, NULL);
         r->state_n = 1.0; /* state = state_acc */
     }
-    for (int j = 0; j < k; j++) s_commit(r, net, order[j], 0, !state_robust);
+    for (int j = 0; j < k; j++) s_commit(r, net, order[j], 0, 0, !state_robust);
     return k;
 }
 

@@ -30,6 +30,8 @@
 #include "common/kfac/kfac_damping.h"
 #include "ps/peers.h"
 
+struct nn_par;
+
 /* Opaque outside ps/round.c, ps/round_push.c and ps/round_state.c (which
  * include ps/round_int.h, its fields); the other units read it through
  * the getters below and change it through the functions after them. */
@@ -196,8 +198,11 @@ kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh);
 /* The step's gradient: the held gradients not yet summed are added in rank
  * order, then grad_acc (and r->lowrank's D) is divided by acc_n, so that
  * it holds the example-weighted mean gradient. acc_n must be > 0 (a
- * complete round). */
-void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers);
+ * complete round). The dense gradients go in by one pass over the
+ * parameters (each coordinate's sum in rank order, then scaled), split
+ * over par's threads (common/nn/nn_par.h, borrowed; NULL: the calling
+ * thread); the result does not depend on their number. */
+void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers, struct nn_par *par);
 
 /* The step's gradient, robust to hostile workers ([ps] aggregate): the
  * held gradients not yet summed (dense: the server densifies factored
@@ -207,9 +212,10 @@ void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *p
  * values; with trim < 0, the median (the mean of the middle two for an even
  * count). Loss, accuracy and batch-norm state are summed as for the mean.
  * Needs more than 2 * trim gradients (3 for the median); with fewer it
- * falls back to ps_round_state_average. Returns how many gradients were
- * combined robustly, 0 on the fallback. */
-int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *peers, int trim);
+ * falls back to ps_round_state_average. The coordinates are split over
+ * par's threads as for ps_round_state_average. Returns how many gradients
+ * were combined robustly, 0 on the fallback. */
+int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *peers, int trim, struct nn_par *par);
 
 /* The coordinate rule above for one coordinate: v[0..k) is sorted in place. */
 float ps_round_robust_value(float *v, int k, int trim);

@@ -88,6 +88,20 @@ kfac_opt_t *kfac_opt_new(const net_t *net, const kfac_opts_t *opts, char *err, s
         size_t wl = kfac_precond_work_len(ls->out, (int)cols);
         if (wl > k->work_len) k->work_len = wl;
     }
+    /* each slot's parameters, for the dot products v^T g (weights, then bias) */
+    const int n_slots = k->avg->n_layers;
+    k->seg = calloc(n_slots ? (size_t)n_slots : 1, sizeof *k->seg);
+    k->seg_vg = calloc(n_slots ? (size_t)n_slots : 1, sizeof *k->seg_vg);
+    k->seg_step = calloc(n_slots ? (size_t)n_slots : 1, sizeof *k->seg_step);
+    if (!k->seg || !k->seg_vg || !k->seg_step) goto oom;
+    for (int s = 0; s < n_slots; s++) {
+        const layer_t *l = &net->layers[k->avg->layers[s].layer];
+        k->seg[s].off = l->w_off;
+        k->seg[s].len = l->n_w + l->n_b;
+    }
+    k->n_dot_part = kfac_step_dots_parts(k->seg, n_slots);
+    k->dot_part = calloc(k->n_dot_part ? k->n_dot_part : 1, sizeof *k->dot_part);
+    if (!k->dot_part) goto oom;
     k->blocks = calloc(nb ? (size_t)nb : 1, sizeof *k->blocks);
     k->vbuf = calloc(k->vbuf_len ? k->vbuf_len : 1, sizeof(float));
     k->ubuf = calloc(k->vbuf_len ? k->vbuf_len : 1, sizeof(float));
@@ -123,6 +137,7 @@ void kfac_opt_free(kfac_opt_t **k_p) {
     free(k->blocks);
     kfac_stats_free(&k->avg);
     free(k->mom); free(k->polyak); free(k->v); free(k->g); free(k->wd_mask);
+    free(k->seg); free(k->seg_vg); free(k->seg_step); free(k->dot_part);
     free(k->work); free(k->vbuf); free(k->ubuf); free(k->lr_buf);
     free(k->bn_view); free(k->bn_off); free(k->bn_has);
     free(k);
@@ -310,12 +325,13 @@ static int s_block_of(const kfac_opt_t *k, int stat, int factor) {
     return -1;
 }
 
-/* Precondition one layer's slice of k->g into k->v. Returns 1 when the
- * identity was used, 0 when preconditioned. */
-static int s_precond_layer(kfac_opt_t *k, int s, float lambda) {
+/* Precondition one layer's slice of the gradient g (n_params: k->g, or
+ * the caller's) into k->v. Returns 1 when the identity was used, 0 when
+ * preconditioned. */
+static int s_precond_layer(kfac_opt_t *k, const float *g, int s, float lambda) {
     const kfac_layer_stats_t *ls = &k->avg->layers[s];
     const layer_t *l = &k->net->layers[ls->layer];
-    const float *gw = k->g + l->w_off, *gb = l->n_b ? k->g + l->b_off : NULL;
+    const float *gw = g + l->w_off, *gb = l->n_b ? g + l->b_off : NULL;
     float *vw = k->v + l->w_off, *vb = l->n_b ? k->v + l->b_off : NULL;
     if (ls->kind == LAYER_BATCHNORM) {
         const kfac_factor_t *f = &ls->f[0];
@@ -414,14 +430,16 @@ static bool s_lowrank_usable(const kfac_opt_t *k, int s, const kfac_lowrank_t *e
 }
 
 /* Precondition stats slot s from its low-rank weight gradient e (the
- * dense k->g holds the bias, and zeros in the weight's slice) into k->v.
+ * dense gradient g supplies the bias; its weight slice is not read) into
+ * k->v.
  * *vg_w receives <v_W, D^T X> by Gram products. Returns 0, or a negative
  * errno with k->v's slice unspecified (the caller then goes dense). */
-static int s_precond_layer_lowrank(kfac_opt_t *k, int s, float lambda, const kfac_lowrank_t *e, double *vg_w) {
+static int s_precond_layer_lowrank(kfac_opt_t *k, const float *g, int s, float lambda, const kfac_lowrank_t *e,
+                                   double *vg_w) {
     const kfac_layer_stats_t *ls = &k->avg->layers[s];
     const layer_t *l = &k->net->layers[ls->layer];
     const int out = ls->out, in = e->n_in, B = e->n_rows;
-    const float *gb = l->n_b ? k->g + l->b_off : NULL;
+    const float *gb = l->n_b ? g + l->b_off : NULL;
     float *vw = k->v + l->w_off, *vb = l->n_b ? k->v + l->b_off : NULL;
     int rc;
     if (ls->mode == KFAC_MODE_DOUBLY) {
@@ -490,75 +508,111 @@ int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac
 int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
                           kfac_step_info_t *info) {
     const size_t n = k->net->n_params;
-    if (!kfac_linalg_all_finite(grads, n)) return -EDOM;
     const kfac_opts_t *o = &k->opts;
-    memcpy(k->g, grads, n * sizeof(float));
-    /* Low-rank weight gradients: kept factored where usable (their slice of
-     * g zeroed: the gradient is D^T X there), else densified into g. */
+    /* Low-rank weight gradients: kept factored where usable (the weight
+     * slice of the gradient is then D^T X, never read densely: v^T g there
+     * comes from Gram products), else densified into a copy of the
+     * gradient in k->g. */
     const kfac_lowrank_t *lr_of[1024];
     const int n_slots = k->avg->n_layers < 1024 ? k->avg->n_layers : 1024;
     for (int s = 0; s < n_slots; s++) lr_of[s] = NULL;
-    int n_lowrank = 0;
+    int n_lowrank = 0, n_dense = 0;
     for (int i = 0; lr && i < lr->n; i++) {
         const kfac_lowrank_t *e = &lr->v[i];
         if (e->n_rows <= 0) continue;
-        float *gw = k->g + e->w_off;
         if (!kfac_linalg_all_finite(e->D, (size_t)e->n_rows * e->n_out) ||
             !kfac_linalg_all_finite(e->X, (size_t)e->n_rows * e->n_in))
             return -EDOM;
         int s = s_stat_of(k, e->layer);
         if (s >= 0 && s < n_slots && s_lowrank_usable(k, s, e)) {
-            memset(gw, 0, sizeof(float) * (size_t)e->n_out * e->n_in);
             lr_of[s] = e;
             n_lowrank++;
         } else {
-            kfac_lowrank_densify(e, gw, 1.0f);
+            n_dense++;
         }
+    }
+    /* The gradient: the caller's, or a copy that the densified entries
+     * change. Either way one pass checks it, on the pool. */
+    if (kfac_step_copy_finite(n_dense ? k->g : NULL, grads, n, k->par) < n) return -EDOM;
+    const float *g = n_dense ? k->g : grads;
+    for (int i = 0; n_dense && i < lr->n; i++) {
+        const kfac_lowrank_t *e = &lr->v[i];
+        int s = s_stat_of(k, e->layer);
+        if (e->n_rows > 0 && !(s >= 0 && s < n_slots && lr_of[s] == e)) kfac_lowrank_densify(e, k->g + e->w_off, 1.0f);
     }
     const float lambda = (float)kfac_step_effective_damping(o->damping, o->weight_decay, o->wd_mode);
     int n_ident = 0;
-    double vg_layers[1024];
-    int n_vg = 0;
-    double vg_lowrank = 0.0;
+    /* Layer by layer, the direction v; vg_w_of holds the factored layers'
+     * <v_W, D^T X>, to which the dot products add the dense part (the
+     * bias alone for a factored layer: seg_step). */
+    double vg_w_of[1024];
     for (int s = 0; s < k->avg->n_layers; s++) {
         const layer_t *l = &k->net->layers[k->avg->layers[s].layer];
         double vg_w = 0.0;
         const kfac_lowrank_t *e = s < n_slots ? lr_of[s] : NULL;
-        if (e && s_precond_layer_lowrank(k, s, lambda, e, &vg_w) != 0) {
-            /* failed in factored form: the dense path decides (identity, errors) */
+        k->seg_step[s] = k->seg[s];
+        if (e && s_precond_layer_lowrank(k, g, s, lambda, e, &vg_w) != 0) {
+            /* failed in factored form: the dense path decides (identity,
+             * errors), from a copy of the gradient with D^T X in the slice */
             k->n_precond_errors++;
+            if (g != k->g) {
+                kfac_step_copy_finite(k->g, grads, n, k->par);
+                g = k->g;
+            }
             kfac_lowrank_densify(e, k->g + e->w_off, 0.0f);
             memcpy(k->v + l->w_off, k->g + l->w_off, (l->n_w + l->n_b) * sizeof(float));
             e = NULL;
+            lr_of[s] = NULL;
             vg_w = 0.0;
             n_lowrank--;
         }
-        if (!e) n_ident += s_precond_layer(k, s, lambda);
-        double vg = kfac_step_dot(k->v + l->w_off, k->g + l->w_off, l->n_w + l->n_b) + vg_w;
-        vg_lowrank += vg_w;
-        if (n_vg < 1024) vg_layers[n_vg++] = vg;
+        if (!e) n_ident += s_precond_layer(k, g, s, lambda);
+        else k->seg_step[s] = (kfac_step_seg_t){l->b_off, l->n_b};
+        if (s < n_slots) vg_w_of[s] = vg_w;
     }
     k->n_identity_layers += (uint64_t)n_ident;
     k->n_lowrank_layers += (uint64_t)n_lowrank;
-    if (!kfac_linalg_all_finite(k->v, n)) return -ERANGE;
-    double vg = kfac_step_dot(k->v, k->g, n) + vg_lowrank, step = o->lr;
+    /* v^T g of every layer in one pass, on the pool (chunks at fixed
+     * offsets, added in order: the same sums on any number of threads),
+     * plus the factored layers' Gram parts. g is finite, so a layer's sum
+     * is finite exactly when its direction is. */
+    const int n_seg = k->avg->n_layers;
+    if (kfac_step_dots(k->v, g, k->seg_step, n_seg, k->seg_vg, k->dot_part, k->n_dot_part, k->par) < 0)
+        return -EINVAL;
+    double vg = 0.0, step = o->lr;
+    for (int s = 0; s < n_seg; s++) {
+        if (s < n_slots) k->seg_vg[s] += vg_w_of[s];
+        vg += k->seg_vg[s];
+    }
+    if (!isfinite(vg)) return -ERANGE;
     int rc = 0;
     if (o->step_rule == KFAC_STEP_RULE_KL) {
         double c = kfac_step_kl_c(o->kl_c0, o->kl_zeta, t, o->kl_decay_every);
         rc = kfac_step_kl_eta(vg, c, o->eta_max, &step);
     } else if (o->step_rule == KFAC_STEP_RULE_KL_CLIP) {
         double nu;
-        rc = kfac_step_kl_clip(vg_layers, n_vg, o->lr, o->kl_clip, &nu);
+        rc = kfac_step_kl_clip(k->seg_vg, n_seg, o->lr, o->kl_clip, &nu);
         step = o->lr * nu;
     }
     if (rc) return rc;
-    if (o->wd_mode == KFAC_WD_DECOUPLED && o->weight_decay > 0.0) {
-        const float wd = (float)o->weight_decay;
-        for (size_t j = 0; j < n; j++) k->v[j] += wd * k->wd_mask[j] * params[j];
-    }
-    rc = kfac_step_apply(params, k->mom, k->v, n, step, o->momentum, 0.0);
+    /* The tail, one pass on the pool: decoupled weight decay, momentum,
+     * the parameters, the Polyak average. */
+    const kfac_step_tail_t tail = {
+        .form = KFAC_STEP_FORM_KFAC,
+        .n = n,
+        .w = params,
+        .mom = k->mom,
+        .v = k->v,
+        .wd_mask = k->wd_mask,
+        .step = step,
+        .momentum = o->momentum,
+        .wd = o->wd_mode == KFAC_WD_DECOUPLED ? o->weight_decay : 0.0,
+        .avg = k->polyak,
+        .polyak_decay = o->polyak_decay,
+        .polyak_count = &k->polyak_count,
+    };
+    rc = kfac_step_tail(&tail, k->par);
     if (rc) return rc;
-    kfac_step_polyak(k->polyak, params, n, o->polyak_decay, &k->polyak_count);
     if (info) {
         info->step = step;
         info->vg = vg;

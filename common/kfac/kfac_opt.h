@@ -108,8 +108,10 @@ typedef struct kfac_opt {
     float *mom;                /* (n_params) momentum */
     float *polyak;             /* (n_params) Polyak average */
     long polyak_count;
-    float *v;                  /* (n_params) preconditioned direction (scratch) */
-    float *g;                  /* (n_params) gradient + weight decay (scratch) */
+    float *v;                  /* (n_params) preconditioned direction of the last step (scratch; the
+                                  decoupled weight decay is added in the tail, not here) */
+    float *g;                  /* (n_params) the gradient with densified low-rank entries (scratch; a
+                                  step without them reads the caller's gradient instead) */
     float *wd_mask;            /* (n_params) 1 on fc/conv weights */
     float *work, *vbuf, *ubuf; /* preconditioning scratch */
     size_t work_len, vbuf_len;
@@ -127,6 +129,12 @@ typedef struct kfac_opt {
     size_t bn_len;
     size_t *bn_off;             /* (avg->n_layers) offset of slot s's factor in bn_view (SIZE_MAX: not batch norm) */
     unsigned char *bn_has;      /* (avg->n_layers) the copy holds statistics for slot s */
+    kfac_step_seg_t *seg;       /* (avg->n_layers) each stats slot's parameters: weights, then bias */
+    kfac_step_seg_t *seg_step;  /* (avg->n_layers) scratch: the step's dense part of each slot (the bias
+                                   alone where the weights are preconditioned in factored form) */
+    double *seg_vg;             /* (avg->n_layers) scratch: v^T g of each slot */
+    double *dot_part;           /* (n_dot_part) scratch of kfac_step_dots */
+    size_t n_dot_part;
 } kfac_opt_t;
 
 /* New optimizer for net (borrowed, must outlive it). Returns NULL with a
@@ -193,10 +201,15 @@ typedef struct kfac_step_info {
     int n_blocks_missing;   /* blocks without an inverse */
 } kfac_step_info_t;
 
-/* Split the preconditioning's large products over a pool's threads
- * (common/nn/nn_par.h; borrowed, must outlive k or be unset with NULL).
- * NULL (the default) computes on the caller's thread. kfac_opt_step must
- * then not run while another user of the same pool runs it. */
+/* Split the update over a pool's threads (common/nn/nn_par.h; borrowed,
+ * must outlive k or be unset with NULL): the preconditioning's large
+ * products, and the passes over all parameters (the gradient's check, the
+ * dot products v^T g, and one fused pass of weight decay, momentum,
+ * parameters and Polyak average, kfac_step_tail). The result does not
+ * depend on the thread count beyond the BLAS kernels' float rounding of
+ * the products. NULL (the default) computes on the caller's thread.
+ * kfac_opt_step must then not run while another user of the same pool
+ * runs it. */
 void kfac_opt_set_par(kfac_opt_t *k, struct nn_par *par);
 
 /* One update at parameter version t: params (n_params) move using grads

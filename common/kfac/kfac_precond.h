@@ -66,9 +66,14 @@ size_t kfac_precond_work_len(int n_out, int n_in);
  * the caller uses kfac_precond_identity); -ENOMEM; -ERANGE if the result is
  * not finite (e.g. V had NaN/Inf).
  * par: a pool (common/nn/nn_par.h) over whose threads each large sgemm is
- * split by output columns, rows or slabs, with single-threaded BLAS inside
- * each part; NULL computes on the calling thread. The result does not
- * depend on the split beyond float rounding of the BLAS kernels. */
+ * split, with single-threaded BLAS inside each part: by the rows of the
+ * factor when the factor is larger than the gradient (each thread then
+ * reads only its rows of the factor, e.g. of a large A^-1), else by the
+ * gradient's columns, rows or slabs; NULL computes on the calling thread.
+ * A doubly-factored layer's Psi side takes several slabs per sgemm where
+ * they have few columns (n_t < 32). The
+ * result does not depend on the split beyond float rounding of the BLAS
+ * kernels. */
 int kfac_precond_kron(const kfac_inverse_t *Ainv, const kfac_inverse_t *Ginv, float lambda,
                       const float *V, int n_out, int n_in, float *U, float *work,
                       struct nn_par *par);

@@ -86,4 +86,75 @@ int kfac_step_apply(float *w, float *mom, const float *v, size_t n, double step,
  * Returns 0 or -EINVAL. */
 int kfac_step_polyak(float *avg, const float *w, size_t n, double decay, long *count);
 
+/* ---- the update's tail: the passes over the parameters, fused ------------------ */
+
+struct nn_par;
+
+/* How the direction moves the parameters (both with weight decay
+ * d = v + wd mask w, on the masked parameters only):
+ *   KFAC_STEP_FORM_KFAC: m <- momentum m + step d,  w <- w - m
+ *                        (kfac_step_apply with wd_decoupled = wd)
+ *   KFAC_STEP_FORM_SGD:  m <- momentum m + d,       w <- w - step m
+ *                        (sgd_step, common/nn/sgd.h) */
+typedef enum {
+    KFAC_STEP_FORM_KFAC = 0,
+    KFAC_STEP_FORM_SGD,
+} kfac_step_form_t;
+
+/* One update's element-wise tail: weight decay, momentum, the parameters
+ * and the Polyak average of the iterates (kfac_step_polyak's rule) in one
+ * pass over the n parameters. Every pointer is borrowed for the call. */
+typedef struct kfac_step_tail {
+    kfac_step_form_t form;
+    size_t n;
+    float *w;              /* (n) parameters, moved in place */
+    float *mom;            /* (n) momentum (SGD's velocity), zero at the start */
+    const float *v;        /* (n) direction: the preconditioned gradient, or SGD's gradient */
+    const float *wd_mask;  /* (n) 1 where weight decay applies, 0 elsewhere; read only when wd > 0 */
+    double step;           /* see the forms */
+    double momentum;       /* [0, 1) */
+    double wd;             /* >= 0 */
+    float *avg;            /* (n) Polyak average, or NULL for none */
+    double polyak_decay;   /* [0, 1) */
+    long *polyak_count;    /* the average's count (kfac_step_polyak); with avg */
+} kfac_step_tail_t;
+
+/* Apply t: every element independently, so the result does not depend on
+ * par (common/nn/nn_par.h; NULL: the calling thread), over whose threads
+ * the parameters are split in contiguous ranges. Equals kfac_step_apply or
+ * sgd_step followed by kfac_step_polyak up to float rounding (one rounding
+ * of the average's two terms instead of two). Returns 0, or -EINVAL (NULL
+ * arrays, momentum or decay outside [0, 1), wd < 0 or a non-finite step;
+ * nothing changed). */
+int kfac_step_tail(const kfac_step_tail_t *t, struct nn_par *par);
+
+/* A range [off, off + len) of the parameters: a layer's, for the dot
+ * products of kfac_step_dots. */
+typedef struct kfac_step_seg {
+    size_t off, len;
+} kfac_step_seg_t;
+
+/* Floats per chunk of kfac_step_dots: its partial sums are taken over
+ * chunks of this many floats at fixed offsets from each segment's start. */
+#define KFAC_STEP_DOT_CHUNK 16384
+
+/* Partial sums kfac_step_dots needs for these segments: the sum over them
+ * of ceil(len / KFAC_STEP_DOT_CHUNK). */
+size_t kfac_step_dots_parts(const kfac_step_seg_t *seg, int n_seg);
+
+/* dot[i] = v^T g over segment i, for every i < n_seg, in double: each
+ * chunk's sum as kfac_step_dot, the chunks of a segment then added in
+ * order, so that the result does not depend on par's threads (the chunks
+ * are split over them; NULL: the calling thread). part: n_part >=
+ * kfac_step_dots_parts doubles of scratch. With finite g, a dot is finite
+ * exactly when its segment of v is (a product of floats cannot overflow a
+ * double). Returns 0 or -EINVAL. */
+int kfac_step_dots(const float *v, const float *g, const kfac_step_seg_t *seg, int n_seg, double *dot, double *part,
+                   size_t n_part, struct nn_par *par);
+
+/* dst = src (n floats, dst may be NULL: only the check), split over par's
+ * threads. Returns the index of the first value of src that is not finite,
+ * or n when every one is. */
+size_t kfac_step_copy_finite(float *dst, const float *src, size_t n, struct nn_par *par);
+
 #endif

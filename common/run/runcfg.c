@@ -147,8 +147,8 @@ static const config_option_t s_table[] = {
     O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
     O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
     O("ps", "update_threads", OPT_INT, ps_update_threads, "0", 0, 256,
-      "threads of the K-FAC update's preconditioning, its large products split over them (0: every CPU the PS may "
-      "run on; 1: the loop thread alone)"),
+      "threads of the update (K-FAC or SGD): its large products and its passes over the parameters split over "
+      "them (0: every CPU the PS may run on; 1: the loop thread alone)"),
     O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
     /* [security]: CURVE keys (docs/security.md). Every daemon reads the whole
      * section (so a typo is an error everywhere) and uses its own keys; it is

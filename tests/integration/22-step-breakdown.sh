@@ -75,7 +75,7 @@ msg=$(awk -F, -v tol="$TOL_MS" '
     prev_wall = $h["wall_s"]; prev_pub = p
   }
   END { if (!curv) { print "no statistics were folded"; exit 1 } }' "$steps") || h_fail "$msg"
-grep -q "update: preconditioning on 3 threads" "$H_DIR/out/logs/ps.log" ||
+grep -q "update: on 3 threads" "$H_DIR/out/logs/ps.log" ||
   h_fail "kfac-ps did not start the 3 update threads of [ps] update_threads: $(grep 'update:' "$H_DIR/out/logs/ps.log")"
 busy=$(sed -n 's/.*done:.*, curvature thread \([0-9.]*\) s busy.*/\1/p' "$H_DIR/out/logs/ps.log" | tail -n 1)
 awk -v b="$busy" 'BEGIN { exit !(b ~ /^[0-9.]+$/ && b + 0 > 0) }' ||

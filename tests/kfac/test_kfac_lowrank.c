@@ -22,7 +22,11 @@
  * factored path takes from Gram products). Forms: CHOLESKY for every
  * factor (every layer factored: n_lowrank_layers counts 3 per step);
  * mixed (each G block held as an eigendecomposition: still factored); all
- * EIGEN (the damping couples the factors: densified, 0 factored).
+ * EIGEN (the damping couples the factors: densified, 0 factored); and
+ * CHOLESKY with f1's G inverse poisoned (NaN): the factored form fails
+ * there, the layer goes dense from a copy of the gradient made only then,
+ * and takes the identity as the dense step does (2 layers factored, 3
+ * preconditioning errors counted in the two steps).
  *
  * Tolerance: relative 2-norm difference of the parameters after the step
  * <= 1e-4, |v^T g| and the step size to 1e-4 relative. Both paths are
@@ -162,7 +166,10 @@ START_TEST(test_kfac_lowrank_rules_follow_the_shapes) {
 }
 END_TEST
 
-typedef enum { S_FORMS_CHOLESKY, S_FORMS_MIXED, S_FORMS_EIGEN } s_forms_t;
+/* S_FORMS_BROKEN: Cholesky, with the G inverse of the second layer
+ * poisoned (NaN): the factored form fails there and the layer falls back
+ * to the dense path, which uses the identity, as the dense step does. */
+typedef enum { S_FORMS_CHOLESKY, S_FORMS_MIXED, S_FORMS_EIGEN, S_FORMS_BROKEN } s_forms_t;
 
 static void s_check(int b, s_forms_t forms, const char *name) {
     uint64_t seed = test_seed();
@@ -200,6 +207,17 @@ static void s_check(int b, s_forms_t forms, const char *name) {
     ck_assert_msg(k != NULL, "%s", err);
     ck_assert_int_eq(kfac_opt_fold(k, batch, 0), 0);
     ck_assert_int_eq(kfac_opt_invert_all(k), 0);
+    if (forms == S_FORMS_BROKEN) {
+        int poisoned = 0;
+        for (int bl = 0; bl < k->n_blocks; bl++) {
+            const kfac_block_t *B = &k->blocks[bl];
+            if (B->stat == 1 && k->avg->layers[1].f[B->factor].role == KFAC_FACTOR_ROLE_G) {
+                B->inv->inv[0] = NAN;
+                poisoned++;
+            }
+        }
+        ck_assert_int_eq(poisoned, 1);
+    }
     if (forms == S_FORMS_MIXED) {
         /* every G block as an eigendecomposition with its own damping */
         for (int bl = 0; bl < k->n_blocks; bl++) {
@@ -248,11 +266,12 @@ static void s_check(int b, s_forms_t forms, const char *name) {
     kfac_step_info_t info_d, info_l;
     memcpy(p_dense, p0, sizeof(float) * np);
     ck_assert_int_eq(kfac_opt_step(k, p_dense, g_dense, 1, &info_d), 0);
-    ck_assert_int_eq(info_d.n_layers_identity, 0);
+    const int broken = forms == S_FORMS_BROKEN;
+    ck_assert_int_eq(info_d.n_layers_identity, broken);
     uint64_t before = k->n_lowrank_layers;
     memcpy(p_lr, p0, sizeof(float) * np);
     ck_assert_int_eq(kfac_opt_step_lowrank(k, p_lr, g_lr, &set, 1, &info_l), 0);
-    ck_assert_int_eq(info_l.n_layers_identity, 0);
+    ck_assert_int_eq(info_l.n_layers_identity, broken);
     int expect = 0;
     for (int s = 0; s < batch->n_layers; s++) {
         const kfac_layer_stats_t *ls = &batch->layers[s];
@@ -261,8 +280,9 @@ static void s_check(int b, s_forms_t forms, const char *name) {
                                            d ? ls->fm_t : 0);
     }
     ck_assert_int_eq(expect, 3);
-    ck_assert_int_eq((int)(k->n_lowrank_layers - before), forms == S_FORMS_EIGEN ? 0 : expect);
-    ck_assert_uint_eq(k->n_precond_errors, 0);
+    ck_assert_int_eq((int)(k->n_lowrank_layers - before), forms == S_FORMS_EIGEN ? 0 : expect - broken);
+    /* broken: the dense step's failure, then the factored and the dense one of the low-rank step */
+    ck_assert_uint_eq(k->n_precond_errors, broken ? 3 : 0);
 
     /* the update of each layer, and v^T g and the step size */
     double *ref = NEWD(np);
@@ -316,6 +336,11 @@ START_TEST(test_kfac_lowrank_step_all_eigen_densifies) {
 }
 END_TEST
 
+START_TEST(test_kfac_lowrank_step_failed_layer_goes_dense) {
+    s_check(2, S_FORMS_BROKEN, "broken");
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("kfac_lowrank");
     TCase *tc = tcase_create("lowrank");
@@ -324,6 +349,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_kfac_lowrank_step_cholesky_matches_dense);
     tcase_add_test(tc, test_kfac_lowrank_step_mixed_forms_match_dense);
     tcase_add_test(tc, test_kfac_lowrank_step_all_eigen_densifies);
+    tcase_add_test(tc, test_kfac_lowrank_step_failed_layer_goes_dense);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;

@@ -44,6 +44,9 @@
  * 3e-6 (EIGEN). Breaking the damping in kfac_opt.c (A without pi, the
  * doubly pi's dropped, Gbias or the step's lambda off by 10%) gives errors
  * from 3e-3 to 0.2, as would a wrong block-to-layer mapping or vec order.
+ * A third test takes the update's tail (decoupled weight decay, momentum,
+ * Polyak average, the KL-clip rule) on a larger model, on one thread and
+ * on a pool, against the formulas in double (see its comment).
  * Seed printed on failure; KFAC_TEST_SEED=<n> replays.
  */
 #include <check.h>
@@ -57,6 +60,7 @@
 #include "common/kfac/kfac_opt.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/nn/nn.h"
+#include "common/nn/nn_par.h"
 #include "tests/lib/seed.h"
 #include "tests/lib/testnet.h"
 
@@ -367,11 +371,128 @@ START_TEST(test_kfac_opt_step_eigen_matches_dense_solve) {
 }
 END_TEST
 
+/* The update's tail on a model large enough that kfac_opt_step splits its
+ * products over a pool (its passes over the parameters stay on the
+ * calling thread below 2^18 parameters; test_kfac_step.c runs them on
+ * pools): with decoupled weight decay,
+ * momentum, the Polyak average and the KL-clip rule (per-layer v^T g),
+ * three steps on one thread and on a pool of 3 give the same parameters,
+ * momentum and average (1e-5 relative: the BLAS kernels' rounding of the
+ * split products), and each step against the formulas in double from the
+ * step's own direction v (kfac_opt_t.v, which the tail reads and leaves):
+ *   nu = min(1, sqrt(kl_clip / (lr^2 sum_l |v_l^T g_l|))), step = lr nu,
+ *   m = mu m0 + step (v + wd mask w0), w = w0 - m,
+ *   avg = w (first step), then decay avg0 + (1 - decay) w,
+ * step to 1e-9 relative, the arrays to 1e-6 of their largest value. */
+static const char *s_model_large =
+    "input 2x8x8\n"
+    "conv name=c1 out=6 k=3 pad=1\n"
+    "batchnorm name=bn\nrelu\n"
+    "fc name=f1 out=96\n"
+    "fc name=f2 out=10\n"
+    "softmax_xent\n";
+
+static double s_worst_rel(const float *got, const double *want, size_t n) {
+    double scale = 1e-30, worst = 0.0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(got[i] - want[i]));
+    return worst / scale;
+}
+
+START_TEST(test_kfac_opt_step_tail_on_a_pool) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    char err[256];
+    net_t *net = net_parse(s_model_large, "test", 4, err, sizeof err);
+    ck_assert_msg(net != NULL, "%s", err);
+    const size_t n = net->n_params;
+    ck_assert_uint_gt(n, 32768);
+    kfac_stats_t *batch = kfac_stats_new(net);
+    ck_assert_ptr_nonnull(batch);
+    s_random_factors(&r, batch);
+    kfac_opts_t o;
+    kfac_opts_default(&o);
+    o.damping = 0.03;
+    o.step_rule = KFAC_STEP_RULE_KL_CLIP;
+    o.lr = 0.1;
+    o.kl_clip = 1e-4;
+    o.momentum = 0.9;
+    o.weight_decay = 0.01;
+    o.wd_mode = KFAC_WD_DECOUPLED;
+    o.polyak_decay = 0.95;
+    kfac_opt_t *k1 = s_opt_with(net, &o, batch), *k3 = s_opt_with(net, &o, batch);
+    nn_par_t *par = nn_par_new(3);
+    ck_assert_ptr_nonnull(par);
+    kfac_opt_set_par(k3, par);
+    float *w1 = s_alloc(n * sizeof(float)), *w3 = s_alloc(n * sizeof(float)), *g = s_alloc(n * sizeof(float));
+    float *w0 = s_alloc(n * sizeof(float)), *m0 = s_alloc(n * sizeof(float)), *a0 = s_alloc(n * sizeof(float));
+    double *rw = NEWD(n), *rm = NEWD(n), *ra = NEWD(n);
+    for (size_t i = 0; i < n; i++) w1[i] = w3[i] = (float)rng_normal(&r);
+    int clipped = 0;
+    for (long t = 0; t < 3; t++) {
+        for (size_t i = 0; i < n; i++) g[i] = (float)rng_normal(&r);
+        memcpy(w0, w1, n * sizeof(float));
+        memcpy(m0, k1->mom, n * sizeof(float));
+        memcpy(a0, k1->polyak, n * sizeof(float));
+        kfac_step_info_t i1, i3;
+        ck_assert_int_eq(kfac_opt_step(k1, w1, g, t, &i1), 0);
+        ck_assert_int_eq(kfac_opt_step(k3, w3, g, t, &i3), 0);
+        ck_assert_int_eq(i1.n_layers_identity, 0);
+        /* the oracle, from k1's direction */
+        double sum = 0.0;
+        for (int s = 0; s < k1->avg->n_layers; s++) {
+            const layer_t *l = &net->layers[k1->avg->layers[s].layer];
+            double vg = 0.0;
+            for (size_t j = l->w_off; j < l->w_off + l->n_w + l->n_b; j++) vg += (double)k1->v[j] * g[j];
+            sum += fabs(vg);
+        }
+        double nu = fmin(1.0, sqrt(o.kl_clip / (o.lr * o.lr * sum))), step = o.lr * nu;
+        clipped += nu < 1.0;
+        ck_assert_msg(fabs(i1.step - step) <= 1e-9 * step, "step %ld: %.12g, oracle %.12g (seed %llu)", t, i1.step,
+                      step, (unsigned long long)seed);
+        for (size_t j = 0; j < n; j++) {
+            double d = (double)k1->v[j] + o.weight_decay * k1->wd_mask[j] * w0[j];
+            rm[j] = o.momentum * m0[j] + step * d;
+            rw[j] = w0[j] - rm[j];
+            ra[j] = t == 0 ? rw[j] : o.polyak_decay * a0[j] + (1.0 - o.polyak_decay) * rw[j];
+        }
+        const struct { const char *what; const float *got; const double *want; } cmp[3] = {
+            {"parameters", w1, rw}, {"momentum", k1->mom, rm}, {"Polyak average", k1->polyak, ra}};
+        for (int c = 0; c < 3; c++) {
+            double e = s_worst_rel(cmp[c].got, cmp[c].want, n);
+            ck_assert_msg(e <= 1e-6, "step %ld: %s off the formulas by %g (seed %llu)", t, cmp[c].what, e,
+                          (unsigned long long)seed);
+        }
+        /* the pool's step against the one thread's */
+        ck_assert_msg(fabs(i3.step - i1.step) <= 1e-5 * i1.step, "step %ld: %g on 3 threads, %g on one (seed %llu)", t,
+                      i3.step, i1.step, (unsigned long long)seed);
+        double e = 0.0, scale = 1e-30;
+        for (size_t j = 0; j < n; j++) {
+            e = fmax(e, fmax(fabs(w3[j] - w1[j]), fmax(fabs(k3->mom[j] - k1->mom[j]), fabs(k3->polyak[j] - k1->polyak[j]))));
+            scale = fmax(scale, fabs(w1[j]));
+        }
+        ck_assert_msg(e <= 1e-5 * scale, "step %ld: the pool's update differs by %g (seed %llu)", t, e,
+                      (unsigned long long)seed);
+    }
+    ck_assert_msg(clipped > 0, "the KL clip never bound: the test does not see the rule (seed %llu)",
+                  (unsigned long long)seed);
+    kfac_opt_set_par(k3, NULL);
+    nn_par_free(&par);
+    kfac_opt_free(&k1);
+    kfac_opt_free(&k3);
+    kfac_stats_free(&batch);
+    free(w1), free(w3), free(g), free(w0), free(m0), free(a0), free(rw), free(rm), free(ra);
+    net_free(&net);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("kfac_opt");
     TCase *tc = tcase_create("step");
     tcase_add_test(tc, test_kfac_opt_step_cholesky_matches_dense_solve);
     tcase_add_test(tc, test_kfac_opt_step_eigen_matches_dense_solve);
+    tcase_add_test(tc, test_kfac_opt_step_tail_on_a_pool);
     tcase_set_timeout(tc, 30); /* dense solves of up to 300 unknowns */
     suite_add_tcase(s, tc);
     return s;

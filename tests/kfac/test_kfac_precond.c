@@ -454,6 +454,124 @@ START_TEST(test_precond_pool_matches_one_thread) {
 }
 END_TEST
 
+/* The products split by the factor's rows (a factor larger than the
+ * gradient) and the Psi side's slabs taken several per sgemm, on one and
+ * three threads, against the inverses applied in double, mode by mode:
+ * U[o, c, t] = sum G^-1[o, o'] Psi^-1[c, c'] K^-1[t, t'] V[o', c', t']
+ * (kron: c absent, A^-1 along t). Cholesky inverses are explicit; eigen
+ * ones mixed with them are applied as Q diag(1 / (v + damping)) Q^T, built
+ * here in double. Tolerance 1e-5 relative to the largest value: float
+ * products of at most a few hundred terms. */
+static double *s_explicit_d(const kfac_inverse_t *h) {
+    int n = h->n;
+    double *M = calloc((size_t)n * n, sizeof(double));
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (h->method == KFAC_INV_CHOLESKY) {
+                M[(size_t)i * n + j] = h->inv[(size_t)i * n + j];
+                continue;
+            }
+            double sum = 0.0;
+            for (int k = 0; k < n; k++)
+                sum += (double)h->Q[(size_t)i * n + k] * h->Q[(size_t)j * n + k] / ((double)h->v[k] + h->damping_used);
+            M[(size_t)i * n + j] = sum;
+        }
+    return M;
+}
+
+/* X (d0, d1, d2) in double, M (d[m], d[m]) applied along mode m in place. */
+static void s_apply_d(double *X, const int d[3], int m, const double *M) {
+    size_t len = (size_t)d[0] * d[1] * d[2];
+    double *Y = calloc(len, sizeof(double));
+    for (int i0 = 0; i0 < d[0]; i0++)
+        for (int i1 = 0; i1 < d[1]; i1++)
+            for (int i2 = 0; i2 < d[2]; i2++) {
+                int idx[3] = {i0, i1, i2}, i = idx[m];
+                double sum = 0.0;
+                for (int j = 0; j < d[m]; j++) {
+                    idx[m] = j;
+                    sum += M[(size_t)i * d[m] + j] * X[((size_t)idx[0] * d[1] + idx[1]) * d[2] + idx[2]];
+                }
+                Y[((size_t)i0 * d[1] + i1) * d[2] + i2] = sum;
+            }
+    memcpy(X, Y, len * sizeof(double));
+    free(Y);
+}
+
+static void s_check_modes_d(const kfac_inverse_t *const fac[3], const int d[3], const float *V, const float *U,
+                            const char *what, uint64_t seed) {
+    size_t len = (size_t)d[0] * d[1] * d[2];
+    double *X = malloc(len * sizeof(double)), scale = 1e-30, worst = 0.0;
+    for (size_t i = 0; i < len; i++) X[i] = V[i];
+    for (int m = 0; m < 3; m++) {
+        if (!fac[m]) continue;
+        double *M = s_explicit_d(fac[m]);
+        s_apply_d(X, d, m, M);
+        free(M);
+    }
+    for (size_t i = 0; i < len; i++) scale = fmax(scale, fabs(X[i]));
+    for (size_t i = 0; i < len; i++) worst = fmax(worst, fabs(U[i] - X[i]) / scale);
+    ck_assert_msg(worst <= 1e-5, "%s (%d, %d, %d): relative error %g seed=%llu", what, d[0], d[1], d[2], worst,
+                  (unsigned long long)seed);
+    free(X);
+}
+
+START_TEST(test_precond_split_and_batched_match_double) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    nn_par_t *par = nn_par_new(3);
+    ck_assert_ptr_nonnull(par);
+    /* kron: G larger than the gradient (split by G's rows), then A larger
+     * (split by A's rows, the output's columns); each over 2^20 multiply-adds */
+    const int shapes[2][2] = {{200 + (int)rng_below(&r, 20), 37}, {21, 250 + (int)rng_below(&r, 30)}};
+    for (int rep = 0; rep < 4; rep++) {
+        const int n_out = shapes[rep % 2][0], n_in = shapes[rep % 2][1];
+        /* Cholesky, or the split factor in eigen form beside a Cholesky one:
+         * op(M) = Q^T, then Q */
+        kfac_inv_method_t mg = rep == 2 ? KFAC_INV_EIGEN : KFAC_INV_CHOLESKY;
+        kfac_inv_method_t ma = rep == 3 ? KFAC_INV_EIGEN : KFAC_INV_CHOLESKY;
+        float *A = s_random_spd(&r, n_in, 1.0), *G = s_random_spd(&r, n_out, 2.0);
+        kfac_inverse_t *Ai = s_inv(A, n_in, 0.1f, ma), *Gi = s_inv(G, n_out, 0.1f, mg);
+        size_t N = (size_t)n_out * n_in;
+        float *V = s_random_vec(&r, N), *U = malloc(sizeof(float) * N);
+        const kfac_inverse_t *fac[3] = {Gi, NULL, Ai};
+        const int d[3] = {n_out, 1, n_in};
+        for (int threads = 1; threads <= 3; threads += 2) {
+            ck_assert_int_eq(kfac_precond_kron(Ai, Gi, 0.05f, V, n_out, n_in, U, NULL, threads > 1 ? par : NULL), 0);
+            s_check_modes_d(fac, d, V, U, threads > 1 ? "kron, 3 threads" : "kron, 1 thread", seed);
+        }
+        free(A), free(G), free(V), free(U);
+        kfac_inverse_free(&Ai);
+        kfac_inverse_free(&Gi);
+    }
+    /* kron3 with few columns per slab (T < 32): groups of slabs, the last
+     * one short; the Psi side over 2^20 multiply-adds, so split by slabs
+     * too */
+    for (int rep = 0; rep < 2; rep++) {
+        const int no = 64 + (int)rng_below(&r, 16), C = 32 + (int)rng_below(&r, 8), T = 20 + (int)rng_below(&r, 10);
+        kfac_inv_method_t mp = rep ? KFAC_INV_EIGEN : KFAC_INV_CHOLESKY;
+        float *K = s_random_spd(&r, T, 1.0), *P = s_random_spd(&r, C, 0.5), *G = s_random_spd(&r, no, 2.0);
+        kfac_inverse_t *Ki = s_inv(K, T, 0.1f, KFAC_INV_CHOLESKY), *Pi = s_inv(P, C, 0.1f, mp),
+                       *Gi = s_inv(G, no, 0.1f, KFAC_INV_CHOLESKY);
+        size_t N = (size_t)no * C * T;
+        float *V = s_random_vec(&r, N), *U = malloc(sizeof(float) * N);
+        const kfac_inverse_t *fac[3] = {Gi, Pi, Ki};
+        const int d[3] = {no, C, T};
+        for (int threads = 1; threads <= 3; threads += 2) {
+            ck_assert_int_eq(kfac_precond_kron3(Ki, Pi, Gi, 0.05f, V, no, C, T, U, NULL, threads > 1 ? par : NULL),
+                             0);
+            s_check_modes_d(fac, d, V, U, threads > 1 ? "kron3, 3 threads" : "kron3, 1 thread", seed);
+        }
+        free(K), free(P), free(G), free(V), free(U);
+        kfac_inverse_free(&Ki);
+        kfac_inverse_free(&Pi);
+        kfac_inverse_free(&Gi);
+    }
+    nn_par_free(&par);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("kfac_precond");
     TCase *tc = tcase_create("core");
@@ -466,6 +584,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_precond_identity_modes);
     tcase_add_test(tc, test_precond_after_failed_inverse_uses_previous);
     tcase_add_test(tc, test_precond_pool_matches_one_thread);
+    tcase_add_test(tc, test_precond_split_and_batched_match_double);
     suite_add_tcase(s, tc);
     return s;
 }

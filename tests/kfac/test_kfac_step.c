@@ -7,7 +7,11 @@
  * Tolerances: scalar formulas are evaluated in double on both sides, so they
  * agree to 1e-12 relative. Parameter updates run in float32 on O(1) values:
  * a few roundings per step, compared with 1e-6 relative to the largest
- * reference value.
+ * reference value. The update's tail (kfac_step_tail, kfac_step_dots,
+ * kfac_step_copy_finite) is run on 1, 2 and 3 threads: the same floats on
+ * each, and the reference's values within those tolerances; the dot
+ * products, sums of products in double, within 1e-12 of the sum of their
+ * magnitudes.
  */
 #include <check.h>
 #include <errno.h>
@@ -22,6 +26,7 @@
 #include "common/kfac/kfac_step.h"
 #include "common/kfac/kfac_refresh.h"
 #include "common/kfac/kfac_schedule.h"
+#include "common/nn/nn_par.h"
 #include "common/base/rng.h"
 #include "tests/lib/seed.h"
 
@@ -309,15 +314,198 @@ START_TEST(test_refresh_tracker_sequences) {
 }
 END_TEST
 
+/* ---- the update's tail (kfac_step_tail, kfac_step_dots, kfac_step_copy_finite) ---- */
+
+/* s_close_vec with one assertion (Check records every assertion it
+ * passes: one per element of a long array costs seconds). */
+static void s_close_long(const char *what, const float *got, const double *want, size_t n, double rtol, uint64_t seed) {
+    double scale = 1e-30, worst = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) if (fabs(want[i]) > scale) scale = fabs(want[i]);
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= worst)) worst = fabs(got[i] - want[i]), at = i;
+    ck_assert_msg(worst <= rtol * scale, "%s[%zu]: got %.9g want %.9g, seed %llu", what, at, (double)got[at], want[at],
+                  SEEDMSG);
+}
+
+/* Pools of 1 (NULL), 2 and 3 threads: each pass must give the same floats
+ * on every one, and the reference's values within the tolerance. */
+static nn_par_t *s_pool(int n_threads) {
+    if (n_threads == 1) return NULL;
+    nn_par_t *p = nn_par_new(n_threads);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+START_TEST(test_step_tail_matches_reference) {
+    SEEDED();
+    /* over the pool's threshold (2^18), not a multiple of a cache line or a block */
+    const size_t n = 270001 + rng_below(&rng, 5000);
+    float *w0 = malloc(n * sizeof(float)), *m0 = malloc(n * sizeof(float)), *a0 = malloc(n * sizeof(float));
+    float *v = malloc(n * sizeof(float)), *mask = malloc(n * sizeof(float));
+    float *w = malloc(n * sizeof(float)), *m = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float));
+    float *w1 = malloc(n * sizeof(float)), *m1 = malloc(n * sizeof(float)), *a1 = malloc(n * sizeof(float));
+    double *rw = malloc(n * sizeof(double)), *rm = malloc(n * sizeof(double)), *ra = malloc(n * sizeof(double));
+    for (int rep = 0; rep < 8; rep++) {
+        const kfac_step_form_t form = rep % 2 ? KFAC_STEP_FORM_SGD : KFAC_STEP_FORM_KFAC;
+        const double step = 1e-3 + 0.5 * rng_uniform(&rng), mu = rep % 4 < 2 ? 0.9 * rng_uniform(&rng) : 0.0;
+        const double wd = rep % 3 ? 1e-3 + 0.1 * rng_uniform(&rng) : 0.0, dec = 0.99 * rng_uniform(&rng);
+        const long count0 = rep < 2 ? 0 : 1 + (long)rng_below(&rng, 10);
+        for (size_t i = 0; i < n; i++) {
+            w0[i] = (float)rng_normal(&rng);
+            m0[i] = (float)(0.1 * rng_normal(&rng));
+            a0[i] = (float)rng_normal(&rng);
+            v[i] = (float)rng_normal(&rng);
+            mask[i] = rng_below(&rng, 3) ? 1.0f : 0.0f;
+        }
+        /* the reference, in double, from the formulas of kfac_step.h */
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)v[i] + wd * mask[i] * w0[i];
+            double mm = form == KFAC_STEP_FORM_SGD ? mu * m0[i] + d : mu * m0[i] + step * d;
+            rm[i] = mm;
+            rw[i] = form == KFAC_STEP_FORM_SGD ? w0[i] - step * mm : w0[i] - mm;
+            ra[i] = count0 == 0 ? rw[i] : dec * a0[i] + (1.0 - dec) * rw[i];
+        }
+        for (int threads = 1; threads <= 3; threads++) {
+            nn_par_t *par = s_pool(threads);
+            memcpy(w, w0, n * sizeof(float));
+            memcpy(m, m0, n * sizeof(float));
+            memcpy(a, a0, n * sizeof(float));
+            long count = count0;
+            kfac_step_tail_t t = {.form = form, .n = n, .w = w, .mom = m, .v = v, .wd_mask = mask, .step = step,
+                                  .momentum = mu, .wd = wd, .avg = a, .polyak_decay = dec, .polyak_count = &count};
+            ck_assert_int_eq(kfac_step_tail(&t, par), 0);
+            nn_par_free(&par);
+            ck_assert_int_eq(count, count0 + 1);
+            s_close_long("tail w", w, rw, n, 1e-6, seed);
+            s_close_long("tail momentum", m, rm, n, 1e-6, seed);
+            s_close_long("tail polyak", a, ra, n, 1e-6, seed);
+            if (threads == 1) {
+                memcpy(w1, w, n * sizeof(float));
+                memcpy(m1, m, n * sizeof(float));
+                memcpy(a1, a, n * sizeof(float));
+            } else {
+                ck_assert_msg(!memcmp(w, w1, n * sizeof(float)) && !memcmp(m, m1, n * sizeof(float)) &&
+                                  !memcmp(a, a1, n * sizeof(float)),
+                              "tail on %d threads differs from one thread, seed %llu", threads, SEEDMSG);
+            }
+        }
+    }
+    /* bad arguments change nothing */
+    memcpy(w, w0, n * sizeof(float));
+    long count = 3;
+    kfac_step_tail_t bad = {.form = KFAC_STEP_FORM_KFAC, .n = n, .w = w, .mom = m, .v = v, .wd_mask = NULL,
+                            .step = 0.1, .momentum = 0.5, .wd = 0.1, .avg = a, .polyak_decay = 0.9,
+                            .polyak_count = &count};
+    ck_assert_int_eq(kfac_step_tail(&bad, NULL), -EINVAL); /* wd without a mask */
+    bad.wd = 0.0;
+    bad.momentum = 1.0;
+    ck_assert_int_eq(kfac_step_tail(&bad, NULL), -EINVAL);
+    bad.momentum = 0.5;
+    bad.step = NAN;
+    ck_assert_int_eq(kfac_step_tail(&bad, NULL), -EINVAL);
+    bad.step = 0.1;
+    bad.polyak_decay = 1.0;
+    ck_assert_int_eq(kfac_step_tail(&bad, NULL), -EINVAL);
+    ck_assert_int_eq(count, 3);
+    ck_assert(!memcmp(w, w0, n * sizeof(float)));
+    free(w0), free(m0), free(a0), free(v), free(mask), free(w), free(m), free(a), free(w1), free(m1), free(a1);
+    free(rw), free(rm), free(ra);
+}
+END_TEST
+
+START_TEST(test_step_dots_match_reference_on_any_pool) {
+    SEEDED();
+    enum { N_SEG = 6 };
+    kfac_step_seg_t seg[N_SEG];
+    size_t off = 0;
+    for (int i = 0; i < N_SEG; i++) {
+        /* short ones, one chunk exactly, and several chunks with a ragged end */
+        size_t len = i == 2   ? KFAC_STEP_DOT_CHUNK
+                     : i == 4 ? (1 << 18) + rng_below(&rng, KFAC_STEP_DOT_CHUNK) /* the pool's threshold in all */
+                     : i % 2  ? 1 + rng_below(&rng, 300)
+                              : 1 + rng_below(&rng, 5 * KFAC_STEP_DOT_CHUNK);
+        off += rng_below(&rng, 50); /* gaps between segments are not read */
+        seg[i].off = off;
+        seg[i].len = len;
+        off += len;
+    }
+    const size_t n = off;
+    float *v = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (float)rng_normal(&rng);
+        g[i] = (float)(rng_normal(&rng) * exp(2.0 * rng_normal(&rng)));
+    }
+    size_t n_part = kfac_step_dots_parts(seg, N_SEG);
+    double *part = malloc(n_part * sizeof(double)), dot1[N_SEG], dot[N_SEG];
+    ck_assert_int_eq(kfac_step_dots(v, g, seg, N_SEG, dot, part, n_part - 1, NULL), -EINVAL); /* too little scratch */
+    for (int threads = 1; threads <= 3; threads++) {
+        nn_par_t *par = s_pool(threads);
+        ck_assert_int_eq(kfac_step_dots(v, g, seg, N_SEG, dot, part, n_part, par), 0);
+        nn_par_free(&par);
+        for (int i = 0; i < N_SEG; i++) {
+            /* the reference: every product exact in double, summed in long double */
+            long double ref = 0.0L, mag = 0.0L;
+            for (size_t j = seg[i].off; j < seg[i].off + seg[i].len; j++) {
+                ref += (long double)((double)v[j] * (double)g[j]);
+                mag += fabsl((long double)((double)v[j] * (double)g[j]));
+            }
+            ck_assert_msg(fabs(dot[i] - (double)ref) <= 1e-12 * (double)mag, "segment %d: got %.17g want %.17Lg, seed %llu",
+                          i, dot[i], ref, SEEDMSG);
+            if (threads == 1) dot1[i] = dot[i];
+            else ck_assert_msg(dot[i] == dot1[i], "segment %d on %d threads: %.17g against %.17g, seed %llu", i,
+                               threads, dot[i], dot1[i], SEEDMSG);
+        }
+    }
+    /* a direction that is not finite shows in its segment's sum only */
+    int bad = (int)rng_below(&rng, N_SEG);
+    v[seg[bad].off + rng_below(&rng, seg[bad].len)] = rng_below(&rng, 2) ? NAN : -INFINITY;
+    ck_assert_int_eq(kfac_step_dots(v, g, seg, N_SEG, dot, part, n_part, NULL), 0);
+    for (int i = 0; i < N_SEG; i++) ck_assert_int_eq(isfinite(dot[i]) != 0, i != bad);
+    free(v), free(g), free(part);
+}
+END_TEST
+
+START_TEST(test_step_copy_finite_finds_the_first) {
+    SEEDED();
+    const size_t n = 300000 + rng_below(&rng, 1000); /* over the pool's threshold */
+    float *src = malloc(n * sizeof(float)), *dst = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) src[i] = (float)rng_normal(&rng);
+    for (int threads = 1; threads <= 3; threads++) {
+        nn_par_t *par = s_pool(threads);
+        memset(dst, 0, n * sizeof(float));
+        ck_assert_uint_eq(kfac_step_copy_finite(dst, src, n, par), n);
+        ck_assert(!memcmp(dst, src, n * sizeof(float)));
+        /* two bad values, the later one in another thread's range as often as not */
+        size_t i1 = rng_below(&rng, n), i2 = rng_below(&rng, n);
+        float s1 = src[i1], s2 = src[i2];
+        src[i1] = NAN;
+        src[i2] = INFINITY;
+        size_t want = i1 < i2 ? i1 : i2;
+        ck_assert_uint_eq(kfac_step_copy_finite(NULL, src, n, par), want);
+        ck_assert_uint_eq(kfac_step_copy_finite(dst, src, n, par), want);
+        src[i2] = s2;
+        src[i1] = s1;
+        nn_par_free(&par);
+    }
+    ck_assert_uint_eq(kfac_step_copy_finite(NULL, src, 0, NULL), 0);
+    free(src), free(dst);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("kfac_step");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30); /* the tail's tests start pools of threads on a machine others share */
     tcase_add_test(tc, test_kl_c_decays_every_period);
     tcase_add_test(tc, test_kl_eta_matches_formula);
     tcase_add_test(tc, test_kl_eta_edge_cases);
     tcase_add_test(tc, test_kl_clip_matches_eq18);
     tcase_add_test(tc, test_apply_momentum_and_weight_decay);
     tcase_add_test(tc, test_polyak_average);
+    tcase_add_test(tc, test_step_tail_matches_reference);
+    tcase_add_test(tc, test_step_dots_match_reference_on_any_pool);
+    tcase_add_test(tc, test_step_copy_finite_finds_the_first);
     tcase_add_test(tc, test_schedule_intervals_and_damping);
     tcase_add_test(tc, test_refresh_distance);
     tcase_add_test(tc, test_refresh_interval_branches);

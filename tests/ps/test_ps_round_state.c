@@ -11,6 +11,8 @@
  *     order with the same weights: densified, the example-weighted mean
  *     (relative 1e-5 against a double sum), bit for bit whatever the join
  *     order; clear empties them;
+ *   - the mean and the median split over a pool of threads give the same
+ *     floats as one thread, and the oracle's values;
  *   - clear empties the round, release frees it and is idempotent.
  * Workers, gradients and weights are random from a fresh seed printed on
  * failure. */
@@ -25,6 +27,7 @@
 #include "common/base/rng.h"
 #include "common/kfac/kfac_stats.h"
 #include "common/nn/nn.h"
+#include "common/nn/nn_par.h"
 #include "ps/peers.h"
 #include "ps/round_int.h"
 #include "tests/lib/seed.h"
@@ -129,8 +132,8 @@ START_TEST(test_ps_round_state_average_weighted_and_order_free) {
         ps_round_t ra, rb;
         ck_assert_int_eq(ps_round_state_init(&ra, net, 0), 0);
         ck_assert_int_eq(ps_round_state_init(&rb, net, 0), 0);
-        ps_round_state_average(&ra, net, &ta);
-        ps_round_state_average(&rb, net, &tb);
+        ps_round_state_average(&ra, net, &ta, NULL);
+        ps_round_state_average(&rb, net, &tb, NULL);
         ck_assert_msg(memcmp(ra.grad_acc, rb.grad_acc, net->n_params * sizeof(float)) == 0,
                       "seed %" PRIu64 ": the mean gradient depends on the order the workers joined in", seed);
         ck_assert_msg(memcmp(ra.state_acc, rb.state_acc, net->n_state * sizeof(float)) == 0,
@@ -218,8 +221,8 @@ START_TEST(test_ps_round_state_lowrank_weighted_and_order_free) {
         ps_round_t ra, rb;
         ck_assert_int_eq(ps_round_state_init(&ra, net, 0), 0);
         ck_assert_int_eq(ps_round_state_init(&rb, net, 0), 0);
-        ps_round_state_average(&ra, net, &ta);
-        ps_round_state_average(&rb, net, &tb);
+        ps_round_state_average(&ra, net, &ta, NULL);
+        ps_round_state_average(&rb, net, &tb, NULL);
         const kfac_lowrank_t *ea = kfac_lowrank_set_find(&ra.lowrank, 0), *eb = kfac_lowrank_set_find(&rb.lowrank, 0);
         int total = 0;
         for (int k = 0; k < n; k++) total += rows[k];
@@ -284,7 +287,7 @@ START_TEST(test_ps_round_state_commit_once) {
     ck_assert(rs.acc_n == (double)w[gone].n_examples);
     ps_round_state_commit_grad(&rs, net, p[gone]); /* again: nothing */
     ck_assert(rs.acc_n == (double)w[gone].n_examples);
-    ps_round_state_average(&rs, net, &t);
+    ps_round_state_average(&rs, net, &t, NULL);
     double sum_n = 0;
     for (int k = 0; k < n; k++) sum_n += (double)w[k].n_examples;
     ck_assert_msg(rs.acc_n == sum_n, "seed %" PRIu64 ": %g examples summed, want %g", seed, rs.acc_n, sum_n);
@@ -457,7 +460,7 @@ START_TEST(test_ps_round_state_robust_state) {
         ps_round_t rs;
         ck_assert_int_eq(ps_round_state_init(&rs, net, 0), 0);
         ps_round_state_open(&rs, net, 1);
-        ck_assert_int_eq(ps_round_state_robust(&rs, net, &t, -1), k);
+        ck_assert_int_eq(ps_round_state_robust(&rs, net, &t, -1, NULL), k);
         ck_assert(rs.state_n == 1.0);
         for (size_t i = 0; i < net->n_state; i++) {
             double v[8];
@@ -481,6 +484,79 @@ START_TEST(test_ps_round_state_robust_state) {
 }
 END_TEST
 
+/* The mean and the median of a model large enough that the round's
+ * passes are split over a pool of 3 threads: the same floats as on the
+ * calling thread alone, a worker summed before the step (it left)
+ * included, and the double oracle's values (mean: 1e-5 of the sum of
+ * magnitudes; median: the brute-force median of each coordinate, exactly). */
+START_TEST(test_ps_round_state_pool_same_floats) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    char err[256];
+    net_t *net = net_parse("input 1x64x64\nfc name=f1 out=72\nsoftmax_xent\n", "test", 4, err, sizeof err);
+    ck_assert_msg(net != NULL, "%s", err);
+    ck_assert_uint_gt(net->n_params, 1 << 18); /* the pool's threshold */
+    nn_par_t *par = nn_par_new(3);
+    ck_assert_ptr_nonnull(par);
+    for (int trial = 0; trial < 4; trial++) {
+        const int n = 3 + (int)rng_below(&r, MAX_W - 2);
+        s_push_t w[MAX_W];
+        s_random_pushes(&r, net, w, n);
+        const int median = trial % 2, gone = median ? -1 : (int)rng_below(&r, (uint32_t)n);
+        ps_peers_t t[2];
+        ps_round_t rs[2];
+        ps_peer_t *p[2][MAX_W];
+        for (int q = 0; q < 2; q++) {
+            ck_assert_int_eq(ps_peers_init(&t[q], MAX_W), 0);
+            for (int k = 0; k < n; k++) p[q][k] = s_add(&t[q], net, &w[k]);
+            ck_assert_int_eq(ps_round_state_init(&rs[q], net, 0), 0);
+            if (gone >= 0) ps_round_state_commit_grad(&rs[q], net, p[q][gone]);
+            if (median) ck_assert_int_eq(ps_round_state_robust(&rs[q], net, &t[q], -1, q ? par : NULL), n);
+            else ps_round_state_average(&rs[q], net, &t[q], q ? par : NULL);
+        }
+        ck_assert_msg(memcmp(rs[0].grad_acc, rs[1].grad_acc, net->n_params * sizeof(float)) == 0,
+                      "seed %" PRIu64 ": the %s on 3 threads differs from one thread", seed, median ? "median" : "mean");
+        double worst = 0.0;
+        size_t at = 0;
+        for (size_t i = 0; i < net->n_params; i++) {
+            double want = 0, tol = 0;
+            if (median) {
+                double v[MAX_W];
+                for (int k = 0; k < n; k++) v[k] = w[k].grad[i];
+                for (int a = 1; a < n; a++)
+                    for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                        double x = v[b];
+                        v[b] = v[b - 1];
+                        v[b - 1] = x;
+                    }
+                want = n % 2 ? v[n / 2] : (double)(0.5f * ((float)v[n / 2 - 1] + (float)v[n / 2]));
+            } else {
+                double sum_n = 0;
+                for (int k = 0; k < n; k++) {
+                    want += (double)w[k].n_examples * w[k].grad[i];
+                    tol += (double)w[k].n_examples * fabs(w[k].grad[i]);
+                    sum_n += (double)w[k].n_examples;
+                }
+                want /= sum_n;
+                tol *= 1e-5 / sum_n;
+            }
+            double e = fabs(rs[1].grad_acc[i] - want) - tol;
+            if (e > worst) worst = e, at = i;
+        }
+        ck_assert_msg(worst <= 0.0, "seed %" PRIu64 ": %s[%zu] = %.9g, off by %g beyond the tolerance", seed,
+                      median ? "median" : "mean", at, (double)rs[1].grad_acc[at], worst);
+        for (int q = 0; q < 2; q++) {
+            ps_round_state_release(&rs[q]);
+            ps_peers_release(&t[q]);
+        }
+        s_free_pushes(w, n);
+    }
+    nn_par_free(&par);
+    net_free(&net);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_round_state");
     TCase *tc = tcase_create("round_state");
@@ -490,6 +566,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_round_robust_value_brute_force);
     tcase_add_test(tc, test_ps_round_state_robust_state);
     tcase_add_test(tc, test_ps_round_state_merge_stats_weighted);
+    tcase_add_test(tc, test_ps_round_state_pool_same_floats);
     suite_add_tcase(s, tc);
     return s;
 }
