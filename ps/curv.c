@@ -19,9 +19,15 @@
 #define PS_CURV_SPARES 4 /* inverse holders kept per block for the next checks */
 
 struct ps_curv {
-    zloop_pool_t *pool;
-    uv_mutex_t mu;              /* held by a task while it runs, and by ps_curv_lock */
-    int mu_ok;
+    zloop_pool_t *pool_fold;    /* the folds' thread */
+    zloop_pool_t *pool_jobs;    /* the cuts' and checks' thread */
+    uv_mutex_t mu;              /* the factors and the guard: held by a fold while it runs, by a cut while it
+                                   copies its factor, and by ps_curv_lock */
+    uv_cond_t fold_cv;          /* signalled when a fold ends (or the threads close) */
+    int mu_ok, cv_ok;
+    uint64_t folds_submitted;   /* the loop's count */
+    uint64_t folds_done;        /* under mu */
+    int closing;                /* under mu: a cut waiting for a fold gives up */
     kfac_opt_t *k;              /* borrowed */
     ps_stats_guard_t *guard;    /* borrowed */
     double max_ratio;
@@ -73,7 +79,12 @@ static void s_fold(ps_curv_t *c, ps_curv_task_t *t) {
 
 static void s_cut(ps_curv_t *c, ps_curv_task_t *t) {
     const int b = t->block, n = c->k->blocks[b].n;
-    int rc = kfac_opt_block_job_at(c->k, b, t->lambda, c->F, &t->damping, &t->version);
+    /* the factor as the folds submitted before this cut left it: a cut
+     * never sees less than a serial kfac-ps would have */
+    uv_mutex_lock(&c->mu);
+    while (c->folds_done < t->after_folds && !c->closing) uv_cond_wait(&c->fold_cv, &c->mu);
+    int rc = c->closing ? -ECANCELED : kfac_opt_block_job_at(c->k, b, t->lambda, c->F, &t->damping, &t->version);
+    uv_mutex_unlock(&c->mu);
     if (rc < 0) {
         snprintf(t->err, sizeof t->err, "cutting a job for layer %d factor %d failed (%s)", c->k->blocks[b].layer,
                  c->k->blocks[b].factor, strerror(-rc));
@@ -108,11 +119,16 @@ static void s_check(ps_curv_t *c, ps_curv_task_t *t) {
 static void s_work(void *job, void *user) {
     ps_curv_t *c = user;
     ps_curv_task_t *t = job;
-    uv_mutex_lock(&c->mu);
     double t0 = clock_now_ms();
     t->err[0] = 0;
     switch (t->kind) {
-    case PS_CURV_FOLD: s_fold(c, t); break;
+    case PS_CURV_FOLD:
+        uv_mutex_lock(&c->mu);
+        s_fold(c, t);
+        c->folds_done++;
+        uv_cond_broadcast(&c->fold_cv);
+        uv_mutex_unlock(&c->mu);
+        break;
     case PS_CURV_CUT: s_cut(c, t); break;
     case PS_CURV_CHECK: s_check(c, t); break;
     case PS_CURV_FORGET:
@@ -122,7 +138,6 @@ static void s_work(void *job, void *user) {
     }
     t->ms = clock_now_ms() - t0;
     atomic_fetch_add(&c->busy_us, (uint64_t)(t->ms * 1e3));
-    uv_mutex_unlock(&c->mu);
 }
 
 static void s_done(void *job, int status, void *user) {
@@ -147,6 +162,8 @@ ps_curv_t *ps_curv_new(uv_loop_t *loop, kfac_opt_t *k, ps_stats_guard_t *g, doub
     c->user = user;
     if (uv_mutex_init(&c->mu) != 0) goto fail;
     c->mu_ok = 1;
+    if (uv_cond_init(&c->fold_cv) != 0) goto fail;
+    c->cv_ok = 1;
     const int nb = k->n_blocks;
     int max_n = 1;
     int *bn = calloc((size_t)(nb ? nb : 1), sizeof *bn);
@@ -167,7 +184,9 @@ ps_curv_t *ps_curv_new(uv_loop_t *loop, kfac_opt_t *k, ps_stats_guard_t *g, doub
         if (!(c->packed[b] = malloc(msg_packed_len((uint64_t)k->blocks[b].n) * sizeof(float)))) goto fail;
     if (kfac_opt_bn_view(k) < 0) goto fail;
     c->bn_len = kfac_opt_bn_len(k);
-    if (!(c->pool = zloop_pool_new(loop, 1, s_work, s_done, c))) goto fail;
+    if (!(c->pool_fold = zloop_pool_new(loop, 1, s_work, s_done, c)) ||
+        !(c->pool_jobs = zloop_pool_new(loop, 1, s_work, s_done, c)))
+        goto fail;
     return c;
 fail:
     ps_curv_free(&c);
@@ -187,7 +206,15 @@ static void s_task_free(ps_curv_task_t *t) {
 void ps_curv_free(ps_curv_t **c_p) {
     if (!c_p || !*c_p) return;
     ps_curv_t *c = *c_p;
-    zloop_pool_free(&c->pool); /* tasks come back through done (cancelled), and are released there */
+    if (c->mu_ok) { /* a cut waiting for a fold that will not run gives up */
+        uv_mutex_lock(&c->mu);
+        c->closing = 1;
+        if (c->cv_ok) uv_cond_broadcast(&c->fold_cv);
+        uv_mutex_unlock(&c->mu);
+    }
+    /* tasks come back through done (cancelled, or after the one running), and are released there */
+    zloop_pool_free(&c->pool_fold);
+    zloop_pool_free(&c->pool_jobs);
     for (ps_curv_task_t **list = &c->free_folds; list; list = list == &c->free_folds ? &c->free_tasks : NULL)
         while (*list) {
             ps_curv_task_t *t = *list;
@@ -203,6 +230,7 @@ void ps_curv_free(ps_curv_t **c_p) {
     free(c->F);
     free(c->unpack_buf);
     ps_verify_free(&c->verify);
+    if (c->cv_ok) uv_cond_destroy(&c->fold_cv);
     if (c->mu_ok) uv_mutex_destroy(&c->mu);
     free(c);
     *c_p = NULL;
@@ -250,7 +278,15 @@ kfac_inverse_t *ps_curv_holder(ps_curv_t *c, int b) {
     return kfac_inverse_new(c->k->blocks[b].n);
 }
 
-int ps_curv_submit(ps_curv_t *c, ps_curv_task_t *t) { return zloop_pool_submit(c->pool, t); }
+int ps_curv_submit(ps_curv_t *c, ps_curv_task_t *t) {
+    if (t->kind != PS_CURV_FOLD) {
+        t->after_folds = c->folds_submitted;
+        return zloop_pool_submit(c->pool_jobs, t);
+    }
+    int rc = zloop_pool_submit(c->pool_fold, t);
+    if (rc == 0) c->folds_submitted++;
+    return rc;
+}
 
 void ps_curv_release(ps_curv_t *c, ps_curv_task_t *t) {
     if (!t) return;
@@ -278,6 +314,9 @@ void ps_curv_unlock(ps_curv_t *c) {
     if (c) uv_mutex_unlock(&c->mu);
 }
 
-size_t ps_curv_pending(const ps_curv_t *c) { return c && c->pool ? zloop_pool_pending(c->pool) : 0; }
+size_t ps_curv_pending(const ps_curv_t *c) {
+    if (!c) return 0;
+    return (c->pool_fold ? zloop_pool_pending(c->pool_fold) : 0) + (c->pool_jobs ? zloop_pool_pending(c->pool_jobs) : 0);
+}
 
 double ps_curv_busy_ms(ps_curv_t *c) { return c ? (double)atomic_load(&c->busy_us) * 1e-3 : 0.0; }

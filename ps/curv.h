@@ -1,12 +1,17 @@
-/* ps/curv.h — kfac-ps's curvature thread: the statistics folds, the job
+/* ps/curv.h — kfac-ps's curvature threads: the statistics folds, the job
  * cuts and the checks of returned inverses, off the loop thread that the
- * rounds and the workers wait on.
+ * rounds and the workers wait on. Two threads: one folds, one cuts and
+ * checks, so that a statistics worker's fold does not wait behind a
+ * check, nor a job behind a fold (one thread for both delivered half the
+ * inverses and folds per step on 2 cores: bench/RESULTS.md).
  *
  * What each thread owns:
- *  - the curvature thread (inside a task): the running factor averages
- *    (kfac->avg), each block's factor_version and the fold count, the
- *    statistics guard's histories, the probes of the jobs in flight
- *    (ps/verify.h), its scratch (a factor, a layer's packed floats);
+ *  - the fold thread: the running factor averages (kfac->avg), each
+ *    block's factor_version and the fold count, the statistics guard's
+ *    histories, a layer's packed floats (all under the unit's mutex, which
+ *    a cut takes to copy its factor and ps_curv_lock takes);
+ *  - the job thread: the probes of the jobs in flight (ps/verify.h), its
+ *    scratch (a factor, an inverse unpacked), the blocks' packed buffers;
  *  - the loop thread: everything else, the installed inverses above all
  *    (the step reads them), the scheduler's records, the peers, the
  *    batch-norm view of the factors the step reads (kfac_opt_bn_view);
@@ -74,6 +79,7 @@ typedef struct ps_curv_task {
     int rc;                    /* out: 0, or a negative errno with the reason in err */
     double residual;           /* CHECK: out */
     double ms;                 /* out: the task's time on the curvature thread */
+    uint64_t after_folds;      /* CUT: the folds submitted before it (set by ps_curv_submit) */
     char err[700];
     struct ps_curv_task *next; /* the free list */
 } ps_curv_task_t;
@@ -120,7 +126,7 @@ void ps_curv_unlock(ps_curv_t *c);
 /* Tasks submitted and not yet come back. */
 size_t ps_curv_pending(const ps_curv_t *c);
 
-/* Milliseconds the thread has spent in tasks so far. */
+/* Milliseconds the threads have spent in tasks so far. */
 double ps_curv_busy_ms(ps_curv_t *c);
 
 #endif
