@@ -260,6 +260,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
 
 static void s_close_handles(ps_server_t *s) {
     ps_eval_stop(s->eval);
+    ps_heldout_stop(s->heldout);
     rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
@@ -286,6 +287,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_stop(s->eval);
+    ps_heldout_stop(s->heldout); /* a reference in flight is waited for; nothing more is judged */
     /* The weights of a run that ended well (all steps, the target, a
      * signal); a failed one (diverged) leaves no manifest that would call
      * its parameters complete. Weights that cannot be written fail the run. */
@@ -571,6 +573,11 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
+    if (cfg->heldout_n > 0 &&
+        !(s->heldout = ps_heldout_new(&s->loop, s->model.net->source, cfg, cfg->heldout_n, &rc, why, sizeof why))) {
+        snprintf(err, err_len, "%s", why);
+        goto fail;
+    }
     if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
     ps_hello_keep_listed(s); /* bindings restored from a checkpoint, of keys listed no more */
     if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
@@ -641,6 +648,7 @@ void ps_server_free(ps_server_t **s_p) {
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
     ps_eval_free(&s->eval);
+    ps_heldout_free(&s->heldout);
     ps_report_free(&s->report);
     ps_guard_free(&s->guard);
     if (s->zctx) zmq_ctx_term(s->zctx);
