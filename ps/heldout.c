@@ -10,7 +10,6 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/prio.h"
-#include "common/kfac/kfac_lowrank.h"
 #include "common/net/zloop.h"
 #include "common/nn/data.h"
 
@@ -200,55 +199,6 @@ int ps_heldout_n(const ps_heldout_t *h) { return h && h->slice ? h->slice->n : 0
 uint64_t ps_heldout_count(const ps_heldout_t *h) { return h ? h->n_done : 0; }
 
 double ps_heldout_last_ms(const ps_heldout_t *h) { return h ? h->last_ms : 0.0; }
-
-int ps_heldout_dot(const net_t *net, const float *v, const msg_grad_push_t *g, double *dot, double *g_norm2) {
-    double d = 0.0, n2 = 0.0;
-    size_t at = 0, from = 0; /* at: in g->grad; from: in the arena */
-    for (size_t i = 0; i <= g->n_lowrank; i++) {
-        const layer_t *l = NULL;
-        size_t upto = net->n_params; /* the dense run up to the next factored layer's weights */
-        if (i < g->n_lowrank) {
-            if (g->lowrank[i].layer >= (uint32_t)net->n_layers) return -EINVAL;
-            l = &net->layers[g->lowrank[i].layer];
-            upto = l->w_off;
-        }
-        if (upto < from || at + (upto - from) > g->n_grad) return -EINVAL;
-        for (size_t k = 0; k < upto - from; k++) {
-            const double x = g->grad[at + k];
-            d += x * v[from + k];
-            n2 += x * x;
-        }
-        at += upto - from;
-        from = upto;
-        if (!l) break;
-        const msg_lowrank_t *f = &g->lowrank[i];
-        const int out = l->out, in = l->in_c * l->in_h * l->in_w, rows = (int)f->n_rows;
-        if (f->n_d != (size_t)rows * (size_t)out || f->n_x != (size_t)rows * (size_t)in) return -EINVAL;
-        const float *V = v + l->w_off; /* (out, in) */
-        for (int r = 0; r < rows; r++) {
-            const float *dr = f->d + (size_t)r * out, *xr = f->x + (size_t)r * in;
-            /* d_r^T V x_r: V's rows dotted with x_r, weighted by d_r */
-            for (int o = 0; o < out; o++) {
-                if (dr[o] == 0.0f) continue;
-                const float *Vo = V + (size_t)o * in;
-                double s = 0.0;
-                for (int c = 0; c < in; c++) s += (double)Vo[c] * xr[c];
-                d += (double)dr[o] * s;
-            }
-        }
-        n2 += kfac_lowrank_inner(f->d, out, f->x, in, rows, f->d, out, f->x, in, rows, out, in);
-        from = l->w_off + l->n_w;
-    }
-    if (at != g->n_grad || from != net->n_params) return -EINVAL;
-    *dot = d;
-    *g_norm2 = n2;
-    return 0;
-}
-
-double ps_heldout_score(double dot, double g_norm2, double v_norm, double rho) {
-    if (!(g_norm2 > 0.0) || !(v_norm > 0.0)) return 0.0;
-    return dot / (sqrt(g_norm2) * v_norm) - rho * g_norm2 / (v_norm * v_norm);
-}
 
 void ps_heldout_stop(ps_heldout_t *h) {
     if (!h) return;

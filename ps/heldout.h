@@ -1,25 +1,19 @@
-/* ps/heldout.h — kfac-ps's own reference gradient and the score a worker's
- * gradient is judged by against it (Zeno++, Xie, Koyejo and Gupta, ICML
- * 2020): a gradient that points away from the descent the server measures
- * itself is refused, whatever the other members send.
+/* ps/heldout.h — kfac-ps's own reference gradient, on examples it holds
+ * itself (Zeno++, Xie, Koyejo and Gupta, ICML 2020): what a worker's
+ * gradients are judged against (ps/drift.h), whatever the other members
+ * send.
  *
  * Why a reference of the server's own: a small consistent bias (every round
- * -c x the parameters, "a little is enough") is inside every norm bound and
- * moves the mean of two workers and the coordinate median of three alike;
- * comparing members only with each other cannot tell one honest worker from
- * one hostile one. The server computes the gradient of the loss on a slice
+ * -c x the parameters, "a little is enough", Baruch et al. 2019) is inside
+ * every norm bound and moves the mean of two workers and the coordinate
+ * median of three alike; comparing members only with each other cannot
+ * tell one honest worker from one hostile one. The server computes the gradient of the loss on a slice
  * of the training split it holds itself: the last [ps] heldout_n examples
  * (not the test split, whose figures the evaluation reports and which must
  * stay unseen; honest workers train on the same examples unless [data]
  * train_n leaves them out, which only makes the reference closer to theirs).
  *
- * The score (ps_heldout_score): for a pushed gradient g and the reference v,
- *     cos(g, v) - rho ||g||^2 / ||v||^2       ([ps] heldout_rho = rho)
- * which is Zeno++'s  <v, g> - rho ||g||^2  divided by ||g|| ||v|| once g is
- * scaled to ||v||'s length as Zeno++ does ... and then the second term with
- * g's own length: a gradient much longer than the reference must also point
- * much better along it. A push whose score is below [ps] heldout_min_score
- * is refused.
+ * The verdict on a push against the reference is ps/drift.h's.
  *
  * Threads: the gradient is computed on a thread of its own (a zloop_pool of
  * one thread, at the evaluation's priority, [ps] eval_priority), from a copy
@@ -31,7 +25,7 @@
  * ps_heldout_* call is made on the loop thread; the network and the slice
  * belong to the reference thread after ps_heldout_new returns.
  *
- * Numbers: float32 parameters and gradients; the score's sums in double.
+ * Numbers: float32 parameters and gradients.
  */
 #ifndef KFAC_PS_HELDOUT_H
 #define KFAC_PS_HELDOUT_H
@@ -40,9 +34,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/nn/nn.h"
 #include "common/run/runcfg.h"
-#include "proto/msg.h"
 
 typedef struct ps_heldout ps_heldout_t;
 
@@ -77,24 +69,6 @@ int ps_heldout_n(const ps_heldout_t *h);
 /* References computed so far, and the milliseconds the last one took. */
 uint64_t ps_heldout_count(const ps_heldout_t *h);
 double ps_heldout_last_ms(const ps_heldout_t *h);
-
-/* The inner product <v, g> and ||g||^2 of a pushed gradient g against a
- * reference v (net->n_params floats, the parameter arena's order). g is as
- * in a GradPush (proto/kfac.proto): g->grad holds the arena with the weight
- * slices of the factored layers left out, each g->lowrank entry the layer's
- * weight gradient as D^T X (D: n_rows x out, X: n_rows x in). A factored
- * layer's part is
- *     <V, D^T X> = sum_r d_r^T V x_r      (V: the layer's slice of v, out x in)
- * and its ||D^T X||^2 comes by Gram products (kfac_lowrank_inner). net is
- * borrowed (shapes only). Returns 0, or -EINVAL when g's lengths do not fit
- * the model (msg_validate and the wire checks have refused those before). */
-int ps_heldout_dot(const net_t *net, const float *v, const msg_grad_push_t *g, double *dot, double *g_norm2);
-
-/* The score of a gradient with <v, g> = dot, ||g||^2 = g_norm2 against a
- * reference of norm v_norm, with [ps] heldout_rho = rho (see the top):
- *     dot / (||g|| ||v||) - rho ||g||^2 / ||v||^2
- * A zero gradient or a zero reference scores 0 (no direction either way). */
-double ps_heldout_score(double dot, double g_norm2, double v_norm, double rho);
 
 /* Stop: a queued reference is dropped, a running one waited for; the
  * thread, the network and the slice are freed. What ps_heldout_ref says

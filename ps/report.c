@@ -225,6 +225,7 @@ void ps_report_publish(ps_server_t *s) {
     x.stalled = ps_counter(&s->ctr, PS_CTR_STALLED);
     x.demoted = ps_counter(&s->ctr, PS_CTR_DEMOTED);
     x.repushed = ps_counter(&s->ctr, PS_CTR_REPUSHED);
+    x.drift_refused = ps_counter(&s->ctr, PS_CTR_REJ_DRIFT);
     x.ckpt_saved = ps_counter(&s->ctr, PS_CTR_CKPT_SAVED);
     x.ckpt_failed = ps_counter(&s->ctr, PS_CTR_CKPT_FAILED);
     if (s->model.kfac) {
@@ -283,6 +284,8 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     }
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));
     if (ps_counter(&s->ctr, PS_CTR_CLIPPED)) S_ADD(", layer gradients clipped %" PRIu64, ps_counter(&s->ctr, PS_CTR_CLIPPED));
+    if (ps_counter(&s->ctr, PS_CTR_REJ_DRIFT))
+        S_ADD(", gradients refused against the reference %" PRIu64, ps_counter(&s->ctr, PS_CTR_REJ_DRIFT));
     if (ps_counter(&s->ctr, PS_CTR_RECOVERIES)) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", ps_counter(&s->ctr, PS_CTR_RECOVERIES));
     if (s->cfg->aggregate != RUNCFG_AGGREGATE_MEAN)
         S_ADD(", robust steps %" PRIu64 " (by the mean: %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS), ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));

@@ -122,73 +122,31 @@ static void s_heldout_refresh(ps_server_t *s) {
     if (rc < 0 && rc != -EBUSY && rc != -EPIPE) log_warn("held-out reference: cannot queue one: %s", strerror(-rc));
 }
 
-/* The push g of p against the server's reference gradient: 0 when it may
- * go on (no reference yet, or a score of at least [ps] heldout_min_score),
- * -1 when it was refused (answered, logged, counted). */
+/* The push of p against the server's reference gradient, from p's history
+ * (ps/drift.h): 0 when it may go on (no reference yet, or its pushes keep
+ * no direction of their own that the reference does not share), -1 when it
+ * was refused (answered, logged, counted). */
 static int s_heldout_judge(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     uint64_t rv = 0;
-    double v_norm = 0.0, dot = 0.0, g2 = 0.0;
-    const float *v = ps_heldout_ref(s->heldout, &rv, &v_norm);
-    if (!v || ps_heldout_dot(s->model.net, v, &m->grad_push, &dot, &g2) < 0) return 0;
-    const double score = ps_heldout_score(dot, g2, v_norm, s->cfg->heldout_rho);
-    const double cosv = g2 > 0.0 && v_norm > 0.0 ? dot / (sqrt(g2) * v_norm) : 0.0;
-    char name[160];
-    { /* TEMP measurement: per-member momenta, reference momentum */
-        static float *mom[32][2]; static float *rmom; static uint64_t rlast = (uint64_t)-1; static float *dense;
-        const size_t np = s->model.net->n_params;
-        if (!dense) dense = malloc(np * sizeof(float));
-        if (!rmom) rmom = calloc(np, sizeof(float));
-        if (rv != rlast) { for (size_t i = 0; i < np; i++) rmom[i] = 0.7f * rmom[i] + 0.3f * v[i]; rlast = rv; }
-        /* densify g */
-        const msg_grad_push_t *g = &m->grad_push; const net_t *net = s->model.net;
-        size_t at = 0, from = 0;
-        for (size_t i = 0; i < g->n_lowrank; i++) {
-            const msg_lowrank_t *f = &g->lowrank[i]; const layer_t *l = &net->layers[f->layer];
-            memcpy(dense + from, g->grad + at, (l->w_off - from) * sizeof(float)); at += l->w_off - from;
-            kfac_lowrank_t view = {.layer = (int)f->layer, .n_out = l->out, .n_in = l->in_c * l->in_h * l->in_w,
-                                   .w_off = l->w_off, .n_rows = (int)f->n_rows, .D = f->d, .X = f->x};
-            kfac_lowrank_densify(&view, dense + l->w_off, 0.0f); from = l->w_off + l->n_w;
-        }
-        memcpy(dense + from, g->grad + at, (np - from) * sizeof(float));
-        const float *th = net->params;
-        double gt = 0, tt = 0; for (size_t i = 0; i < np; i++) { gt += (double)dense[i] * th[i]; tt += (double)th[i] * th[i]; }
-        double c9[2] = {0, 0}, cr[2] = {0, 0}, self9 = 0;
-        static const float beta[2] = {0.9f, 0.97f};
-        for (int k = 0; k < 2; k++) {
-            int id = p->id & 31;
-            if (!mom[id][k]) mom[id][k] = calloc(np, sizeof(float));
-            float *mm = mom[id][k];
-            double sg = 0, mn = 0, gn = 0;
-            if (k == 0) { for (size_t i = 0; i < np; i++) { sg += (double)dense[i] * mm[i]; mn += (double)mm[i] * mm[i]; gn += (double)dense[i] * dense[i]; } self9 = mn > 0 ? sg / sqrt(mn * gn) : 0; }
-            double mv = 0, mr = 0, m2 = 0, r2 = 0;
-            for (size_t i = 0; i < np; i++) { mm[i] = beta[k] * mm[i] + (1 - beta[k]) * dense[i]; mv += (double)mm[i] * v[i]; mr += (double)mm[i] * rmom[i]; m2 += (double)mm[i] * mm[i]; r2 += (double)rmom[i] * rmom[i]; }
-            c9[k] = mv / sqrt(m2) / v_norm; cr[k] = mr / sqrt(m2 * r2);
-        }
-        /* e = <g, u> - <v, u>, u: the member's previous momentum direction (computed before the update above? no: recompute) */
-        static double mu[32], va[32], gm[32]; static int nn[32];
-        int id = p->id & 31;
-        /* mom[id][0] already updated with g: use (m - (1-b) g)/b = previous */
-        double pu = 0, pn = 0, pv = 0;
-        for (size_t i = 0; i < np; i++) { float prev = (mom[id][0][i] - 0.1f * dense[i]) / 0.9f; pu += (double)dense[i] * prev; pv += (double)v[i] * prev; pn += (double)prev * prev; }
-        double e = pn > 0 ? (pu - pv) / sqrt(pn) : 0.0;
-        if (pn > 0) {
-            if (!nn[id]) { mu[id] = e; va[id] = 0; gm[id] = sqrt(g2); }
-            else { double d = e - mu[id]; mu[id] += 0.1 * d; va[id] = 0.9 * (va[id] + 0.1 * d * d); gm[id] = 0.9 * gm[id] + 0.1 * sqrt(g2); }
-            nn[id]++;
-        }
-        double sdm = sqrt(va[id] * 0.1 / 1.9);
-        double z0 = mu[id] / (sdm > 1e-12 ? sdm : 1e-12), zf = mu[id] / sqrt(sdm * sdm + 0.01 * gm[id] * gm[id]);
-        log_info("heldout-trace step %ld %s ref %" PRIu64 " cos %.4f gnorm %.4g vnorm %.4g costh %.4f self %.4f m9v %.4f m97v %.4f m9r %.4f m97r %.4f e %.4f mu %.4f sd %.4f z0 %.3f zf %.3f n %d",
-                 s->round->t, ps_peer_name(p, name, sizeof name), rv, cosv, sqrt(g2), v_norm, gt / sqrt(tt * g2), self9, c9[0], c9[1], cr[0], cr[1], e, mu[id], sqrt(va[id]), z0, zf, nn[id]);
+    const float *v = ps_heldout_ref(s->heldout, &rv, NULL);
+    ps_drift_verdict_t d;
+    if (!v || ps_drift_judge(s->drift, s->model.net, p->role, p->ident ? p->ident->id : p->id,
+                             p->ident ? p->ident->key : p->key, &m->grad_push, v, s->cfg->heldout_z, &d) < 0)
+        return 0;
+    if (LOG_LEVEL_DEBUG <= log_level_now) { /* the name is formatted only for the line */
+        char name[160];
+        log_debug("step %ld: %s against the reference of version %" PRIu64 ": e %.4g, mean %.4g, z %.3g, norm %.4g, "
+                  "%d pushes judged", s->round->t, ps_peer_name(p, name, sizeof name), rv, d.e, d.mu, d.z, d.g_norm,
+                  d.n_judged);
     }
-    if (score >= s->cfg->heldout_min_score) return 0;
-    ps_counters_bump(&s->ctr, PS_CTR_REJ_HELDOUT);
+    if (!d.refuse) return 0;
+    ps_counters_bump(&s->ctr, PS_CTR_REJ_DRIFT);
     ps_io_reject_rl(s, ps_guard_rl(s->guard, PS_GUARD_LINE_HELDOUT), &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                    "its gradient scores %.3g against kfac-ps's own reference gradient (version %" PRIu64
-                    ", %d held-out training examples): cos %.3g, length %.3g x the reference's; below [ps] "
-                    "heldout_min_score = %g (%" PRIu64 " refused so far)",
-                    score, rv, ps_heldout_n(s->heldout), cosv, v_norm > 0.0 ? sqrt(g2) / v_norm : 0.0,
-                    s->cfg->heldout_min_score, ps_counter(&s->ctr, PS_CTR_REJ_HELDOUT));
+                    "its gradients keep a direction of their own that kfac-ps's reference gradient (%d held-out "
+                    "training examples, version %" PRIu64 ") does not share: %.3g along it on average, z = %.3g "
+                    "after %d of its pushes, more than [ps] heldout_z = %g (%" PRIu64 " refused so far)",
+                    ps_heldout_n(s->heldout), rv, d.mu, d.z, d.n_judged, s->cfg->heldout_z,
+                    ps_counter(&s->ctr, PS_CTR_REJ_DRIFT));
     ps_round_after_reject(s, p, m);
     return -1;
 }
@@ -279,7 +237,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
      * gradient that points away from the descent kfac-ps measures on its
      * held-out examples is refused, however few members agree with it. */
     s_heldout_refresh(s);
-    if (s->heldout && s_heldout_judge(s, p, m) < 0) return;
+    if (s->heldout && s->drift && s_heldout_judge(s, p, m) < 0) return;
     /* Batch-norm running statistics: a variance below 0 would make the
      * evaluation and the exported weights NaN (msg_validate rejected NaN and
      * Inf); a value far from the published one (two of 3e38 average to Inf)

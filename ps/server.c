@@ -578,6 +578,11 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
+    rc = -ENOMEM;
+    if (cfg->heldout_n > 0 && !(s->drift = ps_drift_new(s->model.net->n_params))) {
+        snprintf(err, err_len, "out of memory (the workers' histories against the reference gradient)");
+        goto fail;
+    }
     if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
     ps_hello_keep_listed(s); /* bindings restored from a checkpoint, of keys listed no more */
     if (cfg->ps_metrics && cfg->ps_metrics[0]) { /* the live view: its own thread (ps/http.h) */
@@ -649,6 +654,7 @@ void ps_server_free(ps_server_t **s_p) {
     }
     ps_eval_free(&s->eval);
     ps_heldout_free(&s->heldout);
+    ps_drift_free(&s->drift);
     ps_report_free(&s->report);
     ps_guard_free(&s->guard);
     if (s->zctx) zmq_ctx_term(s->zctx);

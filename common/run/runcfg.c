@@ -164,16 +164,13 @@ static const config_option_t s_table[] = {
       "a layer's gradient whose norm is more than this many times the median of that layer's last 32 is scaled "
       "down to it (0: off)"),
     O("ps", "heldout_n", OPT_INT, heldout_n, "256", 0, 65536,
-      "examples of the training split (its last ones) on which kfac-ps computes its own reference gradient; a "
-      "worker's gradient that scores below heldout_min_score against it is refused (0: no reference, no check)"),
+      "examples of the training split (its last ones) on which kfac-ps computes its own reference gradient, "
+      "which every worker's gradients are judged against (heldout_z; 0: no reference, no check)"),
     O("ps", "heldout_every", OPT_INT, heldout_every, "4", 1, 1000000,
       "versions between two reference gradients (each computed beside the step, at the evaluation's priority)"),
-    O("ps", "heldout_min_score", OPT_DOUBLE, heldout_min_score, "0", -1e30, 1,
-      "a gradient g whose score cos(g, v) - heldout_rho ||g||^2 / ||v||^2 against the reference v is below this "
-      "is refused"),
-    O("ps", "heldout_rho", OPT_DOUBLE, heldout_rho, "0", 0, 1e30,
-      "the length term of the score (heldout_min_score): how much better a gradient longer than the reference must "
-      "point along it"),
+    O("ps", "heldout_z", OPT_DOUBLE, heldout_z, "5", 0, 1e30,
+      "a worker whose gradients keep a direction of their own that the reference does not share is refused while "
+      "that excess, in its own noise's standard deviations (docs/security.md), is above this"),
     E("ps", "aggregate", aggregate, "mean", s_aggregate,
       "how the round's gradients are combined: mean (weighted by examples), trimmed_mean or median (coordinate-wise, "
       "robust to a hostile worker; need 2 * aggregate_trim + 1 and 3 workers)"),
