@@ -284,8 +284,9 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     }
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));
     if (ps_counter(&s->ctr, PS_CTR_CLIPPED)) S_ADD(", layer gradients clipped %" PRIu64, ps_counter(&s->ctr, PS_CTR_CLIPPED));
-    if (ps_counter(&s->ctr, PS_CTR_REJ_DRIFT))
-        S_ADD(", gradients refused against the reference %" PRIu64, ps_counter(&s->ctr, PS_CTR_REJ_DRIFT));
+    if (s->heldout)
+        S_ADD(", reference gradients %" PRIu64 " (the last in %.0f ms), gradients refused against them %" PRIu64,
+              ps_heldout_count(s->heldout), ps_heldout_last_ms(s->heldout), ps_counter(&s->ctr, PS_CTR_REJ_DRIFT));
     if (ps_counter(&s->ctr, PS_CTR_RECOVERIES)) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", ps_counter(&s->ctr, PS_CTR_RECOVERIES));
     if (s->cfg->aggregate != RUNCFG_AGGREGATE_MEAN)
         S_ADD(", robust steps %" PRIu64 " (by the mean: %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS), ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));

@@ -21,7 +21,8 @@
 # refuses an honest worker's gradient that way, and ends within $SLACK of
 # the clean run's Polyak accuracy and $SLACK_RAW of its raw accuracy, with a
 # raw test loss at most $LOSS_RATIO times the clean one. It prints the
-# figures of the three runs (docs/security.md's table has a run of them).
+# figures of the three runs and kfac-ps's peak resident memory in the
+# defended one (docs/security.md's table has a run of them).
 # KFAC_KEEP=1 keeps the logs.
 . tests/integration/harness.inc
 h_init 58-hostile-bias
@@ -35,7 +36,8 @@ SLACK_RAW=0.02   # the same for the raw parameters
 command -v curl >/dev/null 2>&1 || h_skip "curl is missing (Debian package curl): the metrics are read with it"
 
 # run NAME ATTACK(0/1) [kfac-ps options...]: one run in $H_DIR/NAME; sets
-# ACC, PACC, LOSS (step $STEPS), METRICS (file), POKE_PID, W_PIDS.
+# ACC, PACC, LOSS (step $STEPS), METRICS (file), POKE_PID, W_PIDS, HWM
+# (kfac-ps's peak resident memory, kB).
 run() {
   name=$1
   attack=$2
@@ -86,6 +88,12 @@ progress_every = 100
 EOF2
   h_start "$name-ps" "$BUILD/kfac-ps" --config "$D/run.ini" "$@"
   ps_pid=$H_PID
+  # kfac-ps's peak resident memory (VmHWM), kept while it runs
+  (while kill -0 "$ps_pid" 2>/dev/null; do
+     v=$(h_kb "$ps_pid" VmHWM) && [ -n "$v" ] && echo "$v" >"$D/hwm"
+     sleep 0.2
+   done) &
+  H_PIDS="$H_PIDS $!"
   h_start "$name-worker1" "$BUILD/kfac-worker" --config "$D/run.ini" --worker.id 1
   W_PIDS=$H_PID
   h_start "$name-worker2" "$BUILD/kfac-worker" --config "$D/run.ini" --worker.id 2
@@ -120,6 +128,7 @@ EOF2
   [ -n "$row" ] || h_fail "$name: no evaluation at step $STEPS in eval.csv"
   set -- $row
   ACC=$1 PACC=$2 LOSS=$3
+  HWM=$(cat "$D/hwm" 2>/dev/null)
 }
 
 # metric NAME: one line of the metrics (exact name and labels).
@@ -157,4 +166,4 @@ h_ge "$D_ACC" "$(awk -v a="$C_ACC" -v s="$SLACK_RAW" 'BEGIN { print a - s }')" |
   h_fail "defended: accuracy $D_ACC is more than $SLACK_RAW below the clean $C_ACC"
 h_ge "$(awk -v l="$C_LOSS" -v r="$LOSS_RATIO" 'BEGIN { print l * r }')" "$D_LOSS" ||
   h_fail "defended: test loss $D_LOSS is more than $LOSS_RATIO x the clean $C_LOSS"
-h_pass "bias -0.02 x the parameters from step $JOIN: undefended test loss $U_LOSS (accuracy $U_ACC, Polyak $U_PACC) against the clean $C_LOSS ($C_ACC, $C_PACC); defended $D_LOSS ($D_ACC, $D_PACC), $n pushes refused, the attacker named"
+h_pass "bias -0.02 x the parameters from step $JOIN: undefended test loss $U_LOSS (accuracy $U_ACC, Polyak $U_PACC) against the clean $C_LOSS ($C_ACC, $C_PACC); defended $D_LOSS ($D_ACC, $D_PACC), $n pushes refused, the attacker named; kfac-ps's peak resident memory $HWM kB"
