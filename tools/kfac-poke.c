@@ -88,8 +88,8 @@
  * (tools/poke/fast.c), until Shutdown, SIGTERM or --count pushes; with a
  * real kfac-statsd and kfac-invertd beside it a cluster steps at what
  * kfac-ps and the transport cost (bench/fast_members.sh; kfac-ps with
- * [ps] heldout_n = 0: a stored gradient pushed every round is what its
- * reference check refuses, docs/security.md):
+ * [ps] heldout_n = 0: a stored gradient pushed every round is a direction its
+ * reference check may refuse, docs/security.md):
  *   kfac-poke --endpoint tcp://127.0.0.1:5555 --member_id 1 --member_kind fast-worker \
  *     --count 1000000 --wait_ms 60000
  * It waits for Welcome, Params and each answer at most --wait_ms, prints
