@@ -498,3 +498,8 @@ void msg_clear(msg_t *m) {
     if (t) s_clear(t, S_BODY(m));
     memset(m, 0, sizeof *m);
 }
+
+void msg_take(msg_t *dst, msg_t *src) {
+    *dst = *src;
+    memset(src, 0, sizeof *src);
+}

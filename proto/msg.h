@@ -343,6 +343,11 @@ int msg_decode(const uint8_t *buf, size_t len, msg_t *out, char *err, size_t err
  * zero it. NULL m is a no-op. */
 void msg_clear(msg_t *m);
 
+/* Move a decoded message: dst (overwritten, not freed) takes everything src
+ * owns, src is left zeroed (msg_clear on it frees nothing). For a handler
+ * that hands a message to another thread. */
+void msg_take(msg_t *dst, msg_t *src);
+
 /* Check m against the protocol and lim (see Validation above). Returns 0, or
  * -EPROTO for a protocol version mismatch, -EINVAL for anything else, with a
  * message naming the field: "grad_push.grad[17] is NaN",

@@ -138,6 +138,15 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
         s_counter(&b, "kfac_invertd_distrusted_total",
                   "Inverse daemons given no more jobs for bad results.", x->invertd_distrusted);
         s_counter(&b, "kfac_stats_folded_total", "Statistics batches folded into the factors.", x->stats_folded);
+        s_head(&b, "kfac_damping", "gauge",
+               "The damping lambda in force: new inversion jobs are cut with it ([kfac] damping_rule).");
+        textbuf_printf(&b, "kfac_damping");
+        s_value(&b, x->damping);
+        s_head(&b, "kfac_damping_rho", "gauge",
+               "[kfac] damping_rule = adaptive: observed over predicted loss change at the last decision (NaN: "
+               "none yet, or fixed damping).");
+        textbuf_printf(&b, "kfac_damping_rho");
+        s_value(&b, x->damping_rho);
         s_head(&b, "kfac_inverse_age_steps", "gauge",
                "Per block: steps between the current version and the factor version its inverse came from (-1: "
                "no inverse yet).");
@@ -153,6 +162,14 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
         s_value(&b, x->idle_inverses_s);
         textbuf_printf(&b, "kfac_curvature_idle_seconds{what=\"statistics\"}");
         s_value(&b, x->idle_stats_s);
+        s_head(&b, "kfac_curvature_thread_seconds_total", "counter",
+               "Seconds the curvature thread spent folding statistics, cutting jobs and checking inverses (off the "
+               "thread the rounds wait on).");
+        textbuf_printf(&b, "kfac_curvature_thread_seconds_total");
+        s_value(&b, x->curv_busy_s);
+        s_head(&b, "kfac_curvature_tasks_pending", "gauge",
+               "Folds, cuts and checks handed to the curvature thread and not back yet.");
+        textbuf_printf(&b, "kfac_curvature_tasks_pending %llu\n", (unsigned long long)x->curv_pending);
         s_head(&b, "kfac_curvature_stale", "gauge",
                "1 while the idle time is above [ps] curvature_warn_s: K-FAC is running on old curvature.");
         textbuf_printf(&b, "kfac_curvature_stale{what=\"inverses\"} %d\n", x->stale_inverses);

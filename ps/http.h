@@ -52,6 +52,8 @@ typedef struct ps_http_snapshot {
     uint64_t rejected[MSG_TYPE_COUNT]; /* by message type; [MSG_NONE]: undecodable */
     int kfac;                /* kind = kfac: the fields below mean something */
     uint64_t inverses_installed, stats_folded;
+    double damping;                    /* the damping in force ([kfac] damping_rule) */
+    double damping_rho;                /* adaptive: the last decision's rho (NaN: none) */
     uint64_t inverses_refused;         /* results that failed verification or came from the wrong daemon */
     uint64_t invertd_distrusted;       /* inverse daemons given no more jobs for it */
     uint64_t grad_clipped;             /* layer gradients clipped ([ps] grad_clip_ratio) */
@@ -63,6 +65,8 @@ typedef struct ps_http_snapshot {
     uint64_t drift_refused;            /* gradients refused against the reference gradient (ps/drift.h) */
     uint64_t ckpt_saved, ckpt_failed;  /* checkpoints written, and those that could not be */
     double idle_inverses_s, idle_stats_s; /* since the last install / fold (or the first step) */
+    double curv_busy_s;      /* the curvature thread's time in tasks so far */
+    uint64_t curv_pending;   /* tasks submitted to it and not back yet */
     int stale_inverses, stale_stats;      /* idle longer than [ps] curvature_warn_s */
     int n_blocks;
     const ps_http_block_t *blocks; /* (n_blocks) borrowed for the call */

@@ -1,8 +1,9 @@
-/* ps/jobs.c — kfac-ps's inversion jobs on the loop thread: cutting a job
- * for a waiting kfac-invertd (ps/sched.h decides which block goes to which
- * daemon), a daemon asking for work, and a job's result installed (or
- * refused). The functions are declared with the round's in
- * ps/server_int.h.
+/* ps/jobs.c — kfac-ps's inversion jobs: a job for a waiting kfac-invertd
+ * (ps/sched.h decides which block goes to which daemon; the factor is cut
+ * on the curvature thread, ps/curv.h, and the Job sent when the cut comes
+ * back), a daemon asking for work, and a job's result judged here, checked
+ * on the curvature thread and installed here by exchanging holders (or
+ * refused).
  */
 #include "ps/server_int.h"
 #include "ps/jobs.h"
@@ -25,44 +26,58 @@
 /* ---- inversion jobs --------------------------------------------------------------- */
 
 struct ps_jobs {
-    float *F;                      /* (max n * n) a job's factor / a result's inverse */
-    float *packed;                 /* (max n (n+1)/2) a job's factor, packed upper triangle */
     uint64_t next_id;              /* the next job's id */
-    ps_verify_t *verify;           /* a probe per job in flight: results checked before install (ps/verify.h) */
     uint64_t wait_seq;             /* the last daemon's place in the queue for work */
     ratelimit_t rl_job;            /* lines about refused jobs and results */
+    int n_blocks;
+    /* the damping each job was cut with, PS_VERIFY_RING per block as the
+     * probes are (the curvature thread keeps those) */
+    uint64_t *cut_id;              /* (n_blocks * PS_VERIFY_RING) */
+    float *cut_damping;            /* (n_blocks * PS_VERIFY_RING) */
+    int *cut_next;                 /* (n_blocks) */
 };
 
 ps_jobs_t *ps_jobs_new(const kfac_opt_t *kfac, uint64_t seed) {
+    (void)seed; /* the probes are drawn on the curvature thread (ps/curv.h) */
     ps_jobs_t *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->next_id = 1;
     if (!kfac) return j;
-    int n_blocks = kfac->n_blocks, max_n = 1;
-    int *bn = calloc((size_t)(n_blocks ? n_blocks : 1), sizeof *bn);
-    if (!bn) goto fail;
-    for (int b = 0; b < n_blocks; b++) {
-        bn[b] = kfac->blocks[b].n;
-        if (bn[b] > max_n) max_n = bn[b];
-    }
-    j->F = malloc((size_t)max_n * max_n * sizeof(float));
-    j->packed = malloc(msg_packed_len((uint64_t)max_n) * sizeof(float));
-    j->verify = ps_verify_new(bn, n_blocks, seed);
-    free(bn);
-    if (!j->F || !j->packed || !j->verify) goto fail;
+    const size_t nb = (size_t)(kfac->n_blocks ? kfac->n_blocks : 1);
+    j->n_blocks = kfac->n_blocks;
+    j->cut_id = calloc(nb * PS_VERIFY_RING, sizeof *j->cut_id);
+    j->cut_damping = calloc(nb * PS_VERIFY_RING, sizeof *j->cut_damping);
+    j->cut_next = calloc(nb, sizeof *j->cut_next);
+    if (!j->cut_id || !j->cut_damping || !j->cut_next) goto fail;
     return j;
 fail:
     ps_jobs_free(&j);
     return NULL;
 }
 
+/* Job `id` of block b was cut with damping d. */
+static void s_cut_record(ps_jobs_t *j, int b, uint64_t id, float d) {
+    int k = b * PS_VERIFY_RING + j->cut_next[b];
+    j->cut_id[k] = id;
+    j->cut_damping[k] = d;
+    j->cut_next[b] = (j->cut_next[b] + 1) % PS_VERIFY_RING;
+}
+
+/* The damping job `id` of block b was cut with; -1 when unknown. */
+static float s_cut_damping(const ps_jobs_t *j, int b, uint64_t id) {
+    if (id == 0 || b < 0 || b >= j->n_blocks) return -1.0f;
+    for (int i = 0; i < PS_VERIFY_RING; i++)
+        if (j->cut_id[b * PS_VERIFY_RING + i] == id) return j->cut_damping[b * PS_VERIFY_RING + i];
+    return -1.0f;
+}
+
 void ps_jobs_free(ps_jobs_t **j_p) {
     if (!j_p || !*j_p) return;
     ps_jobs_t *j = *j_p;
     *j_p = NULL;
-    free(j->F);
-    free(j->packed);
-    ps_verify_free(&j->verify);
+    free(j->cut_id);
+    free(j->cut_damping);
+    free(j->cut_next);
     free(j);
 }
 
@@ -88,19 +103,18 @@ void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p) {
     ps_jobs_dispatch(s);
 }
 
+/* Block b for daemon p: assigned now (no one else gets it, p waits no
+ * more), cut on the curvature thread; the Job goes out when the cut comes
+ * back (ps_jobs_cut_done). */
 static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
     const kfac_block_t *kb = &s->model.kfac->blocks[b];
     ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
-    float damping = 0.0f;
-    long fv = -1;
-    int rc = kfac_opt_block_job(s->model.kfac, b, s->jobs->F, &damping, &fv);
-    if (rc < 0) {
-        log_error("cutting a job for layer %d factor %d failed (%s)", kb->layer, kb->factor, strerror(-rc));
+    ps_curv_task_t *t = ps_curv_task(s->curv, PS_CURV_CUT);
+    if (!t) {
+        log_error("cutting a job for layer %d factor %d: out of memory", kb->layer, kb->factor);
         ps_sched_failed(sb, sb->factor_version);
         return 0; /* the daemon keeps waiting */
     }
-    /* full n x n (upper authoritative) -> packed upper triangle */
-    kfac_linalg_pack_upper(s->jobs->F, kb->n, s->jobs->packed);
     char name[160];
     ps_peer_name(p, name, sizeof name);
     if (sb->cur.id != 0) {
@@ -111,29 +125,76 @@ static int s_send_job(ps_server_t *s, ps_peer_t *p, int b, double now_ms) {
                      "handing it to %s",
                      sb->cur.id, kb->layer, kb->factor, kb->n, (now_ms - sb->cur.start_ms) / 1e3, sb->cur.owner, name);
     }
-    msg_t m;
-    msg_init(&m, MSG_JOB, MSG_ROLE_PS, 0);
-    m.job.job_id = s->jobs->next_id++;
-    if ((rc = ps_verify_cut(s->jobs->verify, b, m.job.job_id, s->jobs->F, kb->n, damping)) < 0) {
-        log_error("keeping the probe of job %" PRIu64 " failed (%s)", m.job.job_id, strerror(-rc));
+    t->block = b;
+    t->job_id = s->jobs->next_id++;
+    t->peer_id = p->id;
+    t->lambda = s->model.kfac->opts.damping;
+    int rc = ps_curv_submit(s->curv, t);
+    if (rc < 0) {
+        ps_curv_release(s->curv, t);
+        ps_sched_failed(sb, sb->factor_version);
         return 0; /* the daemon keeps waiting */
     }
+    ps_sched_assign(sb, t->job_id, sb->factor_version, p->id, now_ms); /* the version the cut finds, when it is back */
+    ps_member_answered(p);
+    return 0;
+}
+
+/* The inverse daemon with id `id` still connected, or NULL. */
+static ps_peer_t *s_daemon(ps_server_t *s, uint32_t id) {
+    ps_peer_t *p = ps_peers_by_id(&s->peers, id);
+    return p && p->role == MSG_ROLE_INVERTD ? p : NULL;
+}
+
+void ps_jobs_cut_done(ps_server_t *s, ps_curv_task_t *t) {
+    const int b = t->block;
+    const kfac_block_t *kb = &s->model.kfac->blocks[b];
+    ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
+    ps_peer_t *p = s_daemon(s, t->peer_id);
+    const int ours = sb->cur.id == t->job_id; /* not handed to another daemon meanwhile (its owner left, ...) */
+    if (t->rc < 0) {
+        log_error("%s", t->err);
+        ps_sched_unassign(sb, t->job_id);
+        ps_sched_failed(sb, sb->factor_version);
+        if (p && p->present && !p->ident->distrusted) ps_jobs_wait(s, p); /* back in the queue for another block */
+        ps_jobs_dispatch(s);
+        return;
+    }
+    if (!ours || !p || !p->present || p->ident->distrusted) {
+        ps_sched_unassign(sb, t->job_id);
+        ps_curv_task_t *f = ps_curv_task(s->curv, PS_CURV_FORGET);
+        if (f) {
+            f->block = b;
+            f->job_id = t->job_id;
+            if (ps_curv_submit(s->curv, f) < 0) ps_curv_release(s->curv, f);
+        }
+        if (p && p->present && !p->ident->distrusted && p->mb.wait == PS_WAIT_NONE) ps_jobs_wait(s, p);
+        ps_jobs_dispatch(s);
+        return;
+    }
+    ps_sched_recut(sb, t->job_id, t->version);
+    s_cut_record(s->jobs, b, t->job_id, t->damping);
+    msg_t m;
+    msg_init(&m, MSG_JOB, MSG_ROLE_PS, 0);
+    m.job.job_id = t->job_id;
     m.job.layer = (uint32_t)kb->layer;
     m.job.factor = (uint32_t)kb->factor;
-    m.job.factor_version = (uint64_t)fv;
+    m.job.factor_version = (uint64_t)t->version;
     m.job.method = ps_wire_method(s->model.kfac->opts.method);
-    m.job.damping = damping;
+    m.job.damping = t->damping;
     m.job.n = (uint32_t)kb->n;
-    m.job.packed = s->jobs->packed;
+    m.job.packed = t->packed;
     m.job.n_packed = msg_packed_len((uint64_t)kb->n);
-    rc = ps_io_send(s, &p->route, &m);
-    ps_member_answered(p);
-    if (rc < 0) return rc;
-    ps_sched_assign(sb, m.job.job_id, fv, p->id, now_ms);
+    int rc = ps_io_send(s, &p->route, &m);
+    if (rc < 0) {
+        ps_sched_unassign(sb, t->job_id);
+        ps_jobs_dispatch(s);
+        return;
+    }
     ps_counters_bump(&s->ctr, PS_CTR_JOBS_SENT);
-    log_debug("job %" PRIu64 " -> %s: layer %d factor %d n=%d version %ld damping %g", m.job.job_id, name, kb->layer,
-              kb->factor, kb->n, fv, (double)damping);
-    return 0;
+    char name[160];
+    log_debug("job %" PRIu64 " -> %s: layer %d factor %d n=%d version %ld damping %g (cut in %.1f ms)", t->job_id,
+              ps_peer_name(p, name, sizeof name), kb->layer, kb->factor, kb->n, t->version, (double)t->damping, t->ms);
 }
 
 void ps_jobs_dispatch(ps_server_t *s) {
@@ -210,21 +271,21 @@ void ps_jobs_failed_by(ps_server_t *s, ps_peer_t *p, int b, long version) {
 /* The inverse of `version` of block b came from daemon `by` and was
  * installed: a daemon that reported that version could not be inverted
  * said something false, which counts as a bad result of its identity. */
-static void s_disproved(ps_server_t *s, const ps_peer_t *by, int b, long version) {
+static void s_disproved(ps_server_t *s, uint32_t by, int b, long version) {
     uint32_t owners[PS_SCHED_FAIL_QUORUM];
     int n = ps_sched_disproved(&ps_sched_blocks(s->sched)[b], version, owners, PS_SCHED_FAIL_QUORUM);
     for (int k = 0; k < n; k++) {
         ps_peer_t *q = NULL;
         for (int i = 0; i < s->peers.n && !q; i++)
             if (s->peers.v[i]->role == MSG_ROLE_INVERTD && s->peers.v[i]->id == owners[k]) q = s->peers.v[i];
-        if (!q || q == by) continue; /* gone: its identity keeps its other results */
+        if (!q || q->id == by) continue; /* gone: its identity keeps its other results */
         msg_job_result_t r;
         memset(&r, 0, sizeof r);
         r.layer = (uint32_t)s->model.kfac->blocks[b].layer;
         r.factor = (uint32_t)s->model.kfac->blocks[b].factor;
         char why[200];
         snprintf(why, sizeof why, "it reported this factor could not be inverted; invertd#%u inverted it (version %ld)",
-                 by->id, version);
+                 by, version);
         s_bad_result(s, q, &r, why);
     }
 }
@@ -247,9 +308,19 @@ void ps_jobs_request(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_jobs_dispatch(s);
 }
 
-void ps_jobs_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+/* A verdict on p's result for block b: refused (why), counted against its
+ * identity; it waits for work again unless that made it distrusted. */
+static void s_refused(ps_server_t *s, ps_peer_t *p, const msg_job_result_t *r, const char *why) {
+    s_bad_result(s, p, r, why);
+    if (!p->ident->distrusted) {
+        ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was refused: %s", why);
+        ps_jobs_wait(s, p);
+    }
+}
+
+void ps_jobs_result(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     const msg_job_result_t *r = &m->job_result;
-    char err[600], name[160];
+    char name[160];
     ps_peer_name(p, name, sizeof name);
     int b = ps_wire_block_of(s->model.kfac, r->layer, r->factor);
     if (b < 0) {
@@ -266,7 +337,7 @@ void ps_jobs_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
     long version = -1;
     int cur = ps_sched_result(sb, r->job_id, p->id, &version);
-    const float job_d = cur >= 0 ? ps_verify_damping(s->jobs->verify, b, r->job_id) : -1.0f;
+    const float job_d = cur >= 0 ? s_cut_damping(s->jobs, b, r->job_id) : -1.0f;
     float d_used = job_d;
     char why[700] = "";
     ps_sched_result_t verdict =
@@ -298,8 +369,16 @@ void ps_jobs_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         ps_jobs_after_reject(s, p);
         return;
     }
+    if (verdict == PS_RESULT_WRONG_VERSION || verdict == PS_RESULT_FAILED || why[0]) {
+        /* no inverse to check: the probe is forgotten (on the curvature thread, which keeps it) */
+        ps_curv_task_t *f = ps_curv_task(s->curv, PS_CURV_FORGET);
+        if (f) {
+            f->block = b;
+            f->job_id = r->job_id;
+            if (ps_curv_submit(s->curv, f) < 0) ps_curv_release(s->curv, f);
+        }
+    }
     if (verdict == PS_RESULT_WRONG_VERSION) {
-        ps_verify_forget(s->jobs->verify, b, r->job_id); /* no inverse to check */
         s_bad_result(s, p, r, why);
         if (!p->ident->distrusted) {
             ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s", why);
@@ -309,58 +388,91 @@ void ps_jobs_result(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     }
     if (verdict == PS_RESULT_FAILED) {
         uint64_t skipped = 0;
-        ps_verify_forget(s->jobs->verify, b, r->job_id); /* no inverse to check */
         if (ratelimit_ok(&s->jobs->rl_job, clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
             log_warn("%s could not invert layer %u factor %u (n=%u, version %ld): %s", name, r->layer, r->factor,
                      r->n, version, r->error);
         ps_jobs_failed_by(s, p, b, version);
-    } else {
-        /* PS_RESULT_CHECK, or NO_PROBE / BAD_DAMPING with the reason in why: refused below */
-        double t_inst = clock_now_ms();
-        kfac_inverse_t *inv =
-            why[0] ? NULL : ps_wire_result_inverse(r, s->model.kfac->blocks[b].n, d_used, s->jobs->F, err, sizeof err);
-        double resid = NAN;
-        int vrc = inv ? ps_verify_check(s->jobs->verify, b, r->job_id, inv, d_used, &resid, why, sizeof why) : -EDOM;
-        if (!inv && !why[0]) snprintf(why, sizeof why, "%s", err[0] ? err : "the inverse could not be loaded");
-        if (inv && vrc == 0)
-            log_debug("%s: job %" PRIu64 " verified: residual %.3g", name, r->job_id, resid);
-        int rc = inv && vrc == 0 ? kfac_opt_block_install(s->model.kfac, b, inv, version) : -EINVAL;
-        kfac_inverse_free(&inv);
-        ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_inst);
-        if (vrc != 0) {
-            /* A wrong inverse from this daemon: the block is not failed (its factor is fine); another daemon gets
-             * it (the job was cleared above). */
-            ps_verify_forget(s->jobs->verify, b, r->job_id); /* checked, or not loadable */
-            s_bad_result(s, p, r, why);
-            if (!p->ident->distrusted) {
-                ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was refused: %s", why);
-                ps_jobs_wait(s, p);
-            }
-            ps_jobs_dispatch(s);
-            return;
-        }
-        if (rc < 0) {
-            ps_sched_failed(sb, version);
-            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "%s",
-                          err[0] ? err : "the inverse was not installed");
-            ps_jobs_wait(s, p);
-            ps_jobs_dispatch(s);
-            return;
-        }
-        if (rc == 0) {
-            ps_sched_installed(sb, version);
-            ps_counters_bump(&s->ctr, PS_CTR_INSTALLED);
-            s_disproved(s, p, b, version);
-        } else {
-            ps_counters_bump(&s->ctr, PS_CTR_IGNORED_OLD);
-        }
-        log_debug("%s: job %" PRIu64 " (layer %u factor %u, version %ld, %.1f ms)%s%s", name, r->job_id, r->layer,
-                  r->factor, version, r->compute_ms, cur ? "" : " (late)",
-                  rc == 0 ? " installed" : " older than the inverse held: ignored");
+        ps_peer_accepted(p);
+        ps_jobs_wait(s, p);
+        ps_jobs_dispatch(s);
+        return;
     }
-    ps_peer_accepted(p);
-    ps_jobs_wait(s, p);
-    ps_jobs_dispatch(s);
-    /* the server tries the step next (an install may let a bounded step go) */
+    if (why[0]) {
+        /* NO_PROBE / BAD_DAMPING: refused without a check */
+        s_refused(s, p, r, why);
+        ps_jobs_dispatch(s);
+        return;
+    }
+    /* PS_RESULT_CHECK: loaded and checked on the curvature thread; the
+     * daemon hears back when the verdict is in (ps_jobs_check_done). */
+    ps_curv_task_t *t = ps_curv_task(s->curv, PS_CURV_CHECK);
+    kfac_inverse_t *holder = t ? ps_curv_holder(s->curv, b) : NULL;
+    if (!t || !holder) {
+        if (t) ps_curv_release(s->curv, t);
+        log_error("%s: result for job %" PRIu64 " not checked: out of memory", name, r->job_id);
+        ps_jobs_wait(s, p);
+        ps_jobs_dispatch(s);
+        return;
+    }
+    t->block = b;
+    t->job_id = r->job_id;
+    t->peer_id = p->id;
+    t->version = version;
+    t->damping = d_used;
+    t->inv = holder;
+    t->guard = cur; /* 1: the job in flight, 0: a late one */
+    msg_take(&t->msg, m);
+    if (ps_curv_submit(s->curv, t) < 0) {
+        ps_curv_release(s->curv, t);
+        ps_jobs_wait(s, p);
+        return;
+    }
+    ps_sched_checking(sb, version);
+    ps_member_answered(p);
 }
 
+void ps_jobs_check_done(ps_server_t *s, ps_curv_task_t *t) {
+    const int b = t->block;
+    const msg_job_result_t *r = &t->msg.job_result;
+    ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
+    ps_peer_t *p = s_daemon(s, t->peer_id);
+    char name[160] = "a departed inverse daemon";
+    if (p) ps_peer_name(p, name, sizeof name);
+    ps_sched_checked(sb);
+    if (t->rc != 0) {
+        /* A wrong inverse from this daemon: the block is not failed (its
+         * factor is fine); another daemon gets it. */
+        if (p) s_refused(s, p, r, t->err[0] ? t->err : "the inverse could not be loaded");
+        ps_jobs_dispatch(s);
+        return;
+    }
+    double t_inst = clock_now_ms();
+    log_debug("%s: job %" PRIu64 " verified: residual %.3g (%.1f ms on the curvature thread)", name, t->job_id,
+              t->residual, t->ms);
+    int rc = kfac_opt_block_swap(s->model.kfac, b, &t->inv, t->version); /* t->inv: the holder it replaced */
+    ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_inst);
+    if (rc < 0) {
+        ps_sched_failed(sb, t->version);
+        if (p) {
+            ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID, "the inverse was not installed");
+            ps_jobs_wait(s, p);
+        }
+        ps_jobs_dispatch(s);
+        return;
+    }
+    if (rc == 0) {
+        ps_sched_installed(sb, t->version);
+        ps_counters_bump(&s->ctr, PS_CTR_INSTALLED);
+        s_disproved(s, t->peer_id, b, t->version);
+    } else {
+        ps_counters_bump(&s->ctr, PS_CTR_IGNORED_OLD);
+    }
+    log_debug("%s: job %" PRIu64 " (layer %u factor %u, version %ld, %.1f ms)%s%s", name, t->job_id, r->layer,
+              r->factor, t->version, r->compute_ms, t->guard ? "" : " (late)",
+              rc == 0 ? " installed" : " older than the inverse held: ignored");
+    if (p) {
+        ps_peer_accepted(p);
+        ps_jobs_wait(s, p);
+    }
+    ps_jobs_dispatch(s);
+}

@@ -6,9 +6,9 @@
 
 #include "ps/server_int.h"
 
-/* ps/jobs.c: the jobs' state for kfac (NULL: sgd, ids only): buffers for
- * the largest block, one verification probe per job in flight (seeded with
- * seed), the first job gets id 1. NULL when out of memory. ps_jobs_free
+/* ps/jobs.c: the jobs' state for kfac (NULL: sgd, ids only): the damping
+ * of each job in flight (the curvature thread keeps the probes, ps/curv.h;
+ * seed is not used), the first job gets id 1. NULL when out of memory. ps_jobs_free
  * NULLs the pointer and accepts NULL. */
 ps_jobs_t *ps_jobs_new(const kfac_opt_t *kfac, uint64_t seed);
 void ps_jobs_free(ps_jobs_t **j_p);
@@ -25,7 +25,13 @@ void ps_jobs_wait(ps_server_t *s, ps_peer_t *p);
 void ps_jobs_after_reject(ps_server_t *s, ps_peer_t *p);
 /* ps/jobs.c: a kfac-invertd asks for work / sends a job's result. */
 void ps_jobs_request(ps_server_t *s, ps_peer_t *p, const msg_t *m);
-void ps_jobs_result(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_jobs_result(ps_server_t *s, ps_peer_t *p, msg_t *m); /* may take m (msg_take) for the check */
+
+/* ps/jobs.c: a cut (PS_CURV_CUT) and a check (PS_CURV_CHECK) back from the
+ * curvature thread: the Job sent to its daemon; the inverse installed or
+ * refused, its daemon answered. */
+void ps_jobs_cut_done(ps_server_t *s, ps_curv_task_t *t);
+void ps_jobs_check_done(ps_server_t *s, ps_curv_task_t *t);
 
 /* Inverse daemon p reports it could not invert block b's factor of
  * `version` (ps_sched_failed_by: another daemon tries it first); counted. */

@@ -75,6 +75,7 @@ int ps_model_update(ps_model_t *m, const float *grad, const kfac_lowrank_set_t *
         int rc = kfac_opt_step_lowrank(m->kfac, m->net->params, grad, lowrank, t, &info);
         if (rc < 0) return rc;
         *step_size = info.step;
+        m->last = info;
         return 0;
     }
     const size_t bad = s_first_nonfinite(grad, m->net->n_params);

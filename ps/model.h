@@ -34,6 +34,7 @@ typedef struct ps_model {
     long sgd_polyak_count;     /* iterates averaged into sgd_polyak so far */
     double sgd_polyak_decay;   /* runcfg_polyak_decay() */
     sgd_lr_sched_t lr;         /* sgd's learning rate by step */
+    kfac_step_info_t last;     /* kfac: the last successful update's step size, v^T g and ages (ps/damping.h) */
 } ps_model_t;
 
 /* m (caller-allocated, zeroed or not) from the configuration c (borrowed

@@ -68,6 +68,13 @@ int ps_peers_unengaged(const ps_peers_t *t, uint64_t now_ns, uint64_t timeout_ns
     return n;
 }
 
+ps_peer_t *ps_peers_by_id(const ps_peers_t *t, uint32_t id) {
+    if (id == 0) return NULL;
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i]->id == id) return t->v[i];
+    return NULL;
+}
+
 ps_peer_t *ps_peers_add(ps_peers_t *t, const zloop_peer_t *r) {
     if (t->n >= t->cap) return NULL;
     ps_peer_t *p = calloc(1, sizeof *p);

@@ -82,6 +82,7 @@ typedef struct ps_peer {
                                    entries made at its first factored push */
     float *state;            /* (n_state) owned, NULL until a push carries state */
     double loss;             /* mean loss of its batch */
+    uint64_t grad_version;   /* the version its held gradient was computed on */
     uint64_t n_examples, n_correct;
     kfac_stats_t *stats;     /* stats = sync: its statistics of this round (owned, NULL until needed) */
     /* what it has done, kept by its identity beyond this connection:
@@ -107,6 +108,9 @@ void ps_peers_release(ps_peers_t *t);
 
 /* The peer with routing id r, or NULL. */
 ps_peer_t *ps_peers_find(const ps_peers_t *t, const zloop_peer_t *r);
+
+/* The peer with assigned id `id` (ps_peer_t.id), or NULL. */
+ps_peer_t *ps_peers_by_id(const ps_peers_t *t, uint32_t id);
 
 /* A new zeroed peer for routing id r (caller fills it). Returns NULL when
  * the table is full (make room with ps_peers_victim) or out of memory. */

@@ -235,8 +235,12 @@ void ps_report_publish(ps_server_t *s) {
         x.inverses_refused = ps_counter(&s->ctr, PS_CTR_INV_BAD);
         x.invertd_distrusted = ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED);
         x.stats_folded = ps_counter(&s->ctr, PS_CTR_FOLDS);
+        x.damping = s->model.kfac->opts.damping;
+        x.damping_rho = ps_damping_rho(s->damping);
         x.idle_inverses_s = s->report->curv_inv_ns ? (double)(now - s->report->curv_inv_ns) * 1e-9 : 0.0;
         x.idle_stats_s = s->report->curv_stats_ns ? (double)(now - s->report->curv_stats_ns) * 1e-9 : 0.0;
+        x.curv_busy_s = ps_curv_busy_ms(s->curv) * 1e-3;
+        x.curv_pending = (uint64_t)ps_curv_pending(s->curv);
         x.stale_inverses = s->report->curv_stale_inv;
         x.stale_stats = s->report->curv_stale_stats;
         for (int b = 0; b < ps_sched_n_blocks(s->sched) && s->report->http_blocks; b++) {
@@ -275,6 +279,11 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->model.kfac && (ps_counter(&s->ctr, PS_CTR_INV_BAD) || ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED)))
         S_ADD(", inverses refused %" PRIu64 " (inverse daemons distrusted %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_INV_BAD),
               ps_counter(&s->ctr, PS_CTR_INVERTD_DISTRUSTED));
+    if (s->model.kfac) {
+        char dmp[256];
+        ps_damping_summary(s->damping, s->model.kfac->opts.damping, dmp, sizeof dmp);
+        S_ADD("%s", dmp);
+    }
     if (s->model.kfac && s->model.kfac->n_lowrank_layers)
         S_ADD(", layer updates in factored form %" PRIu64, s->model.kfac->n_lowrank_layers);
     if (ps_round_steps_done(s->round)) {
@@ -282,6 +291,7 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
         ps_round_step_ms(s->round, &ms_sum, &ms_max);
         S_ADD(", update %.1f ms mean %.1f max", ms_sum / (double)ps_round_steps_done(s->round), ms_max);
     }
+    if (s->curv) S_ADD(", curvature thread %.2f s busy", ps_curv_busy_ms(s->curv) * 1e-3);
     S_ADD(", stale gradients %" PRIu64 ", workers dropped %" PRIu64, ps_counter(&s->ctr, PS_CTR_STALE_GRADS), ps_counter(&s->ctr, PS_CTR_DROPPED));
     if (ps_counter(&s->ctr, PS_CTR_CLIPPED)) S_ADD(", layer gradients clipped %" PRIu64, ps_counter(&s->ctr, PS_CTR_CLIPPED));
     if (s->heldout)

@@ -199,16 +199,8 @@ void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     s_wait_params(s, p, m->get_params.min_version);
 }
 
-/* After new statistics: the scheduler's versions follow the optimizer's. */
-static void s_sync_factor_versions(ps_server_t *s) {
-    ps_sched_block_t *blocks = ps_sched_blocks(s->sched);
-    for (int b = 0; b < ps_sched_n_blocks(s->sched); b++)
-        ps_sched_folded(&blocks[b], s->model.kfac->blocks[b].factor_version);
-}
-
-void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     const msg_stats_push_t *sp = &m->stats_push;
-    char err[600];
     if (!s->model.kfac) {
         ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_UNEXPECTED,
                       "[optimizer] kind is sgd: this run takes no statistics");
@@ -260,35 +252,49 @@ void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         s_wait_params(s, p, p->ident->stats_version + 1);
         return;
     }
-    if (ps_wire_stats_unpack(&s->shape, &sp->stats, (double)sp->n_examples, s->scratch, s->unpack_buf, err,
-                             sizeof err) < 0) {
-        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
+    /* Checked by the statistics guard and folded on the curvature thread
+     * (ps/curv.h); the statistics worker hears back when that is done
+     * (ps_round_fold_done). */
+    ps_curv_task_t *t = ps_curv_task(s->curv, PS_CURV_FOLD);
+    if (!t) {
+        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (out of memory)");
         ps_round_send_params(s, p);
         return;
     }
-    if (ps_stats_guard_check(s->stats_guard, s->scratch, s->cfg->stats_trace_max_ratio, ps_model_layer_name, s->model.net, err,
-                             sizeof err) < 0) {
-        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", err);
-        ps_round_send_params(s, p);
-        return;
+    t->peer_id = p->id;
+    t->version = (long)sp->params_version;
+    t->guard = 1;
+    msg_take(&t->msg, m);
+    if (ps_curv_submit(s->curv, t) < 0) {
+        ps_curv_release(s->curv, t);
+        ps_member_wait_params(p, (uint64_t)s->round->t + 1);
     }
-    double t_fold = clock_now_ms();
-    int rc = kfac_opt_fold(s->model.kfac, s->scratch, (long)sp->params_version);
-    ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_fold);
-    if (rc < 0) {
-        ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "statistics not folded (%s)",
-                      rc == -EDOM ? "not finite" : "layout mismatch");
-        ps_round_send_params(s, p);
-        return;
+}
+
+void ps_round_fold_done(ps_server_t *s, ps_curv_task_t *t) {
+    const double t0 = clock_now_ms();
+    ps_peer_t *p = t->peer_id ? ps_peers_by_id(&s->peers, t->peer_id) : NULL;
+    const kfac_stats_t *batch = t->batch;
+    const int from_round = t->msg.type != MSG_STATS_PUSH;
+    if (t->rc < 0) {
+        if (from_round)
+            log_warn("step %ld: the workers' statistics were not folded (%s)", s->round->t, t->err);
+        else if (p && s->life.phase == PS_PHASE_RUNNING) {
+            ps_io_reject(s, &p->route, p, MSG_STATS_PUSH, MSG_ERR_INVALID, "%s", t->err);
+            ps_round_send_params(s, p);
+        }
+    } else {
+        ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
+        if (p) ps_peer_accepted(p);
+        ps_sched_block_t *blocks = ps_sched_blocks(s->sched);
+        for (int b = 0; b < ps_sched_n_blocks(s->sched); b++) ps_sched_folded(&blocks[b], t->versions[b]);
+        kfac_opt_bn_publish(s->model.kfac, t->bn, t->bn_has);
+        if (ps_sched_refresh(s->sched))
+            ps_refresh_folded(ps_sched_refresh(s->sched), batch, s->round->t, s->model.kfac, blocks);
+        /* Its next statistics are of the next version: one push per version. */
+        if (p) s_wait_params(s, p, (uint64_t)t->version + 1);
     }
-    ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
-    ps_stats_guard_accept(s->stats_guard, s->scratch);
-    ps_peer_accepted(p);
-    s_sync_factor_versions(s);
-    if (ps_sched_refresh(s->sched))
-        ps_refresh_folded(ps_sched_refresh(s->sched), s->scratch, s->round->t, s->model.kfac, ps_sched_blocks(s->sched));
-    /* Its next statistics are of the next version: one push per version. */
-    s_wait_params(s, p, sp->params_version + 1);
+    ps_round_state_add_curv_ms(s->round, clock_now_ms() - t0);
     ps_jobs_dispatch(s);
     ps_round_try_step(s);
 }
@@ -353,8 +359,9 @@ void ps_round_schedule(ps_server_t *s) {
         log_info("step %ld: interval milestone: statistics every %d steps (stats = sync), inverses every %d (refresh = "
                  "every)",
                  s->round->t, ps_sched_fac_interval(s->sched), ps_sched_inv_interval(s->sched));
+    if (s->model.kfac) d = ps_damping_at(s->damping, d, s->model.kfac->opts.damping); /* [kfac] damping_rule */
     if (s->model.kfac && d != s->model.kfac->opts.damping) {
-        if (s->round->t > 0)
+        if (s->round->t > 0 && !ps_damping_adaptive(s->damping))
             log_info("step %ld: damping milestone: damping %g -> %g", s->round->t, s->model.kfac->opts.damping, d);
         s->model.kfac->opts.damping = d; /* read when the next job is cut */
     }
@@ -399,6 +406,20 @@ static void s_finish(ps_server_t *s, const char *reason) {
     if (ps_eval_queued_step(s->eval) != s->round->t) ps_round_request_shutdown(s, 0);
 }
 
+/* [kfac] damping_rule = adaptive: the update of t (rc < 0: failed) and the
+ * round's mean loss into the rule's window (ps/damping.h). */
+static void s_step_damping(ps_server_t *s, int rc) {
+    if (rc < 0) {
+        ps_damping_step_failed(s->damping);
+        return;
+    }
+    if (ps_damping_after_step(s->damping, s->round->t, s->round->acc_loss / s->round->acc_n, &s->model.last)) {
+        const kfac_lm_t *lm = ps_damping_lm(s->damping);
+        log_debug("step %ld: adaptive damping: rho %.3g (loss change %.4g, predicted %.4g)", s->round->t, lm->rho,
+                  lm->observed, lm->predicted);
+    }
+}
+
 /* Update: the K-FAC (or SGD) step from the mean gradient, and the mean of
  * the workers' batch-norm state. Fills the row's step size and inverse
  * ages. Returns 0, or -1 when the run must stop (too many non-finite
@@ -406,7 +427,10 @@ static void s_finish(ps_server_t *s, const char *reason) {
 static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
     double step_size = 0.0, t_math = clock_now_ms();
     size_t bad = 0;
+    if (s->model.kfac) /* the quadratic model's g^T m and the inverse-age bound (ps/damping.h) */
+        ps_damping_before_step(s->damping, s->model.kfac, s->round->grad_acc, &s->round->lowrank, s->round->t);
     const int rc = ps_model_update(&s->model, s->round->grad_acc, &s->round->lowrank, s->round->t, &step_size, &bad);
+    if (s->model.kfac) s_step_damping(s, rc);
     if (rc < 0) {
         ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
         int in_a_row = ps_round_state_step_failed(s->round);
@@ -436,6 +460,7 @@ static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
         ps_round_state_step_ok(s->round);
     }
     if (s->model.kfac) {
+        row->damping = s->model.kfac->opts.damping;
         ps_sched_ages(ps_sched_blocks(s->sched), ps_sched_n_blocks(s->sched), s->round->t, &row->inv_age_mean,
                       &row->inv_age_max, &row->stats_age_mean);
         double now_s = clock_now_ms() * 1e-3, ms = 0.0;
@@ -487,6 +512,7 @@ static void s_step_record(ps_server_t *s, ps_step_row_t *row) {
     row->workers = s->round->n_grads;
     row->grad_age_mean = s->round->n_grads ? s->round->grad_age_sum / s->round->n_grads : 0.0;
     row->grad_age_max = s->round->grad_age_max;
+    row->grad_weight_mean = ps_round_grad_weight_mean(s->round);
     ps_report_step(s, row);
 }
 
@@ -619,21 +645,19 @@ static void s_round_view(const ps_server_t *s, ps_round_view_t *v) {
                                                    s->cfg->max_inverse_staleness, NULL);
 }
 
-/* The round's statistics folded into the running factors (once per round). */
+/* The round's statistics folded into the running factors (once per
+ * round), on the curvature thread: the merged statistics go with the task
+ * (the round merges the next ones into the task's spare buffer). */
 static void s_fold_round(ps_server_t *s) {
     if (!ps_round_state_merge_stats(s->round, &s->peers)) return;
-    double t_fold = clock_now_ms();
-    int rc = kfac_opt_fold(s->model.kfac, s->round->stats, s->round->t);
-    ps_round_state_add_curv_ms(s->round, clock_now_ms() - t_fold);
-    if (rc == 0) {
-        ps_counters_bump(&s->ctr, PS_CTR_FOLDS);
-        s_sync_factor_versions(s);
-        if (ps_sched_refresh(s->sched))
-            ps_refresh_folded(ps_sched_refresh(s->sched), s->round->stats, s->round->t, s->model.kfac,
-                              ps_sched_blocks(s->sched));
-    } else {
-        log_warn("step %ld: the workers' statistics were not folded (%s)", s->round->t, strerror(-rc));
+    ps_curv_task_t *t = ps_curv_task(s->curv, PS_CURV_FOLD);
+    if (!t) {
+        log_warn("step %ld: the workers' statistics were not folded (out of memory)", s->round->t);
+        return;
     }
+    t->batch = ps_round_state_swap_stats(s->round, t->batch);
+    t->version = s->round->t;
+    if (ps_curv_submit(s->curv, t) < 0) ps_curv_release(s->curv, t);
 }
 
 /* Jobs for the blocks the step needs ([kfac] max_inverse_staleness marks

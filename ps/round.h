@@ -8,11 +8,15 @@
 
 /* Client requests (validated, role-checked, sender present). */
 void ps_round_get_params(ps_server_t *s, ps_peer_t *p, const msg_t *m);
-void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m); /* may keep m's dense gradient array */
 /* The gradients one identity may put into a round (ps/ident.h): 1 for a
  * member id, [security] members_per_key for a CURVE key (0: any number). */
 int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p);
-void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, const msg_t *m);
+void ps_round_stats_push(ps_server_t *s, ps_peer_t *p, msg_t *m); /* may take m (msg_take) for the fold */
+/* A fold (PS_CURV_FOLD) back from the curvature thread: the scheduler's
+ * factor versions and the batch-norm view follow, its statistics worker
+ * gets its next Params (or the refusal), jobs and the step go on. */
+void ps_round_fold_done(ps_server_t *s, ps_curv_task_t *t);
 /* After a rejected long-poll request from a welcomed client of the right
  * role: keep it going (next Params, or back in the job queue). */
 void ps_round_after_reject(ps_server_t *s, ps_peer_t *p, const msg_t *m);

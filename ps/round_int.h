@@ -17,6 +17,8 @@ struct ps_round {
                                       order, D scaled as grad_acc (common/kfac/kfac_lowrank.h): the
                                       gradient is grad_acc plus D^T X in those weight slices */
     double acc_n, acc_loss;        /* sum of n_examples, of n_examples * loss */
+    double acc_wn;                 /* sum of age weight * n_examples ([ps] gradient_age_weight) */
+    kfac_age_weight_t age_rule;    /* [ps] gradient_age_weight */
     uint64_t acc_correct;
     int n_grads;                   /* gradients in */
     double grad_age_sum;           /* sum over them of t - their version ([ps] gradient_staleness) */

@@ -45,11 +45,16 @@ static int s_keep_lowrank(const ps_server_t *s) {
  * out, proto/kfac.proto) spread over the arena, and each factored layer
  * either kept in p->lowrank (zeros in p->grad's weight slice) or densified
  * into it. Returns 0 or -ENOMEM. */
-static int s_hold_grad(ps_server_t *s, ps_peer_t *p, const msg_grad_push_t *g) {
+static int s_hold_grad(ps_server_t *s, ps_peer_t *p, msg_grad_push_t *g) {
     const net_t *net = s->model.net;
     if (p->lowrank.v) kfac_lowrank_set_clear(&p->lowrank);
     if (g->n_lowrank == 0) {
-        memcpy(p->grad, g->grad, net->n_params * sizeof(float));
+        /* a dense gradient is held as it was decoded: the message's array
+         * and the peer's last one change hands (no copy; the message frees
+         * the old one) */
+        float *old = p->grad;
+        p->grad = g->grad;
+        g->grad = old;
         return 0;
     }
     const int keep = s_keep_lowrank(s);
@@ -156,8 +161,8 @@ int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p) {
     return (int)s->cfg->members_per_key;       /* a key holds this many (0: any number) */
 }
 
-void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
-    const msg_grad_push_t *g = &m->grad_push;
+void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
+    msg_grad_push_t *g = &m->grad_push;
     char err[600];
     if (p->ident->demoted) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
@@ -233,9 +238,10 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     case PS_GRAD_OK:
         break;
     }
-    /* Against the server's own reference gradient (ps/heldout.h): a
-     * gradient that points away from the descent kfac-ps measures on its
-     * held-out examples is refused, however few members agree with it. */
+    /* Against the server's own reference gradient (ps/heldout.h): a worker
+     * whose gradients keep a direction of their own that the gradient
+     * kfac-ps measures on its held-out examples does not share is refused
+     * (ps/drift.h), however few members there are to compare it with. */
     s_heldout_refresh(s);
     if (s->heldout && s->drift && s_heldout_judge(s, p, m) < 0) return;
     /* Batch-norm running statistics: a variance below 0 would make the
@@ -304,8 +310,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
             ps_round_after_reject(s, p, m);
             return;
         }
-        if (ps_stats_guard_check(s->stats_guard, p->stats, s->cfg->stats_trace_max_ratio, ps_model_layer_name, s->model.net,
-                                 err, sizeof err) < 0) {
+        /* the guard's histories are the curvature thread's: taken while no task runs */
+        ps_curv_lock(s->curv);
+        int grc = ps_stats_guard_check(s->stats_guard, p->stats, s->cfg->stats_trace_max_ratio, ps_model_layer_name,
+                                       s->model.net, err, sizeof err);
+        ps_curv_unlock(s->curv);
+        if (grc < 0) {
             ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.%s", err);
             ps_round_after_reject(s, p, m);
             return;
@@ -325,13 +335,18 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
     const int has_state = ns && g->n_state == ns;
     if (has_state) memcpy(p->state, g->state, ns * sizeof(float));
     p->loss = g->loss;
+    p->grad_version = g->version;
     p->n_examples = g->n_examples;
     p->n_correct = g->n_correct;
     ps_round_state_grad_in(s->round, g->version);
     ps_counters_bump(&s->ctr, PS_CTR_GRADS_TOTAL);
     ps_member_pushed(p, has_stats, has_state, (uint64_t)s->round->t + 1);
     ps_ident_pushed(p->ident, s->round->t);
-    if (has_stats) ps_stats_guard_accept(s->stats_guard, p->stats); /* the traces later pushes are judged by */
+    if (has_stats) { /* the traces later pushes are judged by */
+        ps_curv_lock(s->curv);
+        ps_stats_guard_accept(s->stats_guard, p->stats);
+        ps_curv_unlock(s->curv);
+    }
     ps_peer_accepted(p);
     ps_round_try_step(s);
 }

@@ -48,7 +48,7 @@ void ps_round_state_clear(ps_round_t *r, const net_t *net) {
     memset(r->grad_acc, 0, net->n_params * sizeof(float));
     kfac_lowrank_set_clear(&r->lowrank);
     if (net->n_state) memset(r->state_acc, 0, net->n_state * sizeof(float));
-    r->acc_n = r->acc_loss = r->state_n = 0.0;
+    r->acc_n = r->acc_loss = r->state_n = r->acc_wn = 0.0;
     r->acc_correct = 0;
     r->n_grads = 0;
     r->grad_age_sum = 0.0;
@@ -160,6 +160,14 @@ ps_round_verdict_t ps_round_state_decide(const ps_round_t *r, const ps_round_vie
     return out;
 }
 
+void ps_round_state_set_age_weight(ps_round_t *r, kfac_age_weight_t rule) {
+    r->age_rule = rule;
+}
+
+double ps_round_grad_weight_mean(const ps_round_t *r) {
+    return r->acc_n > 0.0 ? r->acc_wn / r->acc_n : 1.0;
+}
+
 void ps_round_state_open_gate(ps_round_t *r) {
     r->gate_open = 1;
 }
@@ -168,8 +176,10 @@ void ps_round_state_open_gate(ps_round_t *r) {
  * too; with_state: its batch-norm state too. */
 static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_grad, int with_state) {
     if (!p->mb.pushed || p->mb.committed || !p->grad) return;
-    const float w = (float)p->n_examples;
-    /* grad_acc += n_examples * grad  (n_params floats) */
+    /* [ps] gradient_age_weight: the weight of its age (1 without the rule) */
+    const double aw = kfac_age_weight(r->age_rule, r->t - (long)p->grad_version);
+    const float w = (float)((double)p->n_examples * aw);
+    /* grad_acc += n_examples * age weight * grad  (n_params floats) */
     if (with_grad) cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
     /* factored layers: their rows, D scaled by n_examples, after those summed before */
     for (int i = 0; with_grad && i < p->lowrank.n; i++) {
@@ -187,11 +197,12 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
         }
     }
     r->acc_n += (double)p->n_examples;
+    r->acc_wn += (double)p->n_examples * aw;
     r->acc_loss += (double)p->n_examples * p->loss;
     r->acc_correct += p->n_correct;
     if (with_state && p->mb.has_state) {
         /* state_acc += n_examples * state  (n_state floats) */
-        cblas_saxpy((int)net->n_state, w, p->state, 1, r->state_acc, 1);
+        cblas_saxpy((int)net->n_state, (float)p->n_examples, p->state, 1, r->state_acc, 1);
         r->state_n += (double)p->n_examples;
     }
     ps_member_summed(p);
@@ -210,6 +221,13 @@ int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers) {
     int n_order = ps_member_order(peers, order, S_MAX_ORDER);
     for (int i = 0; i < n_order; i++) ps_round_state_commit_stats(r, order[i]);
     return r->stats_have;
+}
+
+kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh) {
+    kfac_stats_t *merged = r->stats;
+    r->stats = fresh;
+    if (fresh) ps_wire_stats_clear(fresh);
+    return merged;
 }
 
 void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers) {

@@ -27,6 +27,7 @@
 #include "common/net/zloop.h"
 #include "common/nn/nn.h"
 #include "ps/member.h"
+#include "common/kfac/kfac_damping.h"
 #include "ps/peers.h"
 
 /* Opaque outside ps/round.c, ps/round_push.c and ps/round_state.c (which
@@ -48,6 +49,7 @@ uint64_t ps_round_last_step_ns(const ps_round_t *r);  /* when the last step was 
 int ps_round_n_grads(const ps_round_t *r);            /* gradients in the round */
 int ps_round_gate_open(const ps_round_t *r);          /* the first step may start */
 int ps_round_folded(const ps_round_t *r);             /* the round's statistics were folded */
+double ps_round_grad_weight_mean(const ps_round_t *r); /* sum of age weight * examples over the examples (1: none) */
 /* The time the update held the loop thread: sum and largest, ms. */
 void ps_round_step_ms(const ps_round_t *r, double *sum, double *max);
 
@@ -167,6 +169,11 @@ ps_round_verdict_t ps_round_state_decide(const ps_round_t *r, const ps_round_vie
 /* The start-up gate opened (a verdict with gate_opens). */
 void ps_round_state_open_gate(ps_round_t *r);
 
+/* [ps] gradient_age_weight: a gradient a = t - its version old enters the
+ * sum with n_examples * kfac_age_weight(rule, a); the mean still divides by
+ * the examples (KFAC_AGE_WEIGHT_NONE, the default: weight 1). */
+void ps_round_state_set_age_weight(ps_round_t *r, kfac_age_weight_t rule);
+
 /* Add worker p's held gradient of this round (and its batch-norm state, if
  * it pushed one) to the sums, weighted by its n_examples, once: p->mb.committed
  * is set, and a second call adds nothing. Nothing happens unless p pushed.
@@ -181,6 +188,10 @@ void ps_round_state_commit_stats(ps_round_t *r, ps_peer_t *p);
 /* The statistics of every worker whose gradient is held and not summed,
  * in rank order, merged into r->stats. Returns r->stats_have. */
 int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers);
+/* The merged statistics handed over (to be folded on another thread):
+ * returned, and `fresh` (same layout, cleared here) becomes the round's
+ * buffer for the next merge. */
+kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh);
 
 /* The step's gradient: the held gradients not yet summed are added in rank
  * order, then grad_acc (and r->lowrank's D) is divided by acc_n, so that

@@ -22,10 +22,32 @@ void ps_sched_block_init(ps_sched_block_t *b, int n) {
     b->inv_version = -1;
     b->failed_version = -1;
     b->fail_try_version = -1;
+    b->checking_version = -1;
+}
+
+void ps_sched_checking(ps_sched_block_t *b, long version) {
+    if (version > b->checking_version) b->checking_version = version;
+}
+
+void ps_sched_checked(ps_sched_block_t *b) { b->checking_version = -1; }
+
+void ps_sched_recut(ps_sched_block_t *b, uint64_t id, long version) {
+    if (id == 0) return;
+    if (b->cur.id == id) b->cur.version = version;
+    for (int i = 0; i < PS_SCHED_RECENT; i++)
+        if (b->recent[i].id == id) b->recent[i].version = version;
+}
+
+void ps_sched_unassign(ps_sched_block_t *b, uint64_t id) {
+    if (id == 0) return;
+    if (b->cur.id == id) memset(&b->cur, 0, sizeof b->cur);
+    for (int i = 0; i < PS_SCHED_RECENT; i++)
+        if (b->recent[i].id == id) b->recent[i].id = 0;
 }
 
 int ps_sched_wanted(const ps_sched_block_t *b, ps_sched_policy_t policy) {
     if (b->factor_version < 0 || b->factor_version <= b->inv_version) return 0;
+    if (b->factor_version <= b->checking_version) return 0;
     if (b->factor_version <= b->failed_version) return 0;
     if (policy == PS_SCHED_CONTINUOUS || b->inv_version < 0) return 1;
     return b->due != 0;
@@ -198,6 +220,8 @@ void ps_sched_mark_bound(ps_sched_block_t *blocks, int n_blocks, long t, int k, 
          * asking for another would make the number of jobs, and so the
          * inverses the next steps use, depend on timing. */
         if (b->cur.id != 0 && t - b->cur.version <= (long)k && !ps_sched_overdue(b, now_ms, timeout_ms)) continue;
+        /* so is a result being checked on the curvature thread */
+        if (b->checking_version >= 0 && t - b->checking_version <= (long)k) continue;
         b->due = 1;
     }
 }

@@ -77,6 +77,8 @@ typedef struct ps_sched_block {
     int n_fail_owners;
     double failed_seen_ms;   /* when ps_sched_mark_bound first found it failed and holding a step (0: not) */
     int due;                 /* the refresh policy asks for a new inverse */
+    long checking_version;   /* a result of this factor version is being checked on the curvature thread (-1:
+                                none): the version is not handed out again meanwhile */
     ps_sched_job_t cur;      /* job in flight (cur.id == 0: none) */
     ps_sched_job_t recent[PS_SCHED_RECENT]; /* ring of jobs handed out and not answered */
     int recent_next;         /* next ring slot */
@@ -85,6 +87,19 @@ typedef struct ps_sched_block {
 /* An empty block of dimension n (cost n^3, no statistics, no inverse, no
  * job). */
 void ps_sched_block_init(ps_sched_block_t *b, int n);
+
+/* A result of factor version `version` went to the curvature thread to be
+ * checked (ps_sched_checking), and came back (ps_sched_checked). */
+void ps_sched_checking(ps_sched_block_t *b, long version);
+void ps_sched_checked(ps_sched_block_t *b);
+
+/* Job `id`, assigned before its factor was cut, was cut from `version`:
+ * the assignment and the ring say so. */
+void ps_sched_recut(ps_sched_block_t *b, uint64_t id, long version);
+
+/* Job `id` was never sent (its cut failed or its daemon left): it is
+ * forgotten, and the block is free when it was the one in flight. */
+void ps_sched_unassign(ps_sched_block_t *b, uint64_t id);
 
 /* Does the block want a new inverse under policy (see the rules above)? */
 int ps_sched_wanted(const ps_sched_block_t *b, ps_sched_policy_t policy);

@@ -176,6 +176,24 @@ static void s_on_recv(zloop_socket_t *sock, const zloop_peer_t *route, const uin
 }
 
 /* The evaluation thread's result, on the loop thread. */
+/* A task back from the curvature thread (ps/curv.h), on the loop thread. */
+static void s_on_curv_done(ps_curv_task_t *t, int status, void *user) {
+    ps_server_t *s = user;
+    if (status == 0 && !s->curv_closing) {
+        switch (t->kind) {
+        case PS_CURV_FOLD: ps_round_fold_done(s, t); break;
+        case PS_CURV_CUT: ps_jobs_cut_done(s, t); break;
+        case PS_CURV_CHECK:
+            ps_jobs_check_done(s, t);
+            ps_round_try_step(s); /* an install may let a step waiting on the staleness bound go */
+            break;
+        case PS_CURV_FORGET: break;
+        }
+    }
+    ps_curv_release(s->curv, t);
+    if (!s->curv_closing) s_settle(s);
+}
+
 static void s_on_eval_done(const ps_eval_result_t *r, int status, void *user) {
     ps_round_eval_done(r, status, user);
     s_settle(user);
@@ -261,6 +279,8 @@ static void s_on_heartbeat(uv_timer_t *t) {
 static void s_close_handles(ps_server_t *s) {
     ps_eval_stop(s->eval);
     ps_heldout_stop(s->heldout);
+    s->curv_closing = 1; /* what comes back now is only released */
+    ps_curv_free(&s->curv);
     rundir_free(&s->metrics);
     if (s->tick_ok) {
         uv_timer_stop(&s->tick);
@@ -417,6 +437,8 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
         return -ENOMEM;
     }
     if (!(s->sched = ps_sched_new(c, s->model.kfac, &rc, err, err_len))) return rc;
+    if (!(s->damping = ps_damping_new(c, err, err_len))) return -EINVAL;
+    ps_round_state_set_age_weight(s->round, c->gradient_age_weight);
     ps_round_schedule(s);
     if (!(s->jobs = ps_jobs_new(s->model.kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
@@ -557,6 +579,7 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         if ((rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
         rc = -EIO; /* checkpoints there but none usable: a runtime failure, exit 1 */
         if (ps_persist_resume(s, err, err_len) < 0) goto fail;
+        ps_damping_restart(s->damping); /* adaptive: from the checkpoint's damping */
         ps_round_schedule(s); /* the intervals of the restored step */
         if (ps_persist_run_over(s)) {
             /* A finished run started again (a restart after its end): done,
@@ -582,6 +605,20 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     if (cfg->heldout_n > 0 && !(s->drift = ps_drift_new(s->model.net->n_params))) {
         snprintf(err, err_len, "out of memory (the workers' histories against the reference gradient)");
         goto fail;
+    }
+    if (s->model.kfac) {
+        /* the scheduler's factor versions follow the factors restored (a
+         * checkpoint may hold a fold whose return it did not see) */
+        ps_sched_block_t *blocks = ps_sched_blocks(s->sched);
+        for (int b = 0; b < ps_sched_n_blocks(s->sched); b++)
+            ps_sched_folded(&blocks[b], s->model.kfac->blocks[b].factor_version);
+        if (!(s->curv = ps_curv_new(&s->loop, s->model.kfac, s->stats_guard, cfg->stats_trace_max_ratio,
+                                    ps_model_layer_name, s->model.net, &s->shape,
+                                    (uint64_t)cfg->seed ^ clock_now_ns(), s_on_curv_done, s))) {
+            rc = -ENOMEM;
+            snprintf(err, err_len, "out of memory (the curvature thread)");
+            goto fail;
+        }
     }
     if ((rc = s_setup_net(s, err, err_len)) < 0) goto fail;
     ps_hello_keep_listed(s); /* bindings restored from a checkpoint, of keys listed no more */
@@ -655,6 +692,8 @@ void ps_server_free(ps_server_t **s_p) {
     ps_eval_free(&s->eval);
     ps_heldout_free(&s->heldout);
     ps_drift_free(&s->drift);
+    s->curv_closing = 1;
+    ps_curv_free(&s->curv); /* closed with the handles when the loop ran */
     ps_report_free(&s->report);
     ps_guard_free(&s->guard);
     if (s->zctx) zmq_ctx_term(s->zctx);
@@ -663,6 +702,7 @@ void ps_server_free(ps_server_t **s_p) {
     ps_hello_free(&s->hello);
     ps_io_free(&s->io);
     ps_sched_free(&s->sched);
+    ps_damping_free(&s->damping);
     ps_jobs_free(&s->jobs);
     ps_persist_free(&s->persist);
     free(s->unpack_buf);

@@ -42,6 +42,8 @@
 #include "common/net/zloop.h"
 #include "proto/msg.h"
 #include "ps/counters.h"
+#include "ps/curv.h"
+#include "ps/damping.h"
 #include "ps/eval.h"
 #include "ps/guard.h"
 #include "ps/heldout.h"
@@ -149,7 +151,11 @@ struct ps_server {
     float *unpack_buf;             /* (shape.max_layer_floats) */
     ps_sched_t *sched;             /* the blocks' scheduling records, the refresh policy and state, the
                                     * interval and damping schedule, the intervals in force (ps/sched.h's, opaque) */
-    ps_jobs_t *jobs;               /* job buffers, ids, probes, the queue's order (ps/jobs.c's, opaque) */
+    ps_jobs_t *jobs;               /* job ids, the dampings they were cut with, the queue's order (ps/jobs.c's,
+                                    * opaque) */
+    ps_curv_t *curv;               /* the curvature thread: folds, cuts, checks (ps/curv.h); NULL for sgd */
+    int curv_closing;              /* tasks coming back now are only released */
+    ps_damping_t *damping;         /* [kfac] damping_rule and inverse_age_damping (ps/damping.h; server.c makes it) */
 
     ps_round_t *round;             /* the round of version t (round.c's; opaque elsewhere: ps/round_state.h) */
 

@@ -65,6 +65,49 @@ int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor) {
     return -1;
 }
 
+int ps_wire_result_load(const msg_job_result_t *r, int n, float damping, float *full, kfac_inverse_t *inv,
+                        char *err, size_t err_len) {
+    if (n < 1 || r->n != (uint32_t)n || !inv || inv->n != n) {
+        snprintf(err, err_len, "job_result: n=%u, the block has n=%d", r->n, n);
+        return -EINVAL;
+    }
+    inv->valid = false;
+    int rc;
+    if (r->method == MSG_METHOD_CHOLESKY) {
+        if (r->n_inverse != kfac_linalg_packed_len(n)) {
+            snprintf(err, err_len, "job_result.inverse: %zu floats, n=%d needs %zu", r->n_inverse, n,
+                     kfac_linalg_packed_len(n));
+            return -EINVAL;
+        }
+        /* A damped SPD inverse has a positive diagonal; checked here so a bad
+         * result is turned away quietly (the loader would log each one). */
+        for (int i = 0; i < n; i++)
+            if (!(r->inverse[kfac_linalg_packed_index(n, i, i)] > 0.0f)) {
+                snprintf(err, err_len, "job_result.inverse: diagonal element %d is not positive", i);
+                return -EDOM;
+            }
+        /* packed upper -> full n x n row-major, both triangles */
+        rc = kfac_linalg_unpack_upper(r->inverse, n, full);
+        if (rc == 0) rc = kfac_inverse_load_cholesky(inv, full, damping);
+    } else if (r->method == MSG_METHOD_EIGEN) {
+        if (r->n_eigvecs != (size_t)n * (size_t)n || r->n_eigvals != (size_t)n) {
+            snprintf(err, err_len, "job_result: eigen result of n=%d with %zu eigvecs and %zu eigvals", n,
+                     r->n_eigvecs, r->n_eigvals);
+            return -EINVAL;
+        }
+        rc = kfac_inverse_load_eigen(inv, r->eigvecs, r->eigvals, damping);
+    } else {
+        rc = -EINVAL;
+    }
+    if (rc != 0) {
+        inv->valid = false;
+        snprintf(err, err_len, "job_result: the inverse was rejected (%s)",
+                 rc == -EDOM ? "not finite or a non-positive diagonal" : "bad shape or method");
+        return rc < 0 ? rc : -EINVAL;
+    }
+    return 0;
+}
+
 kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float damping, float *full, char *err,
                                        size_t err_len) {
     if (n < 1 || r->n != (uint32_t)n) {
@@ -76,41 +119,6 @@ kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float d
         snprintf(err, err_len, "job_result: out of memory");
         return NULL;
     }
-    int rc;
-    if (r->method == MSG_METHOD_CHOLESKY) {
-        if (r->n_inverse != kfac_linalg_packed_len(n)) {
-            snprintf(err, err_len, "job_result.inverse: %zu floats, n=%d needs %zu", r->n_inverse, n,
-                     kfac_linalg_packed_len(n));
-            kfac_inverse_free(&inv);
-            return NULL;
-        }
-        /* A damped SPD inverse has a positive diagonal; checked here so a bad
-         * result is turned away quietly (the loader would log each one). */
-        for (int i = 0; i < n; i++)
-            if (!(r->inverse[kfac_linalg_packed_index(n, i, i)] > 0.0f)) {
-                snprintf(err, err_len, "job_result.inverse: diagonal element %d is not positive", i);
-                kfac_inverse_free(&inv);
-                return NULL;
-            }
-        /* packed upper -> full n x n row-major, both triangles */
-        rc = kfac_linalg_unpack_upper(r->inverse, n, full);
-        if (rc == 0) rc = kfac_inverse_load_cholesky(inv, full, damping);
-    } else if (r->method == MSG_METHOD_EIGEN) {
-        if (r->n_eigvecs != (size_t)n * (size_t)n || r->n_eigvals != (size_t)n) {
-            snprintf(err, err_len, "job_result: eigen result of n=%d with %zu eigvecs and %zu eigvals", n,
-                     r->n_eigvecs, r->n_eigvals);
-            kfac_inverse_free(&inv);
-            return NULL;
-        }
-        rc = kfac_inverse_load_eigen(inv, r->eigvecs, r->eigvals, damping);
-    } else {
-        rc = -EINVAL;
-    }
-    if (rc != 0) {
-        snprintf(err, err_len, "job_result: the inverse was rejected (%s)",
-                 rc == -EDOM ? "not finite or a non-positive diagonal" : "bad shape or method");
-        kfac_inverse_free(&inv);
-        return NULL;
-    }
+    if (ps_wire_result_load(r, n, damping, full, inv, err, err_len) < 0) kfac_inverse_free(&inv);
     return inv;
 }

@@ -51,6 +51,12 @@ int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor);
  * job's). full is scratch of n*n floats. Returns the new holder (caller
  * frees with kfac_inverse_free), or NULL with the reason in err (shape
  * mismatch, non-finite, non-positive diagonal, no memory). */
+/* The same into an existing holder of dimension n (its buffers reused: no
+ * allocation once they have their size). Returns 0, or a negative errno
+ * with the reason in err; the holder is then not valid. */
+int ps_wire_result_load(const msg_job_result_t *r, int n, float damping, float *full, kfac_inverse_t *inv,
+                        char *err, size_t err_len);
+
 kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float damping, float *full, char *err,
                                        size_t err_len);
 

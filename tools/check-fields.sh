@@ -27,6 +27,14 @@
 # in ps/peers.c only. What a member's identity has done (`p->ident->X`,
 # ps/ident.h) is written in ps/ident.c only.
 #
+# The curvature thread's state (ps/curv.h: the running factor averages
+# and their versions, the statistics guard's histories, the probes) is
+# changed through functions, not fields: those functions
+# (kfac_opt_fold, kfac_opt_block_job*, ps_stats_guard_check/accept,
+# ps_verify_cut/check/forget) may be called in ps/curv.c only, which runs
+# them on that thread, and the statistics guard's in ps/round_push.c too,
+# where a GradPush's statistics are judged under ps_curv_lock.
+#
 # Prints one line per violation (the field and the files) and exits 1 if
 # there was any, 2 when DIR/ps has no .c files, else 0. With -v it also
 # lists every field written and its writers.
@@ -74,4 +82,16 @@ st=0
 writes s 's/^([A-Za-z_][A-Za-z_0-9]*).*/\1/' | check s "" || st=1
 writes p 's/^(mb\.[A-Za-z_][A-Za-z_0-9]*|[A-Za-z_][A-Za-z_0-9]*).*/\1/' | check p "mb.=member.c" || st=1
 writes 'p->ident' 's/^([A-Za-z_][A-Za-z_0-9]*).*/\1/' | check 'p->ident' "*=ident.c" || st=1
+# curv_calls: "file function" for every call of the curvature thread's
+# functions in ps/*.c, comments and strings skipped
+for f in "$dir"/ps/*.c; do
+  b=${f##*/}
+  sed -e 's://.*$::' -e 's:/\*.*\*/::g' -e 's/"[^"]*"//g' "$f" |
+    grep -oE '\b(kfac_opt_fold|kfac_opt_block_job(_at)?|ps_stats_guard_(check|accept)|ps_verify_(cut|check|forget))[[:space:]]*\(' |
+    sed -E 's/[[:space:]]*\($//' | sort -u | sed "s|^|$b |"
+done | awk '
+  $1 == "curv.c" || $1 == "stats_guard.c" || $1 == "verify.c" { next } # the thread, and the definitions
+  $1 == "round_push.c" && $2 ~ /^ps_stats_guard_/ { next }
+  { printf "%s is called in %s: the curvature thread owns what it changes (call it in ps/curv.c, ps/curv.h)\n", $2, $1; bad = 1 }
+  END { exit bad }' || st=1
 exit $st

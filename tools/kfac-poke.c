@@ -82,6 +82,12 @@
  *                   inverted, for every job
  *   inv-unknown     after one job, --count results for jobs never handed
  *                   out, back to back (each used to buy the next job's cut)
+ *   inv-flip-top    the true damped inverse (Cholesky form) with its sign
+ *                   flipped along the eigenvector of the factor's largest
+ *                   eigenvalue: H - 2 / (v_q + d) q q^T, indefinite; blocks
+ *                   of n < 64 are answered honestly
+ *   inv-flip-random the same along one random eigenvector
+ *   inv-flip-many   the same along 4 random eigenvectors
  * and stops early when kfac-ps shuts it out.
  * Not hostile: --member_kind fast-worker is a gradient worker that computes
  * nothing: it answers each new Params at once with a gradient it made once
@@ -146,7 +152,7 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the member does: examples, huge, nan, scaled, bias, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, bnhuge, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown (hostile), or fast-worker (a gradient worker that computes nothing; see the header of tools/kfac-poke.c)"),
+      "what the member does: examples, huge, nan, scaled, bias, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, bnhuge, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown, inv-flip-top, inv-flip-random, inv-flip-many (hostile), or fast-worker (a gradient worker that computes nothing; see the header of tools/kfac-poke.c)"),
     O("bias", OPT_DOUBLE, bias, "0.02", 0, 1e6,
       "member_kind bias: each push is -bias x the parameters the member was sent"),
     O("bias_examples", OPT_INT, bias_examples, "64", 1, 65536,

@@ -124,6 +124,7 @@ void kfac_opt_free(kfac_opt_t **k_p) {
     kfac_stats_free(&k->avg);
     free(k->mom); free(k->polyak); free(k->v); free(k->g); free(k->wd_mask);
     free(k->work); free(k->vbuf); free(k->ubuf); free(k->lr_buf);
+    free(k->bn_view); free(k->bn_off); free(k->bn_has);
     free(k);
     *k_p = NULL;
 }
@@ -150,10 +151,10 @@ int kfac_opt_fold(kfac_opt_t *k, const kfac_stats_t *batch, long stats_version) 
     return 0;
 }
 
-/* Factored damping of block b (see kfac_opt.h). */
-static float s_block_damping(const kfac_opt_t *k, const kfac_block_t *bl) {
+/* Factored damping of block b (see kfac_opt.h) at damping damp. */
+static float s_block_damping(const kfac_opt_t *k, const kfac_block_t *bl, double damp) {
     const kfac_layer_stats_t *ls = &k->avg->layers[bl->stat];
-    const double lambda = kfac_step_effective_damping(k->opts.damping, k->opts.weight_decay, k->opts.wd_mode);
+    const double lambda = kfac_step_effective_damping(damp, k->opts.weight_decay, k->opts.wd_mode);
     const kfac_factor_t *f = &ls->f[bl->factor];
     if (f->role == KFAC_FACTOR_ROLE_GBIAS) return (float)lambda;
     if (ls->mode == KFAC_MODE_DOUBLY) {
@@ -167,15 +168,85 @@ static float s_block_damping(const kfac_opt_t *k, const kfac_block_t *bl) {
     return f->role == KFAC_FACTOR_ROLE_A ? (float)(pi * sqrt(lambda)) : (float)(sqrt(lambda) / pi);
 }
 
-int kfac_opt_block_job(const kfac_opt_t *k, int b, float *F, float *damping, long *factor_version) {
+int kfac_opt_block_job_at(const kfac_opt_t *k, int b, double lambda, float *F, float *damping, long *factor_version) {
     if (b < 0 || b >= k->n_blocks) return -EINVAL;
     const kfac_block_t *bl = &k->blocks[b];
     const kfac_factor_t *f = &k->avg->layers[bl->stat].f[bl->factor];
     if (f->n_updates == 0 || bl->factor_version < 0) return -ENODATA;
     memcpy(F, f->data, (size_t)bl->n * bl->n * sizeof(float));
-    *damping = s_block_damping(k, bl);
+    *damping = s_block_damping(k, bl, lambda);
     *factor_version = bl->factor_version;
     return 0;
+}
+
+int kfac_opt_block_job(const kfac_opt_t *k, int b, float *F, float *damping, long *factor_version) {
+    return kfac_opt_block_job_at(k, b, k->opts.damping, F, damping, factor_version);
+}
+
+int kfac_opt_block_swap(kfac_opt_t *k, int b, kfac_inverse_t **inv, long factor_version) {
+    if (b < 0 || b >= k->n_blocks || !inv || !*inv || (*inv)->n != k->blocks[b].n || !(*inv)->valid) return -EINVAL;
+    kfac_block_t *bl = &k->blocks[b];
+    if (bl->inv->valid && factor_version < bl->inv_version) return 1;
+    kfac_inverse_t *old = bl->inv;
+    (*inv)->n_updates = old->n_updates + 1;
+    bl->inv = *inv;
+    *inv = old;
+    bl->inv_version = factor_version;
+    bl->inv_time_s = clock_now_s();
+    bl->n_installed++;
+    return 0;
+}
+
+/* ---- the batch-norm view ---- */
+
+int kfac_opt_bn_view(kfac_opt_t *k) {
+    if (k->bn_off) return 0;
+    const int nl = k->avg->n_layers;
+    size_t len = 0;
+    k->bn_off = malloc((size_t)(nl ? nl : 1) * sizeof *k->bn_off);
+    k->bn_has = calloc((size_t)(nl ? nl : 1), 1);
+    if (!k->bn_off || !k->bn_has) goto oom;
+    for (int s = 0; s < nl; s++) {
+        const kfac_layer_stats_t *ls = &k->avg->layers[s];
+        k->bn_off[s] = SIZE_MAX;
+        if (ls->kind != LAYER_BATCHNORM) continue;
+        k->bn_off[s] = len;
+        len += kfac_factor_len(&ls->f[0]);
+    }
+    k->bn_len = len;
+    if (!(k->bn_view = calloc(len ? len : 1, sizeof(float)))) goto oom;
+    kfac_opt_bn_snapshot(k, k->bn_view, k->bn_has);
+    return 0;
+oom:
+    free(k->bn_off); free(k->bn_has);
+    k->bn_off = NULL; k->bn_has = NULL;
+    return -ENOMEM;
+}
+
+size_t kfac_opt_bn_len(const kfac_opt_t *k) {
+    size_t len = 0;
+    for (int s = 0; s < k->avg->n_layers; s++)
+        if (k->avg->layers[s].kind == LAYER_BATCHNORM) len += kfac_factor_len(&k->avg->layers[s].f[0]);
+    return len;
+}
+
+void kfac_opt_bn_snapshot(const kfac_opt_t *k, float *dst, unsigned char *has) {
+    size_t off = 0;
+    for (int s = 0; s < k->avg->n_layers; s++) {
+        const kfac_layer_stats_t *ls = &k->avg->layers[s];
+        if (ls->kind != LAYER_BATCHNORM) continue;
+        const size_t n = kfac_factor_len(&ls->f[0]);
+        memcpy(dst + off, ls->f[0].data, n * sizeof(float));
+        has[s] = ls->f[0].n_updates > 0;
+        off += n;
+    }
+}
+
+void kfac_opt_bn_publish(kfac_opt_t *k, const float *src, const unsigned char *has) {
+    if (!k->bn_view) return;
+    memcpy(k->bn_view, src, k->bn_len * sizeof(float));
+    for (int s = 0; s < k->avg->n_layers; s++)
+        if (k->bn_off[s] != SIZE_MAX) k->bn_has[s] = has[s];
 }
 
 int kfac_opt_block_install(kfac_opt_t *k, int b, const kfac_inverse_t *inv, long factor_version) {
@@ -197,7 +268,7 @@ int kfac_opt_invert_block(kfac_opt_t *k, int b) {
     long ver;
     const kfac_factor_t *f = &k->avg->layers[bl->stat].f[bl->factor];
     if (f->n_updates == 0 || bl->factor_version < 0) return -ENODATA;
-    damping = s_block_damping(k, bl);
+    damping = s_block_damping(k, bl, k->opts.damping);
     ver = bl->factor_version;
     /* The factor is read in place (upper triangle), the result goes straight
      * into the block's holder, which is left as it was on failure. */
@@ -248,8 +319,10 @@ static int s_precond_layer(kfac_opt_t *k, int s, float lambda) {
     float *vw = k->v + l->w_off, *vb = l->n_b ? k->v + l->b_off : NULL;
     if (ls->kind == LAYER_BATCHNORM) {
         const kfac_factor_t *f = &ls->f[0];
-        if (f->n_updates == 0) return 1;
-        int rc = kfac_precond_bn(f->data, ls->out, lambda, gw, gb, vw, vb);
+        /* the view when there is one: avg may be folded into meanwhile */
+        const float *bn = k->bn_view ? k->bn_view + k->bn_off[s] : f->data;
+        if (k->bn_view ? !k->bn_has[s] : f->n_updates == 0) return 1;
+        int rc = kfac_precond_bn(bn, ls->out, lambda, gw, gb, vw, vb);
         if (rc < 0) { k->n_precond_errors++; memcpy(vw, gw, l->n_w * sizeof(float)); memcpy(vb, gb, l->n_b * sizeof(float)); return 1; }
         return 0;
     }

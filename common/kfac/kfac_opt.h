@@ -35,8 +35,10 @@
  * preconditions them in factored form where that pays and is exact
  * (each factor applied on its own), densifying otherwise.
  *
- * Threads: not thread-safe; one owner thread (the PS serializes folds,
- * installs and steps). Ownership: the optimizer borrows net for its
+ * Threads: not thread-safe. kfac-ps splits it between two threads: its
+ * curvature thread folds and cuts jobs (avg, the blocks' factor_version,
+ * n_folds), the loop thread steps and installs (the blocks' inverses,
+ * momentum, Polyak average, the batch-norm view); see ps/curv.h. Ownership: the optimizer borrows net for its
  * lifetime (layout only) and owns everything else.
  */
 #ifndef KFAC_OPT_H
@@ -119,6 +121,12 @@ typedef struct kfac_opt {
     float *lr_buf;              /* (lr_len) scratch of the low-rank path, grown on demand */
     size_t lr_len;
     uint64_t n_lowrank_layers;  /* layer-steps preconditioned in factored (low-rank) form */
+    /* kfac_opt_bn_view: the batch-norm factors the step reads, a copy kept
+     * apart from avg (NULL: the step reads avg) */
+    float *bn_view;             /* (bn_len) */
+    size_t bn_len;
+    size_t *bn_off;             /* (avg->n_layers) offset of slot s's factor in bn_view (SIZE_MAX: not batch norm) */
+    unsigned char *bn_has;      /* (avg->n_layers) the copy holds statistics for slot s */
 } kfac_opt_t;
 
 /* New optimizer for net (borrowed, must outlive it). Returns NULL with a
@@ -139,10 +147,34 @@ int kfac_opt_fold(kfac_opt_t *k, const kfac_stats_t *batch, long stats_version);
  * yet). */
 int kfac_opt_block_job(const kfac_opt_t *k, int b, float *F, float *damping, long *factor_version);
 
+/* kfac_opt_block_job with the damping lambda given instead of
+ * opts.damping (a caller whose damping changes on another thread passes
+ * the value it read there). */
+int kfac_opt_block_job_at(const kfac_opt_t *k, int b, double lambda, float *F, float *damping, long *factor_version);
+
 /* Install an inverse computed from factor_version into block b (copied).
  * An inverse older than the one held is ignored (returns 1). Returns 0, 1,
  * or a negative errno (shape mismatch, not finite). */
 int kfac_opt_block_install(kfac_opt_t *k, int b, const kfac_inverse_t *inv, long factor_version);
+
+/* Install by exchange: *inv (same n, valid) becomes block b's inverse and
+ * *inv receives the holder it replaces (no copy, no allocation). An
+ * inverse older than the one held is ignored (returns 1, *inv unchanged).
+ * Returns 0, 1 or -EINVAL. */
+int kfac_opt_block_swap(kfac_opt_t *k, int b, kfac_inverse_t **inv, long factor_version);
+
+/* Batch-norm factors kept apart from the running averages, for a caller
+ * that folds statistics on one thread and steps on another: after
+ * kfac_opt_bn_view(k) the step reads the batch-norm factors from a copy
+ * that only kfac_opt_bn_publish changes. kfac_opt_bn_snapshot copies
+ * avg's batch-norm factors (on the folding thread) into dst
+ * (kfac_opt_bn_len(k) floats, plus one count per layer slot in has);
+ * kfac_opt_bn_publish copies such a snapshot into the view (on the
+ * stepping thread). Returns 0 or -ENOMEM. */
+int kfac_opt_bn_view(kfac_opt_t *k);
+size_t kfac_opt_bn_len(const kfac_opt_t *k);
+void kfac_opt_bn_snapshot(const kfac_opt_t *k, float *dst, unsigned char *has);
+void kfac_opt_bn_publish(kfac_opt_t *k, const float *src, const unsigned char *has);
 
 /* Compute block b's inverse here (job + kfac_inverse_compute + install).
  * Returns 0, -ENODATA (no statistics), or the inverse's error (the previous

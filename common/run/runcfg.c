@@ -18,7 +18,8 @@ _Static_assert(sizeof(runcfg_optimizer_t) == sizeof(int) && sizeof(runcfg_stats_
                    sizeof(sgd_lr_schedule_t) == sizeof(int) && sizeof(kfac_inv_method_t) == sizeof(int) &&
                    sizeof(kfac_step_rule_t) == sizeof(int) && sizeof(kfac_wd_mode_t) == sizeof(int) &&
                    sizeof(kfac_fisher_t) == sizeof(int) && sizeof(kfac_identity_mode_t) == sizeof(int) &&
-                   sizeof(backend_kind_t) == sizeof(int) && sizeof(nn_conv_engine_t) == sizeof(int),
+                   sizeof(backend_kind_t) == sizeof(int) && sizeof(nn_conv_engine_t) == sizeof(int) &&
+                   sizeof(runcfg_damping_rule_t) == sizeof(int) && sizeof(kfac_age_weight_t) == sizeof(int),
                "runcfg enum fields are stored as int by the option table");
 static const char *const s_optimizers[] = {"kfac", "sgd", NULL};
 static const char *const s_schedules[] = {"constant", "step", "cosine", NULL};
@@ -32,6 +33,8 @@ static const char *const s_curv_priorities[] = {"idle", "normal", "low", "yield"
 static const char *const s_aggregate[] = {"mean", "trimmed_mean", "median", NULL};
 static const char *const s_refresh[] = {"continuous", "every", "adaptive", NULL};
 static const char *const s_identity[] = {"sgd", "damped", NULL};
+static const char *const s_damping_rules[] = {"fixed", "adaptive", NULL};
+static const char *const s_age_weights[] = {"none", "inverse", NULL};
 static const char *const s_devices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const s_conv_engines[] = {"blas", "onednn", "auto", NULL}; /* nn_conv_engine_t's order */
 static const char *const s_datasets[] = {"mnist", "fashion-mnist", "cifar10", "idx", "npy", NULL};
@@ -114,6 +117,22 @@ static const config_option_t s_table[] = {
     O("kfac", "damping_milestones", OPT_STRING, damping_milestones, "", 0, 256,
       "steps at which the damping is multiplied by damping_factor (comma-separated, increasing)"),
     O("kfac", "damping_factor", OPT_DOUBLE, damping_factor, "1", 1e-6, 1e6, "factor applied to the damping at each damping milestone"),
+    /* adaptive damping and staleness-aware steps (common/kfac/kfac_damping.h; docs/experiments.md,
+     * "Adaptive damping and staleness-aware steps") */
+    E("kfac", "damping_rule", damping_rule, "fixed", s_damping_rules,
+      "fixed (damping and its milestones) or adaptive (kfac-ps: Levenberg-Marquardt, Martens & Grosse sec. 6.5: "
+      "every damping_interval steps rho = observed / predicted loss change, lambda times damping_decay^T when rho > "
+      "3/4, divided by it when rho < 1/4, within damping_min and damping_max)"),
+    O("kfac", "damping_min", OPT_DOUBLE, damping_min, "1e-6", 1e-12, 1e6, "damping_rule = adaptive: smallest damping"),
+    O("kfac", "damping_max", OPT_DOUBLE, damping_max, "100", 1e-12, 1e6, "damping_rule = adaptive: largest damping"),
+    O("kfac", "damping_interval", OPT_INT, damping_interval, "10", 1, KFAC_LM_MAX_INTERVAL,
+      "damping_rule = adaptive: T, steps between decisions; rho compares the mean training loss of the last T "
+      "versions with that of the T before"),
+    O("kfac", "damping_decay", OPT_DOUBLE, damping_decay, "0.95", 0.01, 0.9999,
+      "damping_rule = adaptive: per-step factor; a decision scales the damping by damping_decay^T (19/20 in the paper)"),
+    O("kfac", "inverse_age_damping", OPT_DOUBLE, inverse_age_damping, "0", 0, 1e6,
+      "kfac-ps, kl and kl_clip rules: kappa; a step whose inverses are a versions old (mean over blocks) divides the "
+      "KL bound by 1 + kappa a, as if the damping had grown by kappa a lambda (0: off)"),
     O("cluster", "ps", OPT_STRING, ps, "tcp://127.0.0.1:5555", 1, 256, "PS endpoint the clients connect to"),
     O("cluster", "workers", OPT_INT, workers, "2", 1, 4096, "gradient workers in each synchronous round"),
     O("cluster", "statsd", OPT_INT, statsd, "1", 0, 4096, "stats workers the launcher starts"),
@@ -179,6 +198,10 @@ static const config_option_t s_table[] = {
     O("ps", "gradient_staleness", OPT_INT, gradient_staleness, "0", 0, 1000,
       "a gradient computed on parameters up to this many versions old still goes into the round (0: synchronous "
       "rounds; older ones are discarded and counted as stale)"),
+    E("ps", "gradient_age_weight", gradient_age_weight, "none", s_age_weights,
+      "weight of a gradient a versions old in the round's mean: none (its examples) or inverse (its examples times "
+      "1 / (1 + a), Zhang et al. 2016; the mean is still divided by the examples, so stale rounds take smaller "
+      "steps); needs aggregate = mean"),
     O("ps", "quorum", OPT_INT, quorum, "0", 0, 4096,
       "after the first step, a round steps once this many gradients are in; the others go into a later round within "
       "gradient_staleness (0: wait for every member)"),
@@ -436,6 +459,27 @@ int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
         snprintf(err, err_len,
                  "[ps] aggregate = median needs [cluster] workers >= 3 (it is %d): the median of two is their mean",
                  c->workers);
+        return -EINVAL;
+    }
+    if (c->damping_rule == RUNCFG_DAMPING_ADAPTIVE) {
+        if (c->optimizer != RUNCFG_OPTIMIZER_KFAC) {
+            snprintf(err, err_len, "[kfac] damping_rule = adaptive needs [optimizer] kind = kfac (it is sgd)");
+            return -EINVAL;
+        }
+        if (c->damping_max < c->damping_min || c->damping < c->damping_min || c->damping > c->damping_max) {
+            snprintf(err, err_len, "[kfac] damping_rule = adaptive needs damping_min <= damping <= damping_max (%g, "
+                     "%g, %g)", c->damping_min, c->damping, c->damping_max);
+            return -EINVAL;
+        }
+    }
+    if (c->inverse_age_damping > 0.0 &&
+        (c->optimizer != RUNCFG_OPTIMIZER_KFAC || c->step_rule == KFAC_STEP_RULE_FIXED)) {
+        snprintf(err, err_len, "[kfac] inverse_age_damping = %g divides the KL bound: it needs [optimizer] kind = kfac "
+                 "and step_rule = kl or kl_clip", c->inverse_age_damping);
+        return -EINVAL;
+    }
+    if (c->gradient_age_weight != KFAC_AGE_WEIGHT_NONE && c->aggregate != RUNCFG_AGGREGATE_MEAN) {
+        snprintf(err, err_len, "[ps] gradient_age_weight = inverse weights the mean: it needs aggregate = mean");
         return -EINVAL;
     }
     kfac_schedule_t sched;

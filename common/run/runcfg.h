@@ -26,6 +26,7 @@
 
 #include "common/backend/backend.h"
 #include "common/base/config.h"
+#include "common/kfac/kfac_damping.h"
 #include "common/kfac/kfac_opt.h"
 #include "common/kfac/kfac_step.h"
 #include "common/kfac/kfac_refresh.h"
@@ -57,6 +58,10 @@ typedef enum {
     RUNCFG_REFRESH_EVERY,          /* all blocks every inverse_every steps */
     RUNCFG_REFRESH_ADAPTIVE,       /* SP-NGD Algorithm 2 per block */
 } runcfg_refresh_t;
+typedef enum {
+    RUNCFG_DAMPING_FIXED = 0,      /* [kfac] damping and its milestones */
+    RUNCFG_DAMPING_ADAPTIVE,       /* ... scaled by the Levenberg-Marquardt rule (common/kfac/kfac_damping.h) */
+} runcfg_damping_rule_t;
 typedef enum {
     RUNCFG_DATASET_MNIST = 0,
     RUNCFG_DATASET_FASHION_MNIST,
@@ -131,6 +136,11 @@ typedef struct runcfg {
     double interval_factor;  /* the scale applied at each interval milestone */
     char *damping_milestones; /* steps at which the damping is scaled */
     double damping_factor;   /* the scale applied at each damping milestone */
+    runcfg_damping_rule_t damping_rule; /* fixed | adaptive (Levenberg-Marquardt, kfac-ps only) */
+    double damping_min, damping_max;    /* adaptive: bounds of lambda */
+    int damping_interval;    /* adaptive: T, steps between decisions (the window holds 2T versions) */
+    double damping_decay;    /* adaptive: lambda scaled by damping_decay^T or its inverse at a decision */
+    double inverse_age_damping; /* kappa: a step's KL bound divided by 1 + kappa * mean inverse age (0: off) */
     /* [cluster] */
     char *ps;                /* endpoint the clients connect to */
     int workers;             /* gradient workers in a synchronous round */
@@ -157,6 +167,7 @@ typedef struct runcfg {
     runcfg_aggregate_t aggregate; /* how the round's gradients are combined */
     int aggregate_trim;          /* trimmed_mean: gradients dropped at each end of every coordinate */
     int gradient_staleness;      /* versions a gradient may lag the round it goes into (0: synchronous) */
+    kfac_age_weight_t gradient_age_weight; /* a gradient's weight in the mean by its age (none: 1) */
     int quorum;                  /* gradients after which a round steps (0: every member's) */
     uint64_t worker_delay_ms;    /* kfac-worker: injected delay per gradient (staleness studies) */
     uint64_t stall_timeout_ms;   /* drop a member that has not pushed this long into a round (0: never) */

@@ -134,11 +134,11 @@ static int s_check(rundir_t *d, FILE *f, const char *name) {
 
 int rundir_step(rundir_t *d, const rundir_step_row_t *r) {
     if (!d || !d->steps) return -EIO;
-    fprintf(d->steps, "%llu,%.3f,%.6g,%.6g,%.6g,%.3f,%ld,%.1f,%.3f,%llu,%llu,%d,%.3f,%.3f,%.3f,%.3f,%d,%.3f,%ld\n",
+    fprintf(d->steps, "%llu,%.3f,%.6g,%.6g,%.6g,%.3f,%ld,%.1f,%.3f,%llu,%llu,%d,%.3f,%.3f,%.3f,%.3f,%d,%.3f,%ld,%.6g,%.6g\n",
             (unsigned long long)r->step, r->wall_s, r->train_loss, r->train_acc, r->step_size, r->inv_age_mean,
             r->inv_age_max, r->inv_age_ms_mean, r->stats_age_mean, (unsigned long long)r->inverses_installed,
             (unsigned long long)r->stats_folded, r->workers, r->wait_ms, r->curv_ms, r->update_ms, r->publish_ms,
-            r->eval_busy, r->grad_age_mean, r->grad_age_max);
+            r->eval_busy, r->grad_age_mean, r->grad_age_max, r->damping, r->grad_weight_mean);
     return s_check(d, d->steps, "steps.csv");
 }
 

@@ -7,7 +7,11 @@
  *     step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,
  *     inv_age_ms_mean,stats_age_mean,inverses_installed,stats_folded,
  *     workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy,
- *     grad_age_mean,grad_age_max
+ *     grad_age_mean,grad_age_max,damping,grad_weight_mean
+ *   damping is the [kfac] damping in force for the step (the one new
+ *   inversion jobs are cut with; 0 under sgd), grad_weight_mean the mean
+ *   weight of the step's gradients per example ([ps] gradient_age_weight;
+ *   1 without it).
  *   The last five split kfac-ps's step period (publish of version t to the
  *   end of the publish of t + 1) on its loop thread (kfac-train writes 0):
  *     wait_ms     from the end of the previous publish (the start, for the
@@ -50,7 +54,7 @@
 #define RUNDIR_STEPS_CSV_HEADER                                                                           \
     "step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,inv_age_ms_mean,stats_age_mean," \
     "inverses_installed,stats_folded,workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy,grad_age_mean," \
-    "grad_age_max"
+    "grad_age_max,damping,grad_weight_mean"
 #define RUNDIR_EVAL_CSV_HEADER "step,wall_s,test_loss,test_acc,polyak_loss,polyak_acc"
 
 /* The files whose presence marks a folder as holding a run
@@ -84,6 +88,8 @@ typedef struct rundir_step_row {
     int eval_busy;              /* an evaluation was queued or running during the round */
     double grad_age_mean;       /* versions the step's gradients lagged it ([ps] gradient_staleness; 0: none) */
     long grad_age_max;
+    double damping;             /* kfac: the damping in force ([kfac] damping_rule; 0: sgd) */
+    double grad_weight_mean;    /* sum of age weight * examples / examples ([ps] gradient_age_weight; 1: none) */
 } rundir_step_row_t;
 
 typedef struct rundir rundir_t;

@@ -60,7 +60,9 @@ static void s_record_step(rundir_t *out, const kfac_opt_t *kfac, long t, double 
     r.step_size = step_size;
     r.inv_age_max = -1;
     r.workers = 1;
+    r.grad_weight_mean = 1.0;
     if (kfac) {
+        r.damping = kfac->opts.damping;
         double now_s = clock_now_s(), age = 0.0, ms = 0.0, st = 0.0;
         int n_inv = 0, n_st = 0;
         for (int b = 0; b < kfac->n_blocks; b++) {

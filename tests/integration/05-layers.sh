@@ -97,6 +97,22 @@ fi
 printf '%s' "$o" | grep -q '^s->planted is written from 2 files: a.c b.c' ||
   { echo "05-layers: FAIL: the field written twice was not named: $o"; exit 1; }
 if printf '%s' "$o" | grep -q 's->mine'; then echo "05-layers: FAIL: reads, or writes through a pointer field, were counted as writes: $o"; exit 1; fi
+# The curvature thread's functions: called outside ps/curv.c they are
+# named; the same call in a comment, or the guard under the lock in
+# round_push.c, is not.
+rm -f "$fd/ps/a.c" "$fd/ps/b.c"
+printf 'void c(void *k) { kfac_opt_fold(k, 0, 1); ps_verify_cut(0, 0, 0, 0, 0, 0); }\n' >"$fd/ps/curv.c"
+printf 'void j(void *k) { /* kfac_opt_fold(k) */ int rc = kfac_opt_block_job_at (k, 0, 0.1, 0, 0, 0); (void)rc; }\n' >"$fd/ps/jobs.c"
+printf 'void g(void *x) { ps_stats_guard_check(x, 0, 0, 0, 0, 0, 0); }\n' >"$fd/ps/round_push.c"
+if o=$(sh tools/check-fields.sh "$fd" 2>&1); then
+  echo "05-layers: FAIL: a curvature-thread call planted in jobs.c passed tools/check-fields.sh"; exit 1
+fi
+printf '%s' "$o" | grep -q '^kfac_opt_block_job_at is called in jobs.c' ||
+  { echo "05-layers: FAIL: the planted call was not named: $o"; exit 1; }
+if printf '%s' "$o" | grep -qE '^kfac_opt_fold |called in (curv|round_push)\.c'; then
+  echo "05-layers: FAIL: curv.c's own calls, a comment or the guard in round_push.c were counted: $o"; exit 1
+fi
+rm -f "$fd/ps/curv.c" "$fd/ps/jobs.c" "$fd/ps/round_push.c"
 # A peer's fields: a second writer of a peer field, and a member-record
 # field written outside ps/member.c, are named; member.c's own writes and
 # reads elsewhere are not.
@@ -111,6 +127,6 @@ printf '%s' "$o" | grep -q '^p->present is written from 2 files: ' ||
 printf '%s' "$o" | grep -q '^p->mb.member is written from round.c: its owner is member.c' ||
   { echo "05-layers: FAIL: a member-record write outside ps/member.c was not named: $o"; exit 1; }
 if printf '%s' "$o" | grep -qE 'p->mb\.(wait|pushed)'; then echo "05-layers: FAIL: member.c's writes or reads elsewhere were counted: $o"; exit 1; fi
-fields="one writer per field of kfac-ps's state and of a peer, the member record in ps/member.c only; 3 planted violations caught"
+fields="one writer per field of kfac-ps's state and of a peer, the member record in ps/member.c only, the curvature thread's functions called in ps/curv.c only; 4 planted violations caught"
 [ "$fails" = 0 ] || exit 1
 echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 5 kinds of violation caught; calls: $calls; $fields ($(($(date +%s) - t0))s)"

@@ -120,11 +120,18 @@ second=""
 while [ $i -lt 300 ]; do
   curl -s -m 5 -o "$H_DIR/m2.txt" "$url" 2>/dev/null || h_fail "the endpoint stopped answering during the run"
   s=$(step_of "$H_DIR/m2.txt")
-  if [ -n "$s" ] && [ "$s" -gt "$first" ]; then second=$s; break; fi
+  # the step moved on and a rate window with steps in it was measured (on
+  # a loaded host a whole window can pass without a step: 0 steps/s until
+  # the next one ends)
+  if [ -n "$s" ] && [ "$s" -gt "$first" ] &&
+    awk '$1 == "kfac_steps_per_second" && $2 > 0 { f = 1 } END { exit !f }' "$H_DIR/m2.txt"; then
+    second=$s
+    break
+  fi
   sleep 0.2
   i=$((i + 1))
 done
-[ -n "$second" ] || h_fail "kfac_step did not increase past $first in 60 s"
+[ -n "$second" ] || h_fail "kfac_step did not increase past $first with a positive kfac_steps_per_second in 60 s (last: step $s, $(grep '^kfac_steps_per_second' "$H_DIR/m2.txt"))"
 
 f=$H_DIR/m1.txt
 # the exposition format: HELP and TYPE precede a metric's samples
@@ -172,6 +179,11 @@ value_in "$f" 'kfac_test_loss{params="polyak"}' 0.000001 100
 [ "$(value "$f" kfac_robust_steps_total)" = 0 ] || h_fail "kfac_robust_steps_total is '$(value "$f" kfac_robust_steps_total)' with the plain mean, not 0"
 value_in "$f" 'kfac_curvature_idle_seconds{what="inverses"}' 0 30
 value_in "$f" 'kfac_curvature_idle_seconds{what="statistics"}' 0 30
+# the curvature thread's time: positive once statistics were folded on it
+# (the second read: every fold before it ran there), and a queue that empties
+value_in "$H_DIR/m2.txt" kfac_stats_folded_total 1 100000000
+value_in "$H_DIR/m2.txt" kfac_curvature_thread_seconds_total 0.0000001 100000
+value_in "$f" kfac_curvature_tasks_pending 0 1000
 
 code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/nothing")
 [ "$code" = 404 ] || h_fail "GET /nothing: expected 404, got $code"

@@ -34,9 +34,23 @@ poke shared 1 5
 [ "$H_STATUS" = 1 ] || h_fail "a second client with worker-1's key was not refused (status $H_STATUS)"
 grep -q "refuse: this CURVE key (.*) already holds 1 client (worker#[0-9]* .*members_per_key = 1" "$H_DIR/poke-shared.log" ||
   h_fail "the client sharing a key was not told why: $(tail -n 3 "$H_DIR/poke-shared.log")"
-# 2. worker-2 silent for more than 3 heartbeats (0.6 s), its id from key 3
+# 2. worker-2 silent for more than 3 heartbeats (0.6 s), its id from key 3:
+# once it is seen stopped (state T), the PS has heard nothing from it for
+# at least the time since; 4 heartbeats of that, read from /proc/uptime
 kill -STOP "$W2"
-sleep 1.5
+t=0
+until [ "$(sed 's/.*) //' "/proc/$W2/stat" 2>/dev/null | cut -d' ' -f1)" = T ]; do
+  t=$((t + 1))
+  [ $t -lt 100 ] || h_fail "worker-2 (pid $W2) was not stopped 10 s after SIGSTOP"
+  sleep 0.1
+done
+t_stop=$(cut -d' ' -f1 /proc/uptime)
+t=0
+until awk -v a="$t_stop" '{ exit !($1 - a >= 0.8) }' /proc/uptime; do
+  t=$((t + 1))
+  [ $t -lt 100 ] || h_fail "/proc/uptime did not advance 0.8 s in 100 tries"
+  sleep 0.1
+done
 poke takeover 3 2
 st=$H_STATUS
 kill -CONT "$W2"

@@ -32,7 +32,7 @@ for f in steps.csv eval.csv config.ini model.txt params.npy params_polyak.npy ma
 done
 rows=$(awk 'NR > 1' "$out/steps.csv" | wc -l)
 [ "$rows" -eq 300 ] || h_fail "steps.csv has $rows rows, expected 300"
-[ "$(head -n 1 "$out/steps.csv")" = "step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,inv_age_ms_mean,stats_age_mean,inverses_installed,stats_folded,workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy,grad_age_mean,grad_age_max" ] ||
+[ "$(head -n 1 "$out/steps.csv")" = "step,wall_s,train_loss,train_acc,step_size,inv_age_mean,inv_age_max,inv_age_ms_mean,stats_age_mean,inverses_installed,stats_folded,workers_present,wait_ms,curv_ms,update_ms,publish_ms,eval_busy,grad_age_mean,grad_age_max,damping,grad_weight_mean" ] ||
   h_fail "steps.csv header differs from kfac-ps's: $(head -n 1 "$out/steps.csv")"
 inv=$(h_csv_last "$out/steps.csv" inverses_installed)
 h_ge "$inv" 1 || h_fail "a K-FAC run recorded no inverse ($inv)"

@@ -18,8 +18,6 @@
 h_init 58-hostile-bn
 ACC=0.80
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
-port=$(h_port) || exit 1
-ep="tcp://127.0.0.1:$port"
 cat >"$H_DIR/bn.model" <<EOF2
 input 1x28x28
 conv name=c1 out=8 k=5 pad=2
@@ -30,33 +28,9 @@ flatten
 fc name=f out=10
 softmax_xent
 EOF2
-cat >"$H_DIR/run.ini" <<EOF2
-[run]
-seed = 5
-steps = 80
-eval_every = 1000
-eval_n = 2000
-out_dir = $H_DIR/out
-[model]
-file = $H_DIR/bn.model
-[data]
-batch = 32
-train_n = 5000
-[optimizer]
+h_mlp_cluster "$H_DIR" 80 seed=5 eval_n=2000 model="$H_DIR/bn.model" ini='[optimizer]
 kind = sgd
-lr = 0.05
-[cluster]
-ps = $ep
-workers = 2
-statsd = 0
-invertd = 0
-[ps]
-bind = $ep
-EOF2
-h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
-PS_PID=$H_PID
-h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
-h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
+lr = 0.05'
 h_wait_steps 10
 h_start poke-negvar "$BUILD/kfac-poke" --endpoint "$ep" --member_id 21 --member_kind negvar --count 4 --wait_ms 4000
 h_wait "$H_PID" 40

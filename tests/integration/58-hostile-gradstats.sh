@@ -24,45 +24,15 @@ h_init 58-hostile-gradstats
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
 summary=""
 for mode in async sync; do
-  port=$(h_port) || exit 1
-  ep="tcp://127.0.0.1:$port"
   d=$H_DIR/$mode
-  mkdir -p "$d"
   n_statsd=0
   [ "$mode" = async ] && n_statsd=1
-  cat >"$d/run.ini" <<EOF2
-[run]
-seed = 3
-steps = 240
-eval_every = 1000
-eval_n = 1000
-out_dir = $d/out
-[model]
-file = models/mnist-mlp.model
-[data]
-batch = 32
-train_n = 5000
-[kfac]
+  h_mlp_cluster "$d" 240 seed=3 statsd=$n_statsd invertd=2 tag="-$mode" ini="[kfac]
 stats = $mode
 [statsd]
 priority = normal
 [invertd]
-priority = normal
-[cluster]
-ps = $ep
-workers = 2
-statsd = $n_statsd
-invertd = 2
-[ps]
-bind = $ep
-EOF2
-  h_start "ps-$mode" "$BUILD/kfac-ps" --config "$d/run.ini"
-  PS_PID=$H_PID
-  h_start "worker1-$mode" "$BUILD/kfac-worker" --config "$d/run.ini" --worker.id 1
-  h_start "worker2-$mode" "$BUILD/kfac-worker" --config "$d/run.ini" --worker.id 2
-  [ "$mode" = async ] && h_start "statsd-$mode" "$BUILD/kfac-statsd" --config "$d/run.ini"
-  h_start "invertd1-$mode" "$BUILD/kfac-invertd" --config "$d/run.ini" --invertd.id 1
-  h_start "invertd2-$mode" "$BUILD/kfac-invertd" --config "$d/run.ini" --invertd.id 2
+priority = normal"
   t=0
   while [ "$(awk 'NR > 1' "$d/out/steps.csv" 2>/dev/null | wc -l)" -lt 20 ]; do
     t=$((t + 1))

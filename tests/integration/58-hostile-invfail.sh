@@ -17,42 +17,10 @@
 . tests/integration/harness.inc
 h_init 58-hostile-invfail
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
-port=$(h_port) || exit 1
-ep="tcp://127.0.0.1:$port"
-cat >"$H_DIR/run.ini" <<EOF2
-[run]
-seed = 4
-steps = 240
-eval_every = 1000
-eval_n = 1000
-out_dir = $H_DIR/out
-[model]
-file = models/mnist-mlp.model
-[data]
-batch = 32
-train_n = 5000
+h_mlp_cluster "$H_DIR" 240 seed=4 statsd=1 invertd=1 ini="$H_ASYNC_INI
 [kfac]
-stats = async
-max_inverse_staleness = 20
-[statsd]
-priority = normal
-[invertd]
-priority = normal
-[cluster]
-ps = $ep
-workers = 2
-statsd = 1
-invertd = 1
-[ps]
-bind = $ep
-EOF2
-h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
-PS_PID=$H_PID
-h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
-h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
-h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini"
-h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini" --invertd.id 1
-HONEST=$H_PID
+max_inverse_staleness = 20"
+HONEST=$INV1
 h_wait_steps 20 90
 inv0=$(h_csv_last "$H_DIR/out/steps.csv" inverses_installed)
 h_start poke-fail "$BUILD/kfac-poke" --endpoint "$ep" --member_id 9 --member_kind inv-fail --count 100 \

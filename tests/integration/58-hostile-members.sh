@@ -23,39 +23,13 @@
 h_init 58-hostile-members
 ACC=0.85
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
-port=$(h_port) || exit 1
-ep="tcp://127.0.0.1:$port"
-cat >"$H_DIR/run.ini" <<EOF2
-[run]
-seed = 3
-steps = 150
-eval_every = 1000
-eval_n = 2000
-out_dir = $H_DIR/out
-[model]
-file = models/mnist-mlp.model
-[data]
-batch = 32
-train_n = 10000
-[kfac]
+h_mlp_cluster "$H_DIR" 150 seed=3 eval_n=2000 train_n=10000 invertd=1 ini='[kfac]
 stats = sync
 fisher = empirical
-[cluster]
-ps = $ep
-workers = 2
-statsd = 0
-invertd = 1
 [ps]
-bind = $ep
 stall_min_ms = 1000
 handshake_timeout_ms = 1000
-progress_every = 50
-EOF2
-h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
-PS_PID=$H_PID
-h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
-h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
-h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
+progress_every = 50'
 h_wait_steps 20
 # a member whose host name would forge a log line and clear the operator's terminal
 forged=$(printf 'evil\nERROR kfac-ps: forged line\033[2J')

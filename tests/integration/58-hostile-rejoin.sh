@@ -23,8 +23,6 @@ summary=""
 for mode in plain curve; do
   d=$H_DIR/$mode
   mkdir -p "$d"
-  port=$(h_port) || exit 1
-  ep="tcp://127.0.0.1:$port"
   S=""
   C1=""
   C2=""
@@ -42,34 +40,11 @@ for mode in plain curve; do
     C1="--client_secret_key $K/workers/worker-1.secret --server_public_key $K/ps.pub"
     C2="--client_secret_key $K/workers/worker-2.secret --server_public_key $K/ps.pub"
   fi
-  cat >"$d/run.ini" <<EOF2
-[run]
-seed = 9
-steps = 50
-eval_every = 1000
-eval_n = 200
-out_dir = $d/out
-[model]
-file = models/mnist-mlp.model
-[data]
-batch = 16
-train_n = 2000
-[optimizer]
+  h_mlp_cluster "$d" 50 seed=9 eval_n=200 batch=16 train_n=2000 tag="-$mode" ps_opts="$S" start=ps ini="[optimizer]
 kind = sgd
-[cluster]
-ps = $ep
-workers = 2
-statsd = 0
-invertd = 0
 [ps]
-bind = $ep
 aggregate = mean
-stall_timeout_ms = 30000
-EOF2
-  # shellcheck disable=SC2086
-  h_start "ps-$mode" "$BUILD/kfac-ps" --config "$d/run.ini" $S
-  PS_PID=$H_PID
-  h_wait_log "$H_DIR/ps-$mode.log" "listening on" 30 || h_fail "$mode: kfac-ps does not listen"
+stall_timeout_ms = 30000"
   # shellcheck disable=SC2086
   h_start "holder-$mode" "$BUILD/kfac-poke" --endpoint "$ep" --member_id 1 --member_kind stall --wait_ms 20000 $C1
   h_wait_log "$H_DIR/holder-$mode.log" "welcomed as id" 20 || h_fail "$mode: the member holding the round was not welcomed"

@@ -17,40 +17,9 @@
 . tests/integration/harness.inc
 h_init 58-hostile-statsd
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
-port=$(h_port) || exit 1
-ep="tcp://127.0.0.1:$port"
-cat >"$H_DIR/run.ini" <<EOF2
-[run]
-seed = 7
-steps = 300
-eval_every = 1000
-eval_n = 1000
-out_dir = $H_DIR/out
-[model]
-file = models/mnist-mlp.model
-[data]
-batch = 32
-train_n = 5000
-[kfac]
-stats = async
-[statsd]
-# the history the trace rule judges by must exist under any load
-priority = normal
-[cluster]
-ps = $ep
-workers = 2
-statsd = 1
-invertd = 1
-[ps]
-bind = $ep
-EOF2
-h_start ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini"
-PS_PID=$H_PID
-h_start worker1 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 1
-h_start worker2 "$BUILD/kfac-worker" --config "$H_DIR/run.ini" --worker.id 2
-h_start statsd "$BUILD/kfac-statsd" --config "$H_DIR/run.ini"
-HONEST=$H_PID
-h_start invertd "$BUILD/kfac-invertd" --config "$H_DIR/run.ini"
+# the history the trace rule judges by must exist under any load: the daemons at normal priority
+h_mlp_cluster "$H_DIR" 300 seed=7 statsd=1 invertd=1 ini="$H_ASYNC_INI"
+HONEST=$STATSD_PID
 h_wait_steps 100 # a history of accepted statistics for the trace rule (about 20 folds)
 h_start poke-stats "$BUILD/kfac-poke" --endpoint "$ep" --member_id 61 --member_kind stats --wait_ms 4000 --print 40
 h_wait "$H_PID" 40

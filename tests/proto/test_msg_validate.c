@@ -486,7 +486,8 @@ START_TEST(test_msg_validate_factored_grad) {
     msg_limits_default(&lim);
     lim.model = &md;
     lim.max_rows = 4;
-    float grad[21], d0[4 * 3], x0[4 * 4], d2[4 * 2], x2[4 * 3];
+    /* d2 and x2 hold 5 rows: the case of more rows than the batch below sends 5 */
+    float grad[21], d0[4 * 3], x0[4 * 4], d2[5 * 2] = {0}, x2[5 * 3] = {0};
     for (int i = 0; i < 21; i++) grad[i] = 0.01f * (float)i;
     for (int i = 0; i < 12; i++) d0[i] = 0.5f - 0.1f * (float)i;
     for (int i = 0; i < 16; i++) x0[i] = 0.25f * (float)i;

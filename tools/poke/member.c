@@ -178,9 +178,18 @@ static int s_hello(void *sock, const poke_cfg_t *c, msg_role_t role, msg_t *w, t
     return 0;
 }
 
+/* H (n x n, both triangles) -= 2 / (v_q + d) q q^T for eigenvector q
+ * (column q of eig->Q): the damped inverse with its sign flipped along q. */
+static void s_flip(float *H, int n, const kfac_inverse_t *eig, int q, float d) {
+    const double s = -2.0 / ((double)eig->v[q] + d);
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            H[(size_t)a * n + b] += (float)(s * eig->Q[(size_t)a * n + q] * eig->Q[(size_t)b * n + q]);
+}
+
 /* The hostile inverse daemon (--member_kind inv-*): Hello as kfac-invertd,
  * then --count jobs answered with a wrong inverse. Returns the exit status. */
-static int s_member_invertd(void *sock, const poke_cfg_t *c) {
+static int s_member_invertd(void *sock, const poke_cfg_t *c, rng_t *r) {
     const char *kind = c->member_kind;
     tally_t t;
     memset(&t, 0, sizeof t);
@@ -189,7 +198,8 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
     printf("member %d: welcomed as inverse daemon id %u\n", c->member_id, w.welcome.assigned_id);
     fflush(stdout);
     msg_clear(&w);
-    int answered = 0, shut = 0;
+    int answered = 0, shut = 0, flipped = 0;
+    const int flip = strncmp(kind, "inv-flip-", 9) == 0;
     if (strcmp(kind, "inv-unknown") == 0) {
         /* One job, for a real block's layer and factor; then --count results
          * for jobs never handed out, back to back, no reply read: each used
@@ -222,11 +232,17 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
         return 0;
     }
     for (int i = 0; i < c->count; i++) {
-        msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
-        m.job_request.max_n = 0;
-        s_send_msg(sock, &m);
+        /* inv-flip-*: as kfac-invertd does, a result asks for the next job (docs/protocol.md), so that every
+         * result answers a job it holds and is either refused (an Error) or taken: a JobRequest only at the start
+         * and when no job came for --wait_ms. The other kinds ask before every job. */
         msg_t job;
-        int rc = s_wait_for(sock, c, MSG_JOB, &job, &t);
+        int rc = flip && i > 0 ? s_wait_for(sock, c, MSG_JOB, &job, &t) : -1;
+        if (rc == -1) {
+            msg_init(&m, MSG_JOB_REQUEST, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
+            m.job_request.max_n = 0;
+            s_send_msg(sock, &m);
+            rc = s_wait_for(sock, c, MSG_JOB, &job, &t);
+        }
         if (rc == -2) { shut = 1; break; }
         if (rc < 0) break;
         const int n = (int)job.job.n;
@@ -252,7 +268,29 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
             free(F); free(H); free(packed); kfac_inverse_free(&inv); msg_clear(&job);
             return 1;
         }
-        if (strcmp(kind, "inv-indefinite") == 0 && n >= 2) {
+        float d_sent = (float)job.job.damping;
+        if (flip) {
+            /* The true damped inverse (Cholesky form, at the damping it needed), its sign flipped along the
+             * eigenvector of F's largest eigenvalue (inv-flip-top), a random one (inv-flip-random) or 4 random
+             * ones (inv-flip-many), on blocks of n >= 64; smaller blocks get the honest inverse, so that every
+             * result refused is a flipped one. */
+            kfac_inverse_t *eig = n >= 64 ? kfac_inverse_new(n) : NULL;
+            if (kfac_inverse_compute(F, n, d_sent, KFAC_INV_CHOLESKY, inv, NULL) != 0 || inv->method != KFAC_INV_CHOLESKY ||
+                (eig && (kfac_inverse_compute(F, n, 1.0f, KFAC_INV_EIGEN, eig, NULL) != 0 || eig->method != KFAC_INV_EIGEN))) {
+                fprintf(stderr, "kfac-poke: cannot invert layer %u factor %u (n=%d)\n", job.job.layer, job.job.factor, n);
+                free(F); free(H); free(packed); kfac_inverse_free(&inv); kfac_inverse_free(&eig); msg_clear(&job);
+                return 1;
+            }
+            d_sent = inv->damping_used;
+            memcpy(H, inv->inv, (size_t)n * n * sizeof(float));
+            if (eig) {
+                const int n_flips = strcmp(kind, "inv-flip-many") == 0 ? 4 : 1;
+                for (int f = 0; f < n_flips; f++)
+                    s_flip(H, n, eig, strcmp(kind, "inv-flip-top") == 0 ? n - 1 : (int)rng_below(r, (uint32_t)n), d_sent);
+                flipped++;
+            }
+            kfac_inverse_free(&eig);
+        } else if (strcmp(kind, "inv-indefinite") == 0 && n >= 2) {
             for (int a = 0; a < n; a++) H[(size_t)a * n + a] = 1.0f;
             H[1] = H[n] = 2.0f;
         } else {
@@ -274,7 +312,7 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
         m.job_result.factor_version = job.job.factor_version;
         m.job_result.method = MSG_METHOD_CHOLESKY;
         m.job_result.n = (uint32_t)n;
-        m.job_result.damping = job.job.damping;
+        m.job_result.damping = d_sent;
         m.job_result.compute_ms = 1.0;
         m.job_result.inverse = packed;
         m.job_result.n_inverse = kfac_linalg_packed_len(n);
@@ -285,8 +323,13 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
         msg_t x;
         if (s_wait_for(sock, c, MSG_NONE, &x, &t) == -2) shut = 1;
     }
-    printf("member %d: %d jobs answered with %s inverses; errors INVALID %" PRIu64 "; %s\n", c->member_id, answered,
-           kind, t.by_error[MSG_ERR_INVALID], shut ? "shut out by kfac-ps" : "not shut out");
+    if (flip)
+        printf("member %d: %d jobs answered, %d of them with %s inverses (the others honest: n < 64); errors INVALID "
+               "%" PRIu64 "; %s\n", c->member_id, answered, flipped, kind, t.by_error[MSG_ERR_INVALID],
+               shut ? "shut out by kfac-ps" : "not shut out");
+    else
+        printf("member %d: %d jobs answered with %s inverses; errors INVALID %" PRIu64 "; %s\n", c->member_id, answered,
+               kind, t.by_error[MSG_ERR_INVALID], shut ? "shut out by kfac-ps" : "not shut out");
     msg_init(&m, MSG_BYE, MSG_ROLE_INVERTD, (uint32_t)c->member_id);
     s_send_msg(sock, &m);
     return 0;
@@ -296,8 +339,9 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c) {
 int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     const char *kind = c->member_kind;
     if (strcmp(kind, "inv-indefinite") == 0 || strcmp(kind, "inv-scaled") == 0 || strcmp(kind, "inv-other") == 0 ||
-        strcmp(kind, "inv-fail") == 0 || strcmp(kind, "inv-unknown") == 0)
-        return s_member_invertd(sock, c);
+        strcmp(kind, "inv-fail") == 0 || strcmp(kind, "inv-unknown") == 0 || strcmp(kind, "inv-flip-top") == 0 ||
+        strcmp(kind, "inv-flip-random") == 0 || strcmp(kind, "inv-flip-many") == 0)
+        return s_member_invertd(sock, c, r);
     if (strcmp(kind, "fast-worker") == 0) return poke_fast_worker(sock, c, r);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "bnhuge") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
