@@ -17,6 +17,17 @@
  * buffers hold this many: a conv layer's patches grow with the batch). */
 #define PS_HELDOUT_BATCH 64
 
+/* The one job in flight: its buffers are allocated once (a reference
+ * every few versions must not take fresh pages from the heap each time). */
+typedef struct s_job {
+    uint64_t version;
+    float *params;          /* (n_params) */
+    float *state;           /* (n_state) or NULL when the model has none */
+    int has_state;
+    float *grad;            /* (n_params) the result; swapped with the reference held */
+    double norm, ms;
+} s_job_t;
+
 struct ps_heldout {
     zloop_pool_t *pool;
     net_t *net;             /* reference thread only, after construction */
@@ -24,30 +35,16 @@ struct ps_heldout {
     runcfg_priority_t prio; /* [ps] eval_priority */
     int started;            /* reference thread: priority set */
     size_t n_params, n_state;
+    s_job_t job;            /* loop thread while !busy, the reference thread while busy */
     /* loop thread */
-    float *ref;             /* (n_params) the newest reference, or NULL */
+    float *ref;             /* (n_params) the newest reference (valid when has_ref) */
+    int has_ref;
     uint64_t ref_version;
     double ref_norm;
     uint64_t n_done;
     double last_ms;
-    int busy;               /* a job is queued or running */
+    int busy;               /* the job is queued or running */
 };
-
-typedef struct s_job {
-    uint64_t version;
-    float *params;          /* (n_params) */
-    float *state;           /* (n_state) or NULL */
-    float *grad;            /* (n_params) the result */
-    double norm, ms;
-} s_job_t;
-
-static void s_job_free(s_job_t *j) {
-    if (!j) return;
-    free(j->params);
-    free(j->state);
-    free(j->grad);
-    free(j);
-}
 
 /* Reference thread: grad = (1/N) sum over the slice of d loss / d params,
  * in chunks of PS_HELDOUT_BATCH (each chunk's mean gradient weighted by its
@@ -67,7 +64,7 @@ static void s_work(void *job, void *user) {
     }
     const double t0 = clock_now_ms();
     memcpy(net->params, j->params, h->n_params * sizeof(float));
-    if (h->n_state && j->state) memcpy(net->state, j->state, h->n_state * sizeof(float));
+    if (h->n_state && j->has_state) memcpy(net->state, j->state, h->n_state * sizeof(float));
     memset(j->grad, 0, h->n_params * sizeof(float));
     const int n = h->slice->n, dim = net->in_size;
     for (int at = 0; at < n; at += PS_HELDOUT_BATCH) {
@@ -84,7 +81,8 @@ static void s_work(void *job, void *user) {
     j->ms = clock_now_ms() - t0;
 }
 
-/* Loop thread: the newest reference replaces the one held. */
+/* Loop thread: the newest reference replaces the one held (the buffers
+ * change hands). */
 static void s_done(void *job, int status, void *user) {
     s_job_t *j = job;
     ps_heldout_t *h = user;
@@ -93,6 +91,7 @@ static void s_done(void *job, int status, void *user) {
         float *old = h->ref;
         h->ref = j->grad;
         j->grad = old;
+        h->has_ref = 1;
         h->ref_version = j->version;
         h->ref_norm = j->norm;
         h->last_ms = j->ms;
@@ -101,7 +100,15 @@ static void s_done(void *job, int status, void *user) {
         log_warn("held-out reference of version %llu is not finite: the previous one is kept",
                  (unsigned long long)j->version);
     }
-    s_job_free(j);
+}
+
+/* The buffers of h (job and reference) freed; accepts a partly built h. */
+static void s_buffers_free(ps_heldout_t *h) {
+    free(h->job.params);
+    free(h->job.state);
+    free(h->job.grad);
+    free(h->ref);
+    h->job.params = h->job.state = h->job.grad = h->ref = NULL;
 }
 
 ps_heldout_t *ps_heldout_new(uv_loop_t *loop, const char *model_text, const runcfg_t *cfg, int n_examples,
@@ -128,6 +135,15 @@ ps_heldout_t *ps_heldout_new(uv_loop_t *loop, const char *model_text, const runc
         log_warn("held-out reference: %s; im2col + OpenBLAS for its conv layers", perr);
     h->n_params = h->net->n_params;
     h->n_state = h->net->n_state;
+    *rc_out = -ENOMEM;
+    const size_t np = h->n_params ? h->n_params : 1;
+    if (!(h->job.params = malloc(np * sizeof(float))) || !(h->job.grad = malloc(np * sizeof(float))) ||
+        !(h->ref = malloc(np * sizeof(float))) ||
+        (h->n_state && !(h->job.state = malloc(h->n_state * sizeof(float))))) {
+        snprintf(err, err_len, "held-out reference: out of memory");
+        goto fail;
+    }
+    *rc_out = -EINVAL;
     if ((*rc_out = runcfg_data_load(cfg, h->net, 1, &h->slice, perr, sizeof perr)) < 0) {
         snprintf(err, err_len, "held-out reference: %s", perr);
         goto fail;
@@ -157,6 +173,7 @@ ps_heldout_t *ps_heldout_new(uv_loop_t *loop, const char *model_text, const runc
 fail:
     net_free(&h->net);
     dataset_free(&h->slice);
+    s_buffers_free(h);
     free(h);
     return NULL;
 }
@@ -164,23 +181,13 @@ fail:
 int ps_heldout_submit(ps_heldout_t *h, uint64_t version, const float *params, const float *state) {
     if (!h || !h->pool) return -EPIPE;
     if (h->busy) return -EBUSY;
-    s_job_t *j = calloc(1, sizeof *j);
-    if (!j) return -ENOMEM;
+    s_job_t *j = &h->job;
     j->version = version;
-    j->params = malloc(h->n_params * sizeof(float));
-    j->grad = malloc(h->n_params * sizeof(float));
-    if (state && h->n_state) j->state = malloc(h->n_state * sizeof(float));
-    if (!j->params || !j->grad || (state && h->n_state && !j->state)) {
-        s_job_free(j);
-        return -ENOMEM;
-    }
     memcpy(j->params, params, h->n_params * sizeof(float));
-    if (j->state) memcpy(j->state, state, h->n_state * sizeof(float));
+    j->has_state = state && h->n_state;
+    if (j->has_state) memcpy(j->state, state, h->n_state * sizeof(float));
     int rc = zloop_pool_submit(h->pool, j);
-    if (rc < 0) {
-        s_job_free(j);
-        return rc;
-    }
+    if (rc < 0) return rc;
     h->busy = 1;
     return 0;
 }
@@ -188,7 +195,7 @@ int ps_heldout_submit(ps_heldout_t *h, uint64_t version, const float *params, co
 int ps_heldout_busy(const ps_heldout_t *h) { return h ? h->busy : 0; }
 
 const float *ps_heldout_ref(const ps_heldout_t *h, uint64_t *version, double *norm) {
-    if (!h || !h->ref) return NULL;
+    if (!h || !h->has_ref) return NULL;
     if (version) *version = h->ref_version;
     if (norm) *norm = h->ref_norm;
     return h->ref;
@@ -212,6 +219,6 @@ void ps_heldout_free(ps_heldout_t **h_p) {
     ps_heldout_t *h = *h_p;
     *h_p = NULL;
     ps_heldout_stop(h);
-    free(h->ref);
+    s_buffers_free(h);
     free(h);
 }
