@@ -163,7 +163,7 @@ run_arm() {
   # shellcheck disable=SC2086
   start "$model-$m-$opt-ps" "$BIN/kfac-ps" --config "$cfg" $extra --run.out_dir "$dir" --run.steps "$total" \
     --run.eval_every "$((total + 1))" --run.target_acc 0 --cluster.workers "$m" --cluster.ps "$ep" --ps.bind "$ep" \
-    --ps.progress_every 100000
+    --ps.progress_every 100000 --ps.heldout_n 0
   ps=$PID
   pslog=$out/$model-$m-$opt-ps.log
   t=0

@@ -32,6 +32,7 @@ typedef enum {
     PS_GUARD_LINE_CLIP,         /* a layer's slice clipped */
     PS_GUARD_LINE_STALL,        /* a member dropped from the rounds for not pushing */
     PS_GUARD_LINE_ROBUST,       /* too few gradients for the robust rule: their mean used */
+    PS_GUARD_LINE_HELDOUT,      /* a push refused against the server's reference gradient (ps/heldout.h) */
     PS_GUARD_LINE_COUNT
 } ps_guard_line_t;
 

@@ -125,6 +125,10 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
     s_counter(&b, "kfac_grads_repushed_total",
               "Gradients refused: their identity (CURVE key, or member id) had already put its share into the round.",
               x->repushed);
+    s_counter(&b, "kfac_grads_drift_refused_total",
+              "Gradients refused: their worker's gradients keep a direction of their own that the PS's reference "
+              "gradient on its held-out examples does not share ([ps] heldout_z).",
+              x->drift_refused);
     if (x->kfac) {
         s_counter(&b, "kfac_inverses_installed_total",
                   "Inverses installed from inverse daemons.", x->inverses_installed);

@@ -10,6 +10,7 @@
 #include "ps/io.h"
 #include "ps/member.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -114,6 +115,47 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
     }
 }
 
+/* [ps] heldout_n > 0: a new reference gradient (ps/heldout.h) at the
+ * current parameters once the newest is heldout_every versions old and the
+ * reference thread is idle. */
+static void s_heldout_refresh(ps_server_t *s) {
+    if (!s->heldout || ps_heldout_busy(s->heldout)) return;
+    uint64_t v = 0;
+    if (ps_heldout_ref(s->heldout, &v, NULL) && (uint64_t)s->round->t < v + (uint64_t)s->cfg->heldout_every) return;
+    const int rc = ps_heldout_submit(s->heldout, (uint64_t)s->round->t, s->model.net->params,
+                                     s->model.net->n_state ? s->model.net->state : NULL);
+    if (rc < 0 && rc != -EBUSY && rc != -EPIPE) log_warn("held-out reference: cannot queue one: %s", strerror(-rc));
+}
+
+/* The push of p against the server's reference gradient, from p's history
+ * (ps/drift.h): 0 when it may go on (no reference yet, or its pushes keep
+ * no direction of their own that the reference does not share), -1 when it
+ * was refused (answered, logged, counted). */
+static int s_heldout_judge(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
+    uint64_t rv = 0;
+    const float *v = ps_heldout_ref(s->heldout, &rv, NULL);
+    ps_drift_verdict_t d;
+    if (!v || ps_drift_judge(s->drift, s->model.net, p->role, p->ident ? p->ident->id : p->id,
+                             p->ident ? p->ident->key : p->key, &m->grad_push, v, s->cfg->heldout_z, &d) < 0)
+        return 0;
+    if (LOG_LEVEL_DEBUG <= log_level_now) { /* the name is formatted only for the line */
+        char name[160];
+        log_debug("step %ld: %s against the reference of version %" PRIu64 ": e %.4g, mean %.4g, z %.3g, norm %.4g, "
+                  "%d pushes judged", s->round->t, ps_peer_name(p, name, sizeof name), rv, d.e, d.mu, d.z, d.g_norm,
+                  d.n_judged);
+    }
+    if (!d.refuse) return 0;
+    ps_counters_bump(&s->ctr, PS_CTR_REJ_DRIFT);
+    ps_io_reject_rl(s, ps_guard_rl(s->guard, PS_GUARD_LINE_HELDOUT), &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                    "its gradients keep a direction of their own that kfac-ps's reference gradient (%d held-out "
+                    "training examples, version %" PRIu64 ") does not share: %.3g along it on average, z = %.3g "
+                    "after %d of its pushes, more than [ps] heldout_z = %g (%" PRIu64 " refused so far)",
+                    ps_heldout_n(s->heldout), rv, d.mu, d.z, d.n_judged, s->cfg->heldout_z,
+                    ps_counter(&s->ctr, PS_CTR_REJ_DRIFT));
+    ps_round_after_reject(s, p, m);
+    return -1;
+}
+
 int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p) {
     if (!p->key[0]) return 1;                  /* a member id is one member */
     return (int)s->cfg->members_per_key;       /* a key holds this many (0: any number) */
@@ -196,6 +238,12 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     case PS_GRAD_OK:
         break;
     }
+    /* Against the server's own reference gradient (ps/heldout.h): a worker
+     * whose gradients keep a direction of their own that the gradient
+     * kfac-ps measures on its held-out examples does not share is refused
+     * (ps/drift.h), however few members there are to compare it with. */
+    s_heldout_refresh(s);
+    if (s->heldout && s->drift && s_heldout_judge(s, p, m) < 0) return;
     /* Batch-norm running statistics: a variance below 0 would make the
      * evaluation and the exported weights NaN (msg_validate rejected NaN and
      * Inf); a value far from the published one (two of 3e38 average to Inf)

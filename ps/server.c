@@ -278,6 +278,7 @@ static void s_on_heartbeat(uv_timer_t *t) {
 
 static void s_close_handles(ps_server_t *s) {
     ps_eval_stop(s->eval);
+    ps_heldout_stop(s->heldout);
     s->curv_closing = 1; /* what comes back now is only released */
     ps_curv_free(&s->curv);
     rundir_free(&s->metrics);
@@ -306,6 +307,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
     if (exit_code > s->exit_code) s->exit_code = exit_code;
     /* The evaluation in flight (if any) finishes and is written first. */
     ps_eval_stop(s->eval);
+    ps_heldout_stop(s->heldout); /* a reference in flight is waited for; nothing more is judged */
     /* The weights of a run that ended well (all steps, the target, a
      * signal); a failed one (diverged) leaves no manifest that would call
      * its parameters complete. Weights that cannot be written fail the run. */
@@ -594,6 +596,16 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         snprintf(err, err_len, "%s", why);
         goto fail;
     }
+    if (cfg->heldout_n > 0 &&
+        !(s->heldout = ps_heldout_new(&s->loop, s->model.net->source, cfg, cfg->heldout_n, &rc, why, sizeof why))) {
+        snprintf(err, err_len, "%s", why);
+        goto fail;
+    }
+    rc = -ENOMEM;
+    if (cfg->heldout_n > 0 && !(s->drift = ps_drift_new(s->model.net->n_params))) {
+        snprintf(err, err_len, "out of memory (the workers' histories against the reference gradient)");
+        goto fail;
+    }
     if (s->model.kfac) {
         /* the scheduler's factor versions follow the factors restored (a
          * checkpoint may hold a fold whose return it did not see) */
@@ -678,6 +690,8 @@ void ps_server_free(ps_server_t **s_p) {
         if (uv_loop_close(&s->loop) != 0) log_warn("the event loop still had handles at exit");
     }
     ps_eval_free(&s->eval);
+    ps_heldout_free(&s->heldout);
+    ps_drift_free(&s->drift);
     s->curv_closing = 1;
     ps_curv_free(&s->curv); /* closed with the handles when the loop ran */
     ps_report_free(&s->report);

@@ -46,6 +46,8 @@
 #include "ps/damping.h"
 #include "ps/eval.h"
 #include "ps/guard.h"
+#include "ps/heldout.h"
+#include "ps/drift.h"
 #include "ps/life.h"
 #include "ps/member.h"
 #include "ps/model.h"
@@ -176,6 +178,9 @@ struct ps_server {
 
     /* members that may not poison or hold the run */
     ps_guard_t *guard;             /* norm histories, per-layer norms, the last good parameters (ps/guard.h) */
+    ps_heldout_t *heldout;         /* the server's own reference gradient and its thread (ps/heldout.h); NULL:
+                                    * [ps] heldout_n = 0 */
+    ps_drift_t *drift;             /* each worker's history against the reference (ps/drift.h); NULL likewise */
     ratelimit_t rl_rate, rl_expired; /* server.c's lines: requests over the rate limit, handshakes expired */
     /* checkpoints (ps/persist.c) */
     ps_persist_t *persist;         /* the checkpoint folder, the step resumed from, whether that ended the

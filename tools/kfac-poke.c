@@ -44,6 +44,10 @@
  *   nan       NaN and Inf among the values
  *   scaled    100 x the parameters it was sent (finite; the first push's norm
  *             is near the honest ones' early in a run)
+ *   bias      -(--bias) x the parameters it was sent, every round, with
+ *             n_examples = --bias_examples: a small push in the same
+ *             direction each time, inside every norm bound ("a little is
+ *             enough"); it pushes until Shutdown or --count rounds
  *   stall     asks for Params, then nothing at all: it only heartbeats, for --wait_ms
  *   hello     never even asks for Params: Hello, then heartbeats for --wait_ms
  *   alternate --count rounds: every other one it pushes a small gradient,
@@ -89,7 +93,9 @@
  * nothing: it answers each new Params at once with a gradient it made once
  * (tools/poke/fast.c), until Shutdown, SIGTERM or --count pushes; with a
  * real kfac-statsd and kfac-invertd beside it a cluster steps at what
- * kfac-ps and the transport cost (bench/fast_members.sh):
+ * kfac-ps and the transport cost (bench/fast_members.sh; kfac-ps with
+ * [ps] heldout_n = 0: a stored gradient pushed every round is a direction its
+ * reference check may refuse, docs/security.md):
  *   kfac-poke --endpoint tcp://127.0.0.1:5555 --member_id 1 --member_kind fast-worker \
  *     --count 1000000 --wait_ms 60000
  * It waits for Welcome, Params and each answer at most --wait_ms, prints
@@ -146,7 +152,11 @@ static const config_option_t s_opts[] = {
     O("member_id", OPT_INT, member_id, "-1", -1, 1000000,
       "join as a gradient worker with this member id and push hostile gradients (-1: only send frames)"),
     O("member_kind", OPT_STRING, member_kind, "examples", 1, 16,
-      "what the member does: examples, huge, nan, scaled, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, bnhuge, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown, inv-flip-top, inv-flip-random, inv-flip-many (hostile), or fast-worker (a gradient worker that computes nothing; see the header of tools/kfac-poke.c)"),
+      "what the member does: examples, huge, nan, scaled, bias, stall, hello, alternate, flood, stats, gradstats, rejoin, negvar, bnhuge, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown, inv-flip-top, inv-flip-random, inv-flip-many (hostile), or fast-worker (a gradient worker that computes nothing; see the header of tools/kfac-poke.c)"),
+    O("bias", OPT_DOUBLE, bias, "0.02", 0, 1e6,
+      "member_kind bias: each push is -bias x the parameters the member was sent"),
+    O("bias_examples", OPT_INT, bias_examples, "64", 1, 65536,
+      "member_kind bias: the examples each push claims (the honest batch gives it an equal share of the mean)"),
     O("host", OPT_STRING, host, "", 0, 4096,
       "the hostile member's host name in its Hello (\"\": this host's; any bytes: kfac-ps must log them safely)"),
     O("client_secret_key", OPT_STRING, client_secret_key, "", 0, 4096,

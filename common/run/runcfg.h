@@ -161,6 +161,9 @@ typedef struct runcfg {
     double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
     double stats_trace_max_ratio; /* reject statistics whose factor traces are this far above their median (0: off) */
     double grad_clip_ratio;      /* clip a layer's gradient to this many times its median norm (0: off) */
+    int heldout_n;               /* examples of kfac-ps's own reference gradient (0: none) */
+    int heldout_every;           /* versions between two references */
+    double heldout_z;            /* refuse a worker whose own direction, unshared by the reference, is this significant */
     runcfg_aggregate_t aggregate; /* how the round's gradients are combined */
     int aggregate_trim;          /* trimmed_mean: gradients dropped at each end of every coordinate */
     int gradient_staleness;      /* versions a gradient may lag the round it goes into (0: synchronous) */

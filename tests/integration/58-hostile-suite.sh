@@ -8,11 +8,16 @@
 # give the spread; they run between the attacks, so that a change in the
 # host's load reaches both alike). Each attacker (tools/kfac-poke) joins
 # after step 20 (attacks that other counters count share a run, so the
-# suite is 5 attacked runs and 3 clean ones):
+# suite is 6 attacked runs and 3 clean ones):
 #   inverses   3 inverse daemons answering every job wrongly
 #              (inv-indefinite, inv-scaled, inv-other)
 #   scaled     a worker pushing 100 x the parameters it was sent, 40 rounds
 #              (2 workers and the mean: per-layer clipping is the defence)
+#   bias       a worker pushing -0.02 x the parameters it was sent, with a
+#              batch's n_examples, 80 rounds: inside every norm bound, the
+#              same direction every time ("a little is enough"; kfac-ps's
+#              reference gradient is the defence; 58-hostile-bias.sh shows
+#              the attack biting without it)
 #   poison     3 workers pushing 5 gradients each with n_examples 10^6,
 #              values of 3e38, or NaN and Inf
 #   flood      a worker sending 20,000 GetParams without reading a reply
@@ -55,7 +60,7 @@ SLACK=0.01        # below the clean minimum that still passes: Polyak accuracy
 SLACK_RAW=0.02    # the same for the raw parameters' accuracy (noisier, below)
 # KFAC_HOSTILE_ATTACKS: the attacks to run (default all; the clean runs
 # always run), e.g. KFAC_HOSTILE_ATTACKS="stats slow" to look at two
-ATTACKS=${KFAC_HOSTILE_ATTACKS:-inverses scaled poison flood id stats slow}
+ATTACKS=${KFAC_HOSTILE_ATTACKS:-inverses scaled bias poison flood id stats slow}
 want() { case " $ATTACKS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 POKES=""
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
@@ -271,6 +276,19 @@ if want id; then
   [ "${r:-0}" -ge 1 ] || h_fail "id: kfac_rejected_messages_total{type=hello} is '${r:-}'"
   judge scaled-id id "kfac_rejected_messages_total{type=hello} $r" "refused a kfac-worker .*worker id 1 is in use"
 fi
+fi
+
+if want bias; then
+# bias: -0.02 x the parameters every round, a batch's examples: the mean
+# of two workers moves the same way each step, and every norm rule passes
+cluster bias "$STEPS"
+wait_steps bias "$JOIN"
+poke bias --member_id 49 --member_kind bias --bias 0.02 --bias_examples 64 --count 80 --wait_ms 5000
+finish bias "$STEPS"
+n=$(metric kfac_grads_drift_refused_total)
+[ "${n:-0}" -ge 1 ] || h_fail "bias: kfac_grads_drift_refused_total is '${n:-}', expected at least 1"
+grep -Eq "80 bias gradients pushed" "$H_DIR/bias.log" || h_fail "bias: the member did not push its 80 rounds: $(tail -n 1 "$H_DIR/bias.log")"
+judge bias bias "kfac_grads_drift_refused_total $n" "worker#[0-9]* \(pid [0-9]* .*keep a direction of their own"
 fi
 
 clean clean2

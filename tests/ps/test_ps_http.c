@@ -41,6 +41,7 @@ static void s_snapshot(ps_http_snapshot_t *x, ps_http_block_t *blocks, rng_t *r)
     x->stalled = rng_u64(r) >> 1;
     x->demoted = 5;
     x->repushed = 7;
+    x->drift_refused = 13;
     x->ckpt_saved = 11;
     x->ckpt_failed = 2;
     snprintf(blocks[0].layer, sizeof blocks[0].layer, "fc1");
@@ -90,6 +91,7 @@ START_TEST(test_ps_http_format) {
     s_has(t, line);
     s_has(t, "# TYPE kfac_workers_demoted_total counter\nkfac_workers_demoted_total 5\n");
     s_has(t, "# TYPE kfac_grads_repushed_total counter\nkfac_grads_repushed_total 7\n");
+    s_has(t, "# TYPE kfac_grads_drift_refused_total counter\nkfac_grads_drift_refused_total 13\n");
     s_has(t, "# TYPE kfac_checkpoints_total counter\nkfac_checkpoints_total 11\n");
     s_has(t, "# TYPE kfac_checkpoints_failed_total counter\nkfac_checkpoints_failed_total 2\n");
     s_has(t, "kfac_inverse_age_steps{layer=\"fc1\",factor=\"0\"} -1\n");

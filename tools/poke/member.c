@@ -345,8 +345,8 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
     if (strcmp(kind, "fast-worker") == 0) return poke_fast_worker(sock, c, r);
     if (strcmp(kind, "examples") && strcmp(kind, "huge") && strcmp(kind, "nan") && strcmp(kind, "stall") &&
         strcmp(kind, "hello") && strcmp(kind, "negvar") && strcmp(kind, "bnhuge") && strcmp(kind, "alternate") && strcmp(kind, "flood") && strcmp(kind, "stats") &&
-        strcmp(kind, "scaled") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
-        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, stall, hello, alternate, flood, stats, "
+        strcmp(kind, "scaled") && strcmp(kind, "bias") && strcmp(kind, "gradstats") && strcmp(kind, "rejoin")) {
+        fprintf(stderr, "kfac-poke: --member_kind must be examples, huge, nan, scaled, bias, stall, hello, alternate, flood, stats, "
                         "gradstats, rejoin, negvar, bnhuge, inv-indefinite, inv-scaled, inv-other, inv-fail, inv-unknown or fast-worker, not "
                         "'%s'\n", kind);
         return 2;
@@ -627,6 +627,13 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
          * norm rule (each accepted one raised the median it is judged by) */
         if (strcmp(kind, "scaled") == 0)
             for (uint64_t j = 0; j < n_params; j++) g[j] = j < pm.params.n_params ? 100.0f * pm.params.params[j] : 0.0f;
+        /* bias: -bias x the parameters, every round: a small step in the
+         * same direction each time (the weights grow), inside every norm
+         * bound */
+        const int bias = strcmp(kind, "bias") == 0;
+        if (bias)
+            for (uint64_t j = 0; j < n_params; j++)
+                g[j] = j < pm.params.n_params ? (float)(-c->bias) * pm.params.params[j] : 0.0f;
         msg_clear(&pm);
         if (alternate && i % 2 == 1) { /* this round: nothing but heartbeats */
             msg_t x;
@@ -634,7 +641,7 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
             stalls++;
             continue;
         }
-        if (strcmp(kind, "scaled") != 0)
+        if (strcmp(kind, "scaled") != 0 && !bias)
             for (uint64_t j = 0; j < n_params; j++) g[j] = strcmp(kind, "huge") == 0 ? 3e38f : 0.01f * (float)rng_normal(r);
         if (strcmp(kind, "nan") == 0 && n_params > 1) {
             g[rng_below(r, (uint32_t)n_params)] = NAN;
@@ -643,7 +650,7 @@ int poke_member(void *sock, const poke_cfg_t *c, rng_t *r) {
         msg_init(&m, MSG_GRAD_PUSH, MSG_ROLE_WORKER, (uint32_t)c->member_id);
         m.grad_push.version = v;
         m.grad_push.loss = 2.3;
-        m.grad_push.n_examples = strcmp(kind, "examples") == 0 ? 1000000 : 1;
+        m.grad_push.n_examples = strcmp(kind, "examples") == 0 ? 1000000 : bias ? (uint64_t)c->bias_examples : 1;
         m.grad_push.grad = g;
         m.grad_push.n_grad = n_params;
         m.grad_push.state = st;

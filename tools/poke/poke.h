@@ -23,6 +23,8 @@ typedef struct poke_cfg {
     int large_bytes;
     int member_id;
     char *member_kind;
+    double bias;        /* --member_kind bias: each push is -bias x the parameters it was sent */
+    int bias_examples;  /* ... claiming this many examples (the honest batch: an equal share of the mean) */
     char *host; /* the hostile member's Hello.host ("": this host's name) */
     char *client_secret_key, *client_public_key, *server_public_key; /* CURVE (docs/security.md) */
 } poke_cfg_t;

@@ -1,0 +1,170 @@
+/* ps/drift.c — see drift.h. */
+#include "ps/drift.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kfac/kfac_lowrank.h"
+
+typedef struct s_member {
+    int used;
+    msg_role_t role;
+    uint32_t id;
+    char key[64];
+    uint64_t judged_at;  /* the table's judgement count when it was last judged (for replacement) */
+    float *m;            /* (n_params) running mean of its pushes */
+    int has_m;
+    int n;               /* e values seen */
+    int n_judged;
+    double mu, s2, gbar;
+    int refusing;
+} s_member_t;
+
+struct ps_drift {
+    size_t n_params;
+    float *dense;        /* (n_params) scratch: the push densified */
+    uint64_t n_judged;
+    s_member_t v[PS_DRIFT_MAX];
+};
+
+ps_drift_t *ps_drift_new(size_t n_params) {
+    ps_drift_t *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->n_params = n_params;
+    if (!(d->dense = malloc((n_params ? n_params : 1) * sizeof(float)))) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void ps_drift_free(ps_drift_t **d_p) {
+    if (!d_p || !*d_p) return;
+    ps_drift_t *d = *d_p;
+    *d_p = NULL;
+    for (int i = 0; i < PS_DRIFT_MAX; i++) free(d->v[i].m);
+    free(d->dense);
+    free(d);
+}
+
+/* The member's record: found, or a free slot, or the one judged longest
+ * ago (its history forgotten). NULL when out of memory. */
+static s_member_t *s_member(ps_drift_t *d, msg_role_t role, uint32_t id, const char *key) {
+    const char *k = key ? key : "";
+    s_member_t *free_slot = NULL, *oldest = NULL;
+    for (int i = 0; i < PS_DRIFT_MAX; i++) {
+        s_member_t *x = &d->v[i];
+        if (!x->used) {
+            if (!free_slot) free_slot = x;
+            continue;
+        }
+        if (x->role == role && x->id == id && strncmp(x->key, k, sizeof x->key) == 0) return x;
+        if (!oldest || x->judged_at < oldest->judged_at) oldest = x;
+    }
+    s_member_t *x = free_slot ? free_slot : oldest;
+    float *m = x->m;
+    memset(x, 0, sizeof *x);
+    if (!m && !(m = malloc((d->n_params ? d->n_params : 1) * sizeof(float)))) return NULL;
+    x->m = m;
+    x->used = 1;
+    x->role = role;
+    x->id = id;
+    strncpy(x->key, k, sizeof x->key - 1);
+    return x;
+}
+
+int ps_drift_judge_dense(ps_drift_t *d, msg_role_t role, uint32_t id, const char *key, const float *g,
+                         const float *v, double z_max, ps_drift_verdict_t *out) {
+    memset(out, 0, sizeof *out);
+    s_member_t *x = s_member(d, role, id, key);
+    if (!x) return -ENOMEM;
+    const size_t n = d->n_params;
+    x->judged_at = ++d->n_judged;
+    x->n_judged++;
+    double g2 = 0.0;
+    for (size_t i = 0; i < n; i++) g2 += (double)g[i] * g[i];
+    const double gn = sqrt(g2);
+    out->g_norm = gn;
+    out->n_judged = x->n_judged;
+    if (x->has_m) {
+        /* e = <g - v, u>, u = m / ||m|| */
+        double gm = 0.0, vm = 0.0, mm = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            gm += (double)g[i] * x->m[i];
+            vm += (double)v[i] * x->m[i];
+            mm += (double)x->m[i] * x->m[i];
+        }
+        if (mm > 0.0) {
+            const double e = (gm - vm) / sqrt(mm);
+            x->n++;
+            const double w = 1.0 / x->n > PS_DRIFT_ALPHA ? 1.0 / x->n : PS_DRIFT_ALPHA;
+            if (x->n == 1) {
+                x->mu = e;
+                x->s2 = 0.0;
+                x->gbar = gn;
+            } else {
+                /* running mean and variance with weight w (West's update) */
+                const double diff = e - x->mu;
+                x->mu += w * diff;
+                x->s2 = (1.0 - w) * (x->s2 + w * diff * diff);
+                x->gbar += w * (gn - x->gbar);
+            }
+            const double floor = PS_DRIFT_FLOOR * x->gbar;
+            const double var = x->s2 * PS_DRIFT_ALPHA / (2.0 - PS_DRIFT_ALPHA) + floor * floor;
+            out->e = e;
+            out->mu = x->mu;
+            out->z = var > 0.0 ? x->mu / sqrt(var) : 0.0;
+        }
+    }
+    out->refuse = x->n_judged >= PS_DRIFT_MIN_PUSHES && out->z > z_max;
+    x->refusing = out->refuse;
+    /* m <- beta m + (1 - beta) g; the first push: m = g */
+    if (!x->has_m) {
+        memcpy(x->m, g, n * sizeof(float));
+        x->has_m = 1;
+    } else {
+        const float b = (float)PS_DRIFT_BETA, a = 1.0f - b;
+        for (size_t i = 0; i < n; i++) x->m[i] = b * x->m[i] + a * g[i];
+    }
+    return 0;
+}
+
+/* g (a GradPush's gradient) as a dense arena into out (n_params floats):
+ * the dense runs copied, each factored layer's weights densified as D^T X.
+ * Returns 0 or -EINVAL when the lengths do not fit net. */
+static int s_densify(const net_t *net, const msg_grad_push_t *g, float *out) {
+    size_t at = 0, from = 0;
+    for (size_t i = 0; i < g->n_lowrank; i++) {
+        const msg_lowrank_t *f = &g->lowrank[i];
+        if (f->layer >= (uint32_t)net->n_layers) return -EINVAL;
+        const layer_t *l = &net->layers[f->layer];
+        const int in = l->in_c * l->in_h * l->in_w;
+        if (l->w_off < from || at + (l->w_off - from) > g->n_grad || f->n_d != (size_t)f->n_rows * (size_t)l->out ||
+            f->n_x != (size_t)f->n_rows * (size_t)in || (size_t)l->out * (size_t)in != l->n_w)
+            return -EINVAL;
+        memcpy(out + from, g->grad + at, (l->w_off - from) * sizeof(float));
+        at += l->w_off - from;
+        kfac_lowrank_t view = {.layer = (int)f->layer, .n_out = l->out, .n_in = in, .w_off = l->w_off,
+                               .n_rows = (int)f->n_rows, .D = f->d, .X = f->x};
+        kfac_lowrank_densify(&view, out + l->w_off, 0.0f); /* W (out, in) = D^T X */
+        from = l->w_off + l->n_w;
+    }
+    if (from > net->n_params || g->n_grad - at != net->n_params - from) return -EINVAL;
+    memcpy(out + from, g->grad + at, (net->n_params - from) * sizeof(float));
+    return 0;
+}
+
+int ps_drift_judge(ps_drift_t *d, const net_t *net, msg_role_t role, uint32_t id, const char *key,
+                   const msg_grad_push_t *g, const float *v, double z_max, ps_drift_verdict_t *out) {
+    memset(out, 0, sizeof *out);
+    if (net->n_params != d->n_params || s_densify(net, g, d->dense) < 0) return -EINVAL;
+    return ps_drift_judge_dense(d, role, id, key, d->dense, v, z_max, out);
+}
+
+int ps_drift_refusing(const ps_drift_t *d) {
+    int n = 0;
+    for (int i = 0; d && i < PS_DRIFT_MAX; i++) n += d->v[i].used && d->v[i].refusing;
+    return n;
+}

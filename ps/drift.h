@@ -1,0 +1,100 @@
+/* ps/drift.h — the verdict on a worker's gradient against kfac-ps's own
+ * reference gradient (ps/heldout.h), from the member's history: does the
+ * member keep pushing along a direction of its own that the reference does
+ * not share?
+ *
+ * Why from the history: a small consistent bias ("a little is enough",
+ * Baruch et al. 2019: every round -c x the parameters) is far below the
+ * noise of one batch's gradient. Measured on the demo model: an honest
+ * batch-64 gradient's cosine with a 256-example reference is 0 +- 0.25, the
+ * hostile one's -0.006; the norms and the cosine of any single push (Zeno++'s
+ * score) do not tell them apart. What does: the hostile member's pushes
+ * agree with each other (its push against its own running mean direction:
+ * cosine 1.0; an honest member's: 0.0-0.06), and the reference does not
+ * agree with them. Zeno++'s idea (a reference the members cannot touch)
+ * applied to the momentum of each member (Karimireddy, He and Jaggi, ICML
+ * 2021: a bias that hides in one step's noise shows in the running mean).
+ *
+ * The statistic, per member i (every judged push g of it, dense, n_params):
+ *   u   = m_i / ||m_i||            m_i: the running mean of i's pushes
+ *                                  (m_i <- beta m_i + (1 - beta) g after each
+ *                                  judgement, beta = PS_DRIFT_BETA)
+ *   e   = <g, u> - <v, u>          v: the reference; honest: E e = 0 (g and
+ *                                  v estimate the same gradient, and g's
+ *                                  batch is fresh, independent of u)
+ *   mu, s2: running mean and variance of e (weight max(alpha, 1/n), alpha =
+ *   PS_DRIFT_ALPHA); gbar: running mean of ||g||
+ *   z   = mu / sqrt(s2 alpha / (2 - alpha) + (PS_DRIFT_FLOOR gbar)^2)
+ * The first term is the variance of the running mean of e; the floor keeps a
+ * member whose pushes barely vary (a full-batch worker) from being judged
+ * on a difference far below its gradient's own length: a member that pushes
+ * the same vector every round, unshared by the reference, has z near
+ * 1 / PS_DRIFT_FLOOR = 10. A push is refused when the member has been
+ * judged at least PS_DRIFT_MIN_PUSHES times and z > [ps] drift_z. Every
+ * judged push updates the history, refused or not: a member refused by
+ * chance is admitted again as its mean decays, one that keeps its bias
+ * stays refused.
+ *
+ * What it does not catch: a member whose bias is hidden in noise of an
+ * honest gradient's size is found only once its running mean shows it
+ * (about (noise / bias)^2 rounds, like any test of a mean); a member that
+ * comes back under a new member id starts a new history (docs/security.md).
+ *
+ * Members are kept by identity (role, member id, CURVE key: ps/ident.h), at
+ * most PS_DRIFT_MAX; a new one replaces the one judged longest ago. Memory:
+ * n_params floats per member kept, plus one scratch gradient.
+ *
+ * Decisions only: no I/O, no clock; ps/round_push.c refuses, logs and
+ * counts. Thread: the loop thread. Unit-tested in tests/ps/test_ps_drift.c.
+ * float32 vectors, sums in double.
+ */
+#ifndef KFAC_PS_DRIFT_H
+#define KFAC_PS_DRIFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/nn/nn.h"
+#include "proto/msg.h"
+
+#define PS_DRIFT_BETA 0.9        /* the running mean direction of a member's pushes */
+#define PS_DRIFT_ALPHA 0.1       /* the running mean and variance of e */
+#define PS_DRIFT_FLOOR 0.1       /* the noise floor, a fraction of the member's gradient norm */
+#define PS_DRIFT_MIN_PUSHES 10   /* judged pushes before a member may be refused */
+#define PS_DRIFT_MAX 64          /* members kept */
+
+typedef struct ps_drift ps_drift_t;
+
+/* What ps_drift_judge found. */
+typedef struct ps_drift_verdict {
+    int refuse;       /* 1: refuse the push */
+    double z;         /* the member's statistic after this push (0 while it has no direction yet) */
+    double mu;        /* running mean of e */
+    double e;         /* this push's e */
+    double g_norm;    /* ||g|| */
+    int n_judged;     /* pushes of this member judged, this one included */
+} ps_drift_verdict_t;
+
+/* For gradients of n_params floats. NULL when out of memory. ps_drift_free
+ * NULLs the pointer and accepts NULL. */
+ps_drift_t *ps_drift_new(size_t n_params);
+void ps_drift_free(ps_drift_t **d_p);
+
+/* The push g of the member (role, id, key: its identity, key "" without
+ * CURVE) against the reference v (n_params floats, borrowed), with [ps]
+ * drift_z = z_max: updates the member's history and fills *out. g is a
+ * GradPush's gradient (proto/kfac.proto: the factored layers' weights as
+ * D^T X rows), densified with net's shapes (borrowed). Returns 0, -EINVAL
+ * when g does not fit net (checked before by the wire rules), -ENOMEM. */
+int ps_drift_judge(ps_drift_t *d, const net_t *net, msg_role_t role, uint32_t id, const char *key,
+                   const msg_grad_push_t *g, const float *v, double z_max, ps_drift_verdict_t *out);
+
+/* The same on a dense gradient g (n_params floats): the unit's core, for
+ * the tests. */
+int ps_drift_judge_dense(ps_drift_t *d, msg_role_t role, uint32_t id, const char *key, const float *g,
+                         const float *v, double z_max, ps_drift_verdict_t *out);
+
+/* Members whose pushes are being refused now (their last verdict). */
+int ps_drift_refusing(const ps_drift_t *d);
+
+#endif
