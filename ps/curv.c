@@ -310,6 +310,13 @@ void ps_curv_lock(ps_curv_t *c) {
     if (c) uv_mutex_lock(&c->mu);
 }
 
+void ps_curv_lock_all(ps_curv_t *c) {
+    if (!c) return;
+    uv_mutex_lock(&c->mu);
+    /* the fold thread takes the mutex to fold, and signals after each */
+    while (c->folds_done < c->folds_submitted && !c->closing) uv_cond_wait(&c->fold_cv, &c->mu);
+}
+
 void ps_curv_unlock(ps_curv_t *c) {
     if (c) uv_mutex_unlock(&c->mu);
 }

@@ -121,6 +121,9 @@ void ps_curv_release(ps_curv_t *c, ps_curv_task_t *t);
 /* The loop's exclusive access to the curvature state (checkpoints; the
  * statistics guard of a GradPush): waits for the task running, if any. */
 void ps_curv_lock(ps_curv_t *c);
+/* The same after every fold submitted so far has run (a checkpoint: the
+ * factors it writes are those of the round it records as folded). */
+void ps_curv_lock_all(ps_curv_t *c);
 void ps_curv_unlock(ps_curv_t *c);
 
 /* Tasks submitted and not yet come back. */

@@ -99,8 +99,10 @@ int ps_persist_save(ps_server_t *s, const char *why) {
     char err[1200] = "", path[4200] = "";
     double t0 = clock_now_ms();
     /* the factors, their versions and the guard's histories are the
-     * curvature thread's: encoded while no task runs */
-    ps_curv_lock(s->curv);
+     * curvature threads': encoded once every fold submitted has run (the
+     * round may already count its statistics as folded) and while none
+     * runs */
+    ps_curv_lock_all(s->curv);
     int rc = ps_ckpt_encode(&st, &buf, &len, err, sizeof err);
     ps_curv_unlock(s->curv);
     if (rc == 0) rc = ps_ckpt_write_file(s->persist->dir, (uint64_t)ps_round_version(s->round), buf, len, path, sizeof path, err, sizeof err);
