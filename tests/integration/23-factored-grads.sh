@@ -4,7 +4,7 @@
 # connected gradients"), end to end: the MNIST MLP at batch 16 per worker,
 # whose fc1 (784 -> 256) and fc2 (256 -> 128) pass the worker's shape rule
 # (4 b (in + out) <= in out) and fc3 (128 -> 10) does not, trained by
-# deploy/kfac-launch (2 kfac-worker, 1 kfac-statsd, 2 kfac-invertd) for 200
+# deploy/kfac-launch (2 kfac-worker, 1 kfac-statsd, 2 kfac-invertd) for 300
 # steps twice with the same seed: as the shapes choose, and with every
 # gradient dense (KFAC_DENSE_GRADS=1 in the workers' environment). Passes
 # when both runs end cleanly with all steps, the first run's workers said
@@ -15,15 +15,15 @@
 # of the dense run's.
 . tests/integration/harness.inc
 h_init 23-factored-grads
-ACC=0.90   # the MLP at this budget reaches ~0.93-0.94 either way
+ACC=0.90   # the MLP at this budget: 0.91-0.93 either way (at 200 steps 0.893-0.915, too close)
 DROP=0.02
 for arm in factored dense; do
   port=$(h_port) || exit 1
   cat >"$H_DIR/$arm.ini" <<EOF2
 [run]
 seed = 5
-steps = 200
-eval_every = 200
+steps = 300
+eval_every = 300
 eval_n = 2000
 out_dir = $H_DIR/$arm
 [model]
@@ -52,7 +52,7 @@ EOF2
   st=$H_STATUS
   [ "$st" = 0 ] || h_fail "$arm: kfac-launch exited with status $st (124: still running after 200 s)"
   rows=$(awk 'NR > 1' "$H_DIR/$arm/steps.csv" | wc -l)
-  [ "$rows" -eq 200 ] || h_fail "$arm: steps.csv has $rows steps, expected 200"
+  [ "$rows" -eq 300 ] || h_fail "$arm: steps.csv has $rows steps, expected 300"
 done
 logs=$H_DIR/factored/logs
 for l in fc1 fc2; do
@@ -62,7 +62,7 @@ done
 ! grep -q "layer fc3 .*goes factored" "$logs"/worker-*.log || h_fail "factored: fc3 (128 -> 10) went factored"
 grep -q "gradients pushed (.*, 0 with factored layers)" "$logs"/worker-*.log &&
   h_fail "factored: a worker pushed no factored gradient"
-summary=$(grep "done: 200 steps" "$logs/ps.log") || h_fail "factored: no summary line in ps.log"
+summary=$(grep "done: 300 steps" "$logs/ps.log") || h_fail "factored: no summary line in ps.log"
 nf=$(echo "$summary" | sed -n 's/.*layer updates in factored form \([0-9]*\).*/\1/p')
 h_ge "${nf:-0}" 100 || h_fail "factored: ${nf:-0} layer updates in factored form (expected >= 100: 2 layers x steps with inverses)"
 echo "$summary" | grep -q ", rejected 0" || h_fail "factored: kfac-ps rejected messages: $summary"
