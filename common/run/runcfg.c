@@ -182,9 +182,10 @@ static const config_option_t s_table[] = {
     O("ps", "grad_clip_ratio", OPT_DOUBLE, grad_clip_ratio, "20", 0, 1e30,
       "a layer's gradient whose norm is more than this many times the median of that layer's last 32 is scaled "
       "down to it (0: off)"),
-    O("ps", "heldout_n", OPT_INT, heldout_n, "256", 0, 65536,
+    O("ps", "heldout_n", OPT_INT, heldout_n, "0", 0, 65536,
       "examples of the training split (its last ones) on which kfac-ps computes its own reference gradient, "
-      "which every worker's gradients are judged against (heldout_z; 0: no reference, no check)"),
+      "which every worker's gradients are judged against (heldout_z; 0, the default: no reference, no check; "
+      "256 is the size measured in docs/security.md)"),
     O("ps", "heldout_every", OPT_INT, heldout_every, "4", 1, 1000000,
       "versions between two reference gradients (each computed beside the step, at the evaluation's priority)"),
     O("ps", "heldout_z", OPT_DOUBLE, heldout_z, "5", 0, 1e30,

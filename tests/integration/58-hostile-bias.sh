@@ -147,7 +147,7 @@ grep -q "gradients pushed" "$H_DIR/undefended-bias.log" || h_fail "undefended: t
 h_ge "$U_LOSS" "$(awk -v l="$C_LOSS" -v b="$BITE" 'BEGIN { print l * b }')" ||
   h_fail "undefended: test loss $U_LOSS is less than $BITE x the clean $C_LOSS: the attack did not bite, so this test shows nothing"
 
-run defended 1
+run defended 1 --ps.heldout_n 256
 D_ACC=$ACC D_PACC=$PACC D_LOSS=$LOSS
 n=$(metric kfac_grads_drift_refused_total)
 echo "58-hostile-bias: defended: test accuracy $ACC (Polyak $PACC), test loss $LOSS at step $STEPS; kfac_grads_drift_refused_total ${n:-?}"

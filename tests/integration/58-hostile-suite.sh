@@ -61,6 +61,7 @@ SLACK_RAW=0.02    # the same for the raw parameters' accuracy (noisier, below)
 # KFAC_HOSTILE_ATTACKS: the attacks to run (default all; the clean runs
 # always run), e.g. KFAC_HOSTILE_ATTACKS="stats slow" to look at two
 ATTACKS=${KFAC_HOSTILE_ATTACKS:-inverses scaled bias poison flood id stats slow}
+PS_EXTRA="" # options of kfac-ps for the next cluster
 want() { case " $ATTACKS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 POKES=""
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
@@ -127,7 +128,7 @@ bind = $EP
 metrics = $MET
 progress_every = 100
 EOF2
-  h_start "$1-ps" "$BUILD/kfac-ps" --config "$D/run.ini"
+  h_start "$1-ps" "$BUILD/kfac-ps" --config "$D/run.ini" $PS_EXTRA
   PS_PID=$H_PID
   # kfac-ps's peak resident memory (VmHWM), kept while it runs
   (while kill -0 "$PS_PID" 2>/dev/null; do
@@ -285,7 +286,9 @@ fi
 if want bias; then
 # bias: -0.02 x the parameters every round, a batch's examples: the mean
 # of two workers moves the same way each step, and every norm rule passes
+PS_EXTRA="--ps.heldout_n 256" # the reference gradient, off by default
 cluster bias "$STEPS"
+PS_EXTRA=""
 wait_steps bias "$JOIN"
 poke bias --member_id 49 --member_kind bias --bias 0.02 --bias_examples 64 --count 80 --wait_ms 5000
 finish bias "$STEPS"
