@@ -3,7 +3,11 @@
 # (the Levenberg-Marquardt rule) and [kfac] inverse_age_damping together. A
 # K-FAC cluster (kfac-ps, 2 workers, 1 statsd, 1 invertd whose inverses are
 # held back 50 ms, so they age) runs STEPS steps of the MNIST MLP with
-# damping 0.01 in [0.001, 1], decisions every 5 steps. Passes when:
+# damping 0.01 in [0.001, 1], decisions every 5 steps. A step waits for
+# inverses at most 30 versions old ([kfac] max_inverse_staleness), so
+# inverses are installed however slowly the daemons run beside other load
+# (without it, 150 steps ran past a busy statsd with one install). Passes
+# when:
 #  - steps.csv's damping column starts at [kfac] damping, stays within the
 #    bounds, and changes: every change is one decision's factor
 #    0.95^5 (or its inverse) or stops at a bound;
@@ -37,6 +41,7 @@ damping_max = 1
 damping_interval = 5
 damping_decay = 0.95
 inverse_age_damping = 0.05
+max_inverse_staleness = 30
 [cluster]
 workers = 2
 statsd = 1

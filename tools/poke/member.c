@@ -316,7 +316,14 @@ static int s_member_invertd(void *sock, const poke_cfg_t *c, rng_t *r) {
         m.job_result.compute_ms = 1.0;
         m.job_result.inverse = packed;
         m.job_result.n_inverse = kfac_linalg_packed_len(n);
-        if (s_send_msg(sock, &m) == 0) answered++;
+        if (s_send_msg(sock, &m) == 0) {
+            answered++;
+            if (flip && n >= 64) { /* the job ids a test looks for in kfac-ps's log: none may be installed */
+                printf("flipped job %" PRIu64 " (layer %u factor %u, n %d)\n", job.job.job_id, job.job.layer,
+                       job.job.factor, n);
+                fflush(stdout);
+            }
+        }
         free(F); free(H); free(packed); kfac_inverse_free(&inv); msg_clear(&job);
     }
     if (!shut) { /* collect what comes back: an error per result, and the shutdown */
