@@ -65,6 +65,7 @@ typedef struct ps_curv_task {
     uint64_t job_id;           /* CUT, CHECK, FORGET */
     long version;              /* FOLD: the statistics' version; CUT: out, the factor version cut; CHECK: the job's */
     int guard;                 /* FOLD: judge by the statistics guard first (a statistics worker's push) */
+    int current;               /* CHECK: the result answers the block's job in flight (0: a late one) */
     double lambda;             /* CUT: the damping in force when it was asked for */
     float damping;             /* CUT: out, the block's damping; CHECK: in, the damping the result used */
     msg_t msg;                 /* FOLD (StatsPush) and CHECK (JobResult): the message, owned */

@@ -29,55 +29,19 @@ struct ps_jobs {
     uint64_t next_id;              /* the next job's id */
     uint64_t wait_seq;             /* the last daemon's place in the queue for work */
     ratelimit_t rl_job;            /* lines about refused jobs and results */
-    int n_blocks;
-    /* the damping each job was cut with, PS_VERIFY_RING per block as the
-     * probes are (the curvature thread keeps those) */
-    uint64_t *cut_id;              /* (n_blocks * PS_VERIFY_RING) */
-    float *cut_damping;            /* (n_blocks * PS_VERIFY_RING) */
-    int *cut_next;                 /* (n_blocks) */
 };
 
-ps_jobs_t *ps_jobs_new(const kfac_opt_t *kfac, uint64_t seed) {
-    (void)seed; /* the probes are drawn on the curvature thread (ps/curv.h) */
+ps_jobs_t *ps_jobs_new(void) {
     ps_jobs_t *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->next_id = 1;
-    if (!kfac) return j;
-    const size_t nb = (size_t)(kfac->n_blocks ? kfac->n_blocks : 1);
-    j->n_blocks = kfac->n_blocks;
-    j->cut_id = calloc(nb * PS_VERIFY_RING, sizeof *j->cut_id);
-    j->cut_damping = calloc(nb * PS_VERIFY_RING, sizeof *j->cut_damping);
-    j->cut_next = calloc(nb, sizeof *j->cut_next);
-    if (!j->cut_id || !j->cut_damping || !j->cut_next) goto fail;
     return j;
-fail:
-    ps_jobs_free(&j);
-    return NULL;
-}
-
-/* Job `id` of block b was cut with damping d. */
-static void s_cut_record(ps_jobs_t *j, int b, uint64_t id, float d) {
-    int k = b * PS_VERIFY_RING + j->cut_next[b];
-    j->cut_id[k] = id;
-    j->cut_damping[k] = d;
-    j->cut_next[b] = (j->cut_next[b] + 1) % PS_VERIFY_RING;
-}
-
-/* The damping job `id` of block b was cut with; -1 when unknown. */
-static float s_cut_damping(const ps_jobs_t *j, int b, uint64_t id) {
-    if (id == 0 || b < 0 || b >= j->n_blocks) return -1.0f;
-    for (int i = 0; i < PS_VERIFY_RING; i++)
-        if (j->cut_id[b * PS_VERIFY_RING + i] == id) return j->cut_damping[b * PS_VERIFY_RING + i];
-    return -1.0f;
 }
 
 void ps_jobs_free(ps_jobs_t **j_p) {
     if (!j_p || !*j_p) return;
     ps_jobs_t *j = *j_p;
     *j_p = NULL;
-    free(j->cut_id);
-    free(j->cut_damping);
-    free(j->cut_next);
     free(j);
 }
 
@@ -172,8 +136,7 @@ void ps_jobs_cut_done(ps_server_t *s, ps_curv_task_t *t) {
         ps_jobs_dispatch(s);
         return;
     }
-    ps_sched_recut(sb, t->job_id, t->version);
-    s_cut_record(s->jobs, b, t->job_id, t->damping);
+    ps_sched_recut(sb, t->job_id, t->version, t->damping);
     msg_t m;
     msg_init(&m, MSG_JOB, MSG_ROLE_PS, 0);
     m.job.job_id = t->job_id;
@@ -336,8 +299,9 @@ void ps_jobs_result(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     }
     ps_sched_block_t *sb = &ps_sched_blocks(s->sched)[b];
     long version = -1;
-    int cur = ps_sched_result(sb, r->job_id, p->id, &version);
-    const float job_d = cur >= 0 ? s_cut_damping(s->jobs, b, r->job_id) : -1.0f;
+    float job_d = -1.0f;
+    int cur = ps_sched_result(sb, r->job_id, p->id, &version, &job_d);
+    if (cur < 0) job_d = -1.0f;
     float d_used = job_d;
     char why[700] = "";
     ps_sched_result_t verdict =
@@ -420,7 +384,7 @@ void ps_jobs_result(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     t->version = version;
     t->damping = d_used;
     t->inv = holder;
-    t->guard = cur; /* 1: the job in flight, 0: a late one */
+    t->current = cur;
     msg_take(&t->msg, m);
     if (ps_curv_submit(s->curv, t) < 0) {
         ps_curv_release(s->curv, t);
@@ -468,7 +432,7 @@ void ps_jobs_check_done(ps_server_t *s, ps_curv_task_t *t) {
         ps_counters_bump(&s->ctr, PS_CTR_IGNORED_OLD);
     }
     log_debug("%s: job %" PRIu64 " (layer %u factor %u, version %ld, %.1f ms)%s%s", name, t->job_id, r->layer,
-              r->factor, t->version, r->compute_ms, t->guard ? "" : " (late)",
+              r->factor, t->version, r->compute_ms, t->current ? "" : " (late)",
               rc == 0 ? " installed" : " older than the inverse held: ignored");
     if (p) {
         ps_peer_accepted(p);

@@ -6,11 +6,12 @@
 
 #include "ps/server_int.h"
 
-/* ps/jobs.c: the jobs' state for kfac (NULL: sgd, ids only): the damping
- * of each job in flight (the curvature thread keeps the probes, ps/curv.h;
- * seed is not used), the first job gets id 1. NULL when out of memory. ps_jobs_free
- * NULLs the pointer and accepts NULL. */
-ps_jobs_t *ps_jobs_new(const kfac_opt_t *kfac, uint64_t seed);
+/* ps/jobs.c: the jobs' own state: the next id (the first job gets id 1),
+ * the queue of daemons waiting for work, the log's rate limit (what each
+ * job in flight was cut from and with is the scheduler's, ps/sched.h; the
+ * probes are the curvature thread's, ps/curv.h). NULL when out of memory.
+ * ps_jobs_free NULLs the pointer and accepts NULL. */
+ps_jobs_t *ps_jobs_new(void);
 void ps_jobs_free(ps_jobs_t **j_p);
 /* ps/jobs.c: the id the next job gets; ids go on from at least next_id
  * (a resume: ids are never handed out twice in a run). */

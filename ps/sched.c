@@ -31,11 +31,17 @@ void ps_sched_checking(ps_sched_block_t *b, long version) {
 
 void ps_sched_checked(ps_sched_block_t *b) { b->checking_version = -1; }
 
-void ps_sched_recut(ps_sched_block_t *b, uint64_t id, long version) {
+void ps_sched_recut(ps_sched_block_t *b, uint64_t id, long version, float damping) {
     if (id == 0) return;
-    if (b->cur.id == id) b->cur.version = version;
+    if (b->cur.id == id) {
+        b->cur.version = version;
+        b->cur.damping = damping;
+    }
     for (int i = 0; i < PS_SCHED_RECENT; i++)
-        if (b->recent[i].id == id) b->recent[i].version = version;
+        if (b->recent[i].id == id) {
+            b->recent[i].version = version;
+            b->recent[i].damping = damping;
+        }
 }
 
 void ps_sched_unassign(ps_sched_block_t *b, uint64_t id) {
@@ -101,19 +107,20 @@ int ps_sched_pick_for(const ps_sched_block_t *blocks, int n_blocks, ps_sched_pol
 }
 
 void ps_sched_assign(ps_sched_block_t *b, uint64_t id, long version, uint32_t owner, double now_ms) {
-    ps_sched_job_t j = {.id = id, .version = version, .owner = owner, .start_ms = now_ms};
+    ps_sched_job_t j = {.id = id, .version = version, .owner = owner, .start_ms = now_ms, .damping = -1.0f};
     b->cur = j;
     b->recent[b->recent_next] = j;
     b->recent_next = (b->recent_next + 1) % PS_SCHED_RECENT;
     b->due = 0;
 }
 
-int ps_sched_result(ps_sched_block_t *b, uint64_t id, uint32_t owner, long *version) {
+int ps_sched_result(ps_sched_block_t *b, uint64_t id, uint32_t owner, long *version, float *damping) {
     if (id == 0) return -ENOENT;
     for (int i = 0; i < PS_SCHED_RECENT; i++) {
         if (b->recent[i].id != id) continue;
         if (b->recent[i].owner != owner) return -EPERM; /* not this daemon's job: kept for its owner */
         *version = b->recent[i].version;
+        if (damping) *damping = b->recent[i].damping;
         b->recent[i].id = 0;
         if (b->cur.id == id) {
             memset(&b->cur, 0, sizeof b->cur);

@@ -64,6 +64,7 @@ typedef struct ps_sched_job {
     long version;       /* factor version the job was cut from */
     uint32_t owner;     /* daemon's assigned id */
     double start_ms;    /* when handed out */
+    float damping;      /* the damping it was cut with (-1: not cut yet) */
 } ps_sched_job_t;
 
 typedef struct ps_sched_block {
@@ -93,9 +94,9 @@ void ps_sched_block_init(ps_sched_block_t *b, int n);
 void ps_sched_checking(ps_sched_block_t *b, long version);
 void ps_sched_checked(ps_sched_block_t *b);
 
-/* Job `id`, assigned before its factor was cut, was cut from `version`:
- * the assignment and the ring say so. */
-void ps_sched_recut(ps_sched_block_t *b, uint64_t id, long version);
+/* Job `id`, assigned before its factor was cut, was cut from `version`
+ * with `damping`: the assignment and the ring say so. */
+void ps_sched_recut(ps_sched_block_t *b, uint64_t id, long version, float damping);
 
 /* Job `id` was never sent (its cut failed or its daemon left): it is
  * forgotten, and the block is free when it was the one in flight. */
@@ -138,9 +139,10 @@ void ps_sched_assign(ps_sched_block_t *b, uint64_t id, long version, uint32_t ow
  * it out or it was answered already, -EPERM when the job went to another
  * daemon (it stays matchable for that one: job ids are sequential, so one
  * daemon could otherwise answer, or cancel, any daemon's job). On 0 or 1
- * *version receives the version the job was cut from and the job is
+ * *version receives the version the job was cut from, *damping (when not
+ * NULL) the damping it was cut with (-1: never cut), and the job is
  * forgotten (a second result for it gets -ENOENT). */
-int ps_sched_result(ps_sched_block_t *b, uint64_t id, uint32_t owner, long *version);
+int ps_sched_result(ps_sched_block_t *b, uint64_t id, uint32_t owner, long *version, float *damping);
 
 /* The inverse from `version` was installed: inv_version = max(inv_version,
  * version). */

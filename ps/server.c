@@ -440,7 +440,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     if (!(s->damping = ps_damping_new(c, err, err_len))) return -EINVAL;
     ps_round_state_set_age_weight(s->round, c->gradient_age_weight);
     ps_round_schedule(s);
-    if (!(s->jobs = ps_jobs_new(s->model.kfac, (uint64_t)c->seed ^ clock_now_ns()))) goto oom;
+    if (!(s->jobs = ps_jobs_new())) goto oom;
     if (!(s->config_text = runcfg_shared_text(c))) goto oom;
     return 0;
 oom:

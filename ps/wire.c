@@ -108,17 +108,3 @@ int ps_wire_result_load(const msg_job_result_t *r, int n, float damping, float *
     return 0;
 }
 
-kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float damping, float *full, char *err,
-                                       size_t err_len) {
-    if (n < 1 || r->n != (uint32_t)n) {
-        snprintf(err, err_len, "job_result: n=%u, the block has n=%d", r->n, n);
-        return NULL;
-    }
-    kfac_inverse_t *inv = kfac_inverse_new(n);
-    if (!inv) {
-        snprintf(err, err_len, "job_result: out of memory");
-        return NULL;
-    }
-    if (ps_wire_result_load(r, n, damping, full, inv, err, err_len) < 0) kfac_inverse_free(&inv);
-    return inv;
-}

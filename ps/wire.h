@@ -43,22 +43,17 @@ void ps_wire_stats_clear(kfac_stats_t *s);
 /* Block index of (layer, factor) in k, or -1. */
 int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor);
 
-/* An inverse holder filled from a validated, successful job result r for a
- * block of dimension n: cholesky: the packed inverse unpacked (both
- * triangles); eigen: eigenvectors and eigenvalues (clamped >= 0). damping:
- * what the holder records as the damping used (the caller checks the
- * result's own against its job's; an eigen result is applied with the
- * job's). full is scratch of n*n floats. Returns the new holder (caller
- * frees with kfac_inverse_free), or NULL with the reason in err (shape
- * mismatch, non-finite, non-positive diagonal, no memory). */
-/* The same into an existing holder of dimension n (its buffers reused: no
- * allocation once they have their size). Returns 0, or a negative errno
- * with the reason in err; the holder is then not valid. */
+/* Load a validated, successful job result r for a block of dimension n
+ * into the existing holder inv of dimension n (its buffers reused: no
+ * allocation once they have their size): cholesky: the packed inverse
+ * unpacked (both triangles); eigen: eigenvectors and eigenvalues (clamped
+ * >= 0). damping: what the holder records as the damping used (the caller
+ * checks the result's own against its job's; an eigen result is applied
+ * with the job's). full is scratch of n*n floats. Returns 0, or a negative
+ * errno with the reason in err (shape mismatch, non-finite, non-positive
+ * diagonal); the holder is then not valid. */
 int ps_wire_result_load(const msg_job_result_t *r, int n, float damping, float *full, kfac_inverse_t *inv,
                         char *err, size_t err_len);
-
-kfac_inverse_t *ps_wire_result_inverse(const msg_job_result_t *r, int n, float damping, float *full, char *err,
-                                       size_t err_len);
 
 /* Wire method of an inverse method. */
 msg_method_t ps_wire_method(kfac_inv_method_t m);

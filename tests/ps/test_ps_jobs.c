@@ -98,13 +98,13 @@ START_TEST(test_ps_jobs_request_job_result_install) {
     long version = -1;
     float d = 0.0f;
     char why[200];
-    int match = ps_sched_result(&bl[b], id, other, &version);
+    int match = ps_sched_result(&bl[b], id, other, &version, NULL);
     ck_assert_int_eq(ps_sched_judge(match, version, id, 3, 0, 1, 1e-3, 1e-3f, 3, &d, why, sizeof why),
                      PS_RESULT_FOREIGN);
     ck_assert_ptr_nonnull(strstr(why, "another inverse daemon"));
     ck_assert_int_eq(ps_sched_owner_block(bl, NB, daemon), b);
     /* its own: an inverse to check and install */
-    match = ps_sched_result(&bl[b], id, daemon, &version);
+    match = ps_sched_result(&bl[b], id, daemon, &version, NULL);
     ck_assert_int_eq(match, 1);
     ck_assert_int_eq(version, 3);
     ck_assert_int_eq(ps_sched_judge(match, version, id, 3, 0, 1, 2e-3, 1e-3f, 3, &d, why, sizeof why),
@@ -114,7 +114,7 @@ START_TEST(test_ps_jobs_request_job_result_install) {
     ck_assert_int_eq(bl[b].inv_version, 3);
     ck_assert_int_eq(ps_sched_in_flight(bl, NB), 0);
     /* a second result for the same job is unknown */
-    match = ps_sched_result(&bl[b], id, daemon, &version);
+    match = ps_sched_result(&bl[b], id, daemon, &version, NULL);
     ck_assert_int_eq(ps_sched_judge(match, version, id, 3, 0, 1, 1e-3, 1e-3f, 3, &d, NULL, 0), PS_RESULT_UNKNOWN);
     /* the next job gets the next id, never one already used */
     ck_assert_int_eq(ps_sched_pick_waiter(&w, 1, bl, NB, PS_SCHED_CONTINUOUS, 0.0, 1000.0, &b), 0);
@@ -125,7 +125,7 @@ START_TEST(test_ps_jobs_request_job_result_install) {
     ck_assert_int_eq(ps_sched_owner_gone(bl, NB, daemon), 1);
     ck_assert_int_eq(ps_sched_in_flight(bl, NB), 0);
     ck_assert_int_eq(ps_sched_pick(bl, NB, PS_SCHED_CONTINUOUS, 0, 20.0, 1000.0), b);
-    match = ps_sched_result(&bl[b], id2, daemon, &version);
+    match = ps_sched_result(&bl[b], id2, daemon, &version, NULL);
     ck_assert_int_eq(match, 0); /* a known older job */
     ck_assert_int_eq(ps_sched_judge(match, version, id2, 3, 0, 0, 0.0, 1e-3f, 3, &d, NULL, 0), PS_RESULT_CHECK);
     ck_assert(d == 1e-3f); /* an eigen result is applied with the job's damping */

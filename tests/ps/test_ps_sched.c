@@ -220,7 +220,7 @@ START_TEST(test_sched_no_double_assignment) {
         case 2: { /* result */
             if (held[d] < 0) break;
             long v;
-            int rc = ps_sched_result(&bl[held[d]], job[d], (uint32_t)d, &v);
+            int rc = ps_sched_result(&bl[held[d]], job[d], (uint32_t)d, &v, NULL);
             ck_assert_msg(rc == 0 || rc == 1 || rc == -ENOENT, "rc %d, seed %llu", rc, SEEDMSG);
             if (rc >= 0) ps_sched_installed(&bl[held[d]], v);
             held[d] = -1;
@@ -254,26 +254,30 @@ START_TEST(test_sched_overdue_job_is_reassigned) {
     ck_assert_int_eq(ps_sched_pick(&b, 1, PS_SCHED_CONTINUOUS, 0, timeout + 1.0, timeout), 0);
     b.factor_version = 8; /* newer statistics meanwhile */
     ps_sched_assign(&b, 12, 8, 2, timeout + 1.0);
+    ps_sched_recut(&b, 12, 9, 0.25f); /* its cut found version 9, damping 0.25 */
     ck_assert_int_eq(ps_sched_pick(&b, 1, PS_SCHED_CONTINUOUS, 0, timeout + 2.0, timeout), -1);
     /* The first daemon's late result is still known (0), with its version. */
     long v = -5;
-    ck_assert_int_eq(ps_sched_result(&b, 11, 2, &v), -EPERM); /* daemon 2 cannot answer daemon 1's job */
-    ck_assert_int_eq(ps_sched_result(&b, 12, 1, &v), -EPERM); /* nor daemon 1 daemon 2's */
+    float d = 0.0f;
+    ck_assert_int_eq(ps_sched_result(&b, 11, 2, &v, NULL), -EPERM); /* daemon 2 cannot answer daemon 1's job */
+    ck_assert_int_eq(ps_sched_result(&b, 12, 1, &v, NULL), -EPERM); /* nor daemon 1 daemon 2's */
     ck_assert_int_eq(v, -5);
-    ck_assert_int_eq(ps_sched_result(&b, 11, 1, &v), 0);
+    ck_assert_int_eq(ps_sched_result(&b, 11, 1, &v, &d), 0);
     ck_assert_int_eq(v, 7);
+    ck_assert(d == -1.0f); /* never recut here: no damping known */
     ps_sched_installed(&b, v);
     ck_assert_int_eq(b.inv_version, 7);
     ck_assert_uint_eq(b.cur.id, 12); /* the reassigned job is still current */
-    ck_assert_int_eq(ps_sched_result(&b, 11, 1, &v), -ENOENT); /* answered once only */
-    ck_assert_int_eq(ps_sched_result(&b, 12, 2, &v), 1);
-    ck_assert_int_eq(v, 8);
+    ck_assert_int_eq(ps_sched_result(&b, 11, 1, &v, NULL), -ENOENT); /* answered once only */
+    ck_assert_int_eq(ps_sched_result(&b, 12, 2, &v, &d), 1);
+    ck_assert_int_eq(v, 9);
+    ck_assert(d == 0.25f);
     ck_assert_uint_eq(b.cur.id, 0);
     ps_sched_installed(&b, v);
     ps_sched_installed(&b, 7); /* an older install never moves it back */
-    ck_assert_int_eq(b.inv_version, 8);
-    ck_assert_int_eq(ps_sched_result(&b, 999, 1, &v), -ENOENT);
-    ck_assert_int_eq(ps_sched_result(&b, 0, 1, &v), -ENOENT);
+    ck_assert_int_eq(b.inv_version, 9);
+    ck_assert_int_eq(ps_sched_result(&b, 999, 1, &v, NULL), -ENOENT);
+    ck_assert_int_eq(ps_sched_result(&b, 0, 1, &v, NULL), -ENOENT);
 }
 END_TEST
 
@@ -324,7 +328,7 @@ START_TEST(test_sched_failed_job_not_retried_until_new_stats) {
     b.factor_version = 4;
     ps_sched_assign(&b, 1, 4, 1, 0.0);
     long v;
-    ck_assert_int_eq(ps_sched_result(&b, 1, 1, &v), 1);
+    ck_assert_int_eq(ps_sched_result(&b, 1, 1, &v, NULL), 1);
     ps_sched_failed(&b, v);
     ck_assert(!ps_sched_wanted(&b, PS_SCHED_CONTINUOUS));
     ck_assert_int_eq(ps_sched_pick(&b, 1, PS_SCHED_CONTINUOUS, 0, 0.0, 1.0), -1);
