@@ -41,6 +41,7 @@
     X(DEMOTED, -1)            /* workers that stalled [ps] stall_max_drops times: no member of the rounds again */ \
     X(REPUSHED, -1)           /* gradients refused: the identity already put its share into the round */          \
     X(REJ_DRIFT, -1)          /* gradients refused: a direction of their own, unshared by the reference (ps/drift.h) */ \
+    X(DRIFT_SPARED, -1)       /* ... beyond the bound but not refused: no other worker was within it (ps/drift.h) */ \
     X(STATE_KEPT, -1)         /* steps whose combined batch-norm state was not finite: the previous one kept */   \
     X(ROBUST_STEPS, -1)       /* steps combined by [ps] aggregate */                                               \
     X(ROBUST_FALLBACKS, -1)   /* ... that fell back to the mean */                                                 \

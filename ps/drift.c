@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/kfac/kfac_step.h"
 #include "common/kfac/kfac_lowrank.h"
 
 typedef struct s_member {
@@ -19,6 +20,7 @@ typedef struct s_member {
     int n;               /* e values seen */
     int n_judged;
     double mu, s2, gbar;
+    double z;            /* its statistic after its last push */
     int refusing;
 } s_member_t;
 
@@ -83,19 +85,12 @@ int ps_drift_judge_dense(ps_drift_t *d, msg_role_t role, uint32_t id, const char
     const size_t n = d->n_params;
     x->judged_at = ++d->n_judged;
     x->n_judged++;
-    double g2 = 0.0;
-    for (size_t i = 0; i < n; i++) g2 += (double)g[i] * g[i];
-    const double gn = sqrt(g2);
+    const double gn = sqrt(kfac_step_norm2(g, n));
     out->g_norm = gn;
     out->n_judged = x->n_judged;
     if (x->has_m) {
         /* e = <g - v, u>, u = m / ||m|| */
-        double gm = 0.0, vm = 0.0, mm = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            gm += (double)g[i] * x->m[i];
-            vm += (double)v[i] * x->m[i];
-            mm += (double)x->m[i] * x->m[i];
-        }
+        double gm = kfac_step_dot(g, x->m, n), vm = kfac_step_dot(v, x->m, n), mm = kfac_step_norm2(x->m, n);
         if (mm > 0.0) {
             const double e = (gm - vm) / sqrt(mm);
             x->n++;
@@ -118,7 +113,17 @@ int ps_drift_judge_dense(ps_drift_t *d, msg_role_t role, uint32_t id, const char
             out->z = var > 0.0 ? x->mu / sqrt(var) : 0.0;
         }
     }
-    out->refuse = x->n_judged >= PS_DRIFT_MIN_PUSHES && out->z > z_max;
+    x->z = out->z;
+    if (x->n_judged >= PS_DRIFT_MIN_PUSHES && out->z > z_max) {
+        int within = 0; /* another member of its role, judged lately, within the bound */
+        for (int i = 0; i < PS_DRIFT_MAX && !within; i++) {
+            const s_member_t *y = &d->v[i];
+            within = y != x && y->used && y->role == role && y->n_judged >= PS_DRIFT_MIN_PUSHES &&
+                     d->n_judged - y->judged_at < PS_DRIFT_RECENT && !(y->z > z_max);
+        }
+        out->refuse = within;
+        out->spared = !within;
+    }
     x->refusing = out->refuse;
     /* m <- beta m + (1 - beta) g; the first push: m = g */
     if (!x->has_m) {

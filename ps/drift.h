@@ -30,7 +30,15 @@
  * on a difference far below its gradient's own length: a member that pushes
  * the same vector every round, unshared by the reference, has z near
  * 1 / PS_DRIFT_FLOOR = 10. A push is refused when the member has been
- * judged at least PS_DRIFT_MIN_PUSHES times and z > [ps] drift_z. Every
+ * judged at least PS_DRIFT_MIN_PUSHES times and z > [ps] heldout_z, and
+ * another member of its role, judged within the table's last
+ * PS_DRIFT_RECENT judgements after at least PS_DRIFT_MIN_PUSHES of its own,
+ * was within the bound at its last push: the reference stands for what the
+ * honest members share, so when it disagrees with every member at once (a
+ * trajectory the reference lags, as under poisoned curvature, where
+ * refusing everyone stopped the run) no one is refused: such a push is
+ * spared (counted by the caller). A member pushing alone is never refused
+ * by this check. Every
  * judged push updates the history, refused or not: a member refused by
  * chance is admitted again as its mean decays, one that keeps its bias
  * stays refused.
@@ -62,12 +70,14 @@
 #define PS_DRIFT_FLOOR 0.1       /* the noise floor, a fraction of the member's gradient norm */
 #define PS_DRIFT_MIN_PUSHES 10   /* judged pushes before a member may be refused */
 #define PS_DRIFT_MAX 64          /* members kept */
+#define PS_DRIFT_RECENT 64       /* judgements of the table within which another member's verdict counts */
 
 typedef struct ps_drift ps_drift_t;
 
 /* What ps_drift_judge found. */
 typedef struct ps_drift_verdict {
     int refuse;       /* 1: refuse the push */
+    int spared;       /* 1: beyond the bound, but no other member of its role is within it now: not refused */
     double z;         /* the member's statistic after this push (0 while it has no direction yet) */
     double mu;        /* running mean of e */
     double e;         /* this push's e */
@@ -82,7 +92,7 @@ void ps_drift_free(ps_drift_t **d_p);
 
 /* The push g of the member (role, id, key: its identity, key "" without
  * CURVE) against the reference v (n_params floats, borrowed), with [ps]
- * drift_z = z_max: updates the member's history and fills *out. g is a
+ * heldout_z = z_max: updates the member's history and fills *out. g is a
  * GradPush's gradient (proto/kfac.proto: the factored layers' weights as
  * D^T X rows), densified with net's shapes (borrowed). Returns 0, -EINVAL
  * when g does not fit net (checked before by the wire rules), -ENOMEM. */

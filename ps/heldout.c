@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/kfac/kfac_step.h"
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/prio.h"
@@ -75,9 +76,7 @@ static void s_work(void *job, void *user) {
         /* grad += (b / N) * net->grads  (n_params floats) */
         for (size_t i = 0; i < h->n_params; i++) j->grad[i] += w * net->grads[i];
     }
-    double n2 = 0.0;
-    for (size_t i = 0; i < h->n_params; i++) n2 += (double)j->grad[i] * j->grad[i];
-    j->norm = sqrt(n2);
+    j->norm = sqrt(kfac_step_norm2(j->grad, h->n_params));
     j->ms = clock_now_ms() - t0;
 }
 

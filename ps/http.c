@@ -129,6 +129,10 @@ char *ps_http_format(const ps_http_snapshot_t *x, double steps_per_s) {
               "Gradients refused: their worker's gradients keep a direction of their own that the PS's reference "
               "gradient on its held-out examples does not share ([ps] heldout_z).",
               x->drift_refused);
+    s_counter(&b, "kfac_grads_drift_spared_total",
+              "Gradients beyond [ps] heldout_z against the PS's reference gradient but not refused: no other worker "
+              "was within the bound then (the reference disagreed with every worker).",
+              x->drift_spared);
     if (x->kfac) {
         s_counter(&b, "kfac_inverses_installed_total",
                   "Inverses installed from inverse daemons.", x->inverses_installed);

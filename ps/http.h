@@ -18,7 +18,7 @@
  *   kfac_inverses_refused_total, kfac_invertd_distrusted_total,
  *   kfac_grad_clipped_total, kfac_robust_steps_total, kfac_recoveries_total,
  *   kfac_workers_stalled_total, kfac_workers_demoted_total, kfac_grads_repushed_total,
- *   kfac_grads_drift_refused_total,
+ *   kfac_grads_drift_refused_total, kfac_grads_drift_spared_total,
  *   kfac_checkpoints_total, kfac_checkpoints_failed_total,
  *   kfac_inverse_age_steps{layer=...,factor=...} (-1: none yet),
  *   kfac_curvature_idle_seconds{what="inverses"|"statistics"},
@@ -63,6 +63,7 @@ typedef struct ps_http_snapshot {
     uint64_t demoted;                  /* workers that stalled [ps] stall_max_drops times */
     uint64_t repushed;                 /* gradients refused: the identity already pushed its share of the round */
     uint64_t drift_refused;            /* gradients refused against the reference gradient (ps/drift.h) */
+    uint64_t drift_spared;             /* ... beyond its bound, not refused: no other worker within it */
     uint64_t ckpt_saved, ckpt_failed;  /* checkpoints written, and those that could not be */
     double idle_inverses_s, idle_stats_s; /* since the last install / fold (or the first step) */
     double curv_busy_s;      /* the curvature thread's time in tasks so far */

@@ -226,6 +226,7 @@ void ps_report_publish(ps_server_t *s) {
     x.demoted = ps_counter(&s->ctr, PS_CTR_DEMOTED);
     x.repushed = ps_counter(&s->ctr, PS_CTR_REPUSHED);
     x.drift_refused = ps_counter(&s->ctr, PS_CTR_REJ_DRIFT);
+    x.drift_spared = ps_counter(&s->ctr, PS_CTR_DRIFT_SPARED);
     x.ckpt_saved = ps_counter(&s->ctr, PS_CTR_CKPT_SAVED);
     x.ckpt_failed = ps_counter(&s->ctr, PS_CTR_CKPT_FAILED);
     if (s->model.kfac) {
@@ -297,6 +298,8 @@ void ps_report_summary(const ps_server_t *s, char *buf, size_t len) {
     if (s->heldout)
         S_ADD(", reference gradients %" PRIu64 " (the last in %.0f ms), gradients refused against them %" PRIu64,
               ps_heldout_count(s->heldout), ps_heldout_last_ms(s->heldout), ps_counter(&s->ctr, PS_CTR_REJ_DRIFT));
+    if (s->heldout && ps_counter(&s->ctr, PS_CTR_DRIFT_SPARED))
+        S_ADD(" (spared %" PRIu64 ": no other worker within the bound)", ps_counter(&s->ctr, PS_CTR_DRIFT_SPARED));
     if (ps_counter(&s->ctr, PS_CTR_RECOVERIES)) S_ADD(", recoveries %" PRIu64 " (every gradient of a round refused)", ps_counter(&s->ctr, PS_CTR_RECOVERIES));
     if (s->cfg->aggregate != RUNCFG_AGGREGATE_MEAN)
         S_ADD(", robust steps %" PRIu64 " (by the mean: %" PRIu64 ")", ps_counter(&s->ctr, PS_CTR_ROBUST_STEPS), ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));

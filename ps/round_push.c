@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/kfac/kfac_step.h"
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
@@ -91,8 +92,7 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
         kfac_lowrank_t *e = p->lowrank.v ? kfac_lowrank_set_find(&p->lowrank, li) : NULL;
         if (e && e->n_rows <= 0) e = NULL;
         double n2 = e ? kfac_lowrank_norm2(e) : 0.0; /* the weight slice is zero then: dW = D^T X */
-        for (size_t i = 0; i < l->n_w; i++) n2 += (double)w[i] * w[i];
-        for (size_t i = 0; i < l->n_b; i++) n2 += (double)b[i] * b[i];
+        n2 += kfac_step_norm2(w, l->n_w) + kfac_step_norm2(b, l->n_b);
         double norm = sqrt(n2), med = 0.0;
         int n_recent = 0;
         const double bound = ps_guard_clip(s->guard, li, norm, s->cfg->grad_clip_ratio, &med, &n_recent);
@@ -143,6 +143,17 @@ static int s_heldout_judge(ps_server_t *s, ps_peer_t *p, const msg_t *m) {
         log_debug("step %ld: %s against the reference of version %" PRIu64 ": e %.4g, mean %.4g, z %.3g, norm %.4g, "
                   "%d pushes judged", s->round->t, ps_peer_name(p, name, sizeof name), rv, d.e, d.mu, d.z, d.g_norm,
                   d.n_judged);
+    }
+    if (d.spared) {
+        ps_counters_bump(&s->ctr, PS_CTR_DRIFT_SPARED);
+        char name[160];
+        uint64_t skipped = 0;
+        if (ratelimit_ok(ps_guard_rl(s->guard, PS_GUARD_LINE_HELDOUT), clock_now_ns(), PS_LOG_EVERY_MS, &skipped))
+            log_warn("step %ld: %s's gradients keep a direction the reference gradient (version %" PRIu64
+                     ") does not share, z = %.3g > [ps] heldout_z = %g, but so do every other worker's: not refused "
+                     "(the reference, not the members, is likely off; %" PRIu64 " spared so far)",
+                     s->round->t, ps_peer_name(p, name, sizeof name), rv, d.z, s->cfg->heldout_z,
+                     ps_counter(&s->ctr, PS_CTR_DRIFT_SPARED));
     }
     if (!d.refuse) return 0;
     ps_counters_bump(&s->ctr, PS_CTR_REJ_DRIFT);
@@ -213,8 +224,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     }
     /* What one member may put into the round: at most a batch of examples,
      * a norm near the recent ones (msg_validate rejected NaN and Inf). */
-    double norm2 = 0.0;
-    for (size_t i = 0; i < g->n_grad; i++) norm2 += (double)g->grad[i] * g->grad[i];
+    double norm2 = kfac_step_norm2(g->grad, g->n_grad);
     for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->model.net, &g->lowrank[i]);
     double norm = sqrt(norm2), med = 0.0;
     int n_recent = 0;

@@ -78,6 +78,16 @@ double kfac_step_dot(const float *v, const float *g, size_t n) {
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
+double kfac_step_norm2(const float *x, size_t n) {
+    if (!x || n == 0) return 0.0;
+    double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += (double)x[i + k] * (double)x[i + k];
+    for (; i < n; i++) acc[0] += (double)x[i] * (double)x[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /* ---- weight decay, momentum, Polyak ------------------------------------------------ */
 
 void kfac_step_add_weight_decay(float *g, const float *w, size_t n, float wd) {

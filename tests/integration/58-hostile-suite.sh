@@ -19,7 +19,8 @@
 #              reference gradient is the defence; 58-hostile-bias.sh shows
 #              the attack biting without it)
 #   poison     3 workers pushing 5 gradients each with n_examples 10^6,
-#              values of 3e38, or NaN and Inf
+#              values of 3e38, or NaN and Inf (with the reference gradient
+#              on: no honest worker may be refused against it)
 #   flood      a worker sending 20,000 GetParams without reading a reply
 #   id         a client saying Hello with the member id of a live worker
 #              (in the run of the scaled attack)
@@ -62,6 +63,7 @@ SLACK_RAW=0.02    # the same for the raw parameters' accuracy (noisier, below)
 # always run), e.g. KFAC_HOSTILE_ATTACKS="stats slow" to look at two
 ATTACKS=${KFAC_HOSTILE_ATTACKS:-inverses scaled bias poison flood id stats slow}
 PS_EXTRA="" # options of kfac-ps for the next cluster
+SPARED="" # the poisoned run's kfac_grads_drift_spared_total
 want() { case " $ATTACKS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 POKES=""
 [ -x "$BUILD/kfac-poke" ] || h_fail "missing $BUILD/kfac-poke"
@@ -303,7 +305,14 @@ clean clean2
 if want poison || want stats; then
 # poison: gradients no honest worker sends; stats, in the same run: more
 # examples than a batch, two pushes for one version, indefinite factors
+# With kfac-ps's reference gradient on: the indefinite factors of the
+# stats attack drive the model where every honest batch's gradient points
+# one way the reference lags; no honest worker may be refused for it
+# (docs/security.md: a worker beyond the bound is refused only while
+# another is within it).
+PS_EXTRA="--ps.heldout_n 256"
 cluster poison-stats "$STEPS"
+PS_EXTRA=""
 wait_steps poison-stats "$JOIN"
 if want poison; then
   poke poison-examples --member_id 42 --member_kind examples --count 5 --wait_ms 5000
@@ -312,6 +321,10 @@ if want poison; then
 fi
 want stats && poke stats --member_id 46 --member_kind stats --wait_ms 5000
 finish poison-stats "$STEPS"
+n=$(metric kfac_grads_drift_refused_total)
+[ "${n:-x}" = 0 ] ||
+  h_fail "poison-stats: kfac_grads_drift_refused_total is '${n:-}': an honest worker was refused against the reference gradient ($(grep -m 1 'direction of their own' "$H_DIR/poison-stats-ps.log"))"
+SPARED=$(metric kfac_grads_drift_spared_total)
 if want poison; then
   r=$(metric 'kfac_rejected_messages_total{type="grad_push"}')
   for k in examples huge nan; do
@@ -418,4 +431,4 @@ while IFS="$(printf '\t')" read -r name pacc acc counted named; do
   echo "58-hostile-suite: $name: Polyak accuracy $pacc, $pw the clean $PLO-$PHI; raw $acc, $rw the clean $RLO-$RHI; counted: $counted; named: $named"
 done <"$RESULTS"
 [ -z "$bad" ] || h_fail "attacks whose accuracy at step $STEPS fell more than $SLACK (Polyak) or $SLACK_RAW (raw) below the clean runs' $PLO-$PHI (Polyak), $RLO-$RHI (raw):$bad"
-h_pass "$(echo $ATTACKS | wc -w) attacks on the demo model, each counted and named, each within $SLACK of the clean runs' Polyak accuracy $PLO-$PHI and $SLACK_RAW of their raw $RLO-$RHI at step $STEPS"
+h_pass "$(echo $ATTACKS | wc -w) attacks on the demo model, each counted and named, each within $SLACK of the clean runs' Polyak accuracy $PLO-$PHI and $SLACK_RAW of their raw $RLO-$RHI at step $STEPS${SPARED:+; in the poisoned run no honest worker refused against the reference gradient ($SPARED pushes spared)}"

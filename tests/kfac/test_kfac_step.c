@@ -466,6 +466,32 @@ START_TEST(test_step_dots_match_reference_on_any_pool) {
 }
 END_TEST
 
+/* kfac_step_norm2 against a long double sum in order: each square of a
+ * float is exact in double, so the only error is the additions', at most
+ * n ulps of the sum (bound n * 2^-52 * sum; the 8 partial sums make it
+ * far smaller). Lengths 0 to 40 cover every remainder after the blocks
+ * of 8; then a few long ones, values over 12 orders of magnitude. */
+START_TEST(test_step_norm2_matches_long_double) {
+    SEEDED();
+    ck_assert(kfac_step_norm2(NULL, 5) == 0.0);
+    for (int rep = 0; rep < 48; rep++) {
+        const size_t n = rep <= 40 ? (size_t)rep : (size_t)rng_below(&rng, 200000) + 1;
+        float *x = malloc((n ? n : 1) * sizeof(float));
+        ck_assert_ptr_nonnull(x);
+        long double want = 0.0L;
+        for (size_t i = 0; i < n; i++) {
+            x[i] = (float)(rng_normal(&rng) * pow(10.0, (double)rng_below(&rng, 13) - 6.0));
+            want += (long double)x[i] * (long double)x[i];
+        }
+        const double got = kfac_step_norm2(x, n);
+        const double tol = (double)n * ldexp(1.0, -52) * (double)want;
+        ck_assert_msg(fabs(got - (double)want) <= tol, "n %zu: %.17g, want %.17Lg (tol %.3g, seed %llu)", n, got,
+                      want, tol, SEEDMSG);
+        free(x);
+    }
+}
+END_TEST
+
 START_TEST(test_step_copy_finite_finds_the_first) {
     SEEDED();
     const size_t n = 300000 + rng_below(&rng, 1000); /* over the pool's threshold */
@@ -506,6 +532,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_step_tail_matches_reference);
     tcase_add_test(tc, test_step_dots_match_reference_on_any_pool);
     tcase_add_test(tc, test_step_copy_finite_finds_the_first);
+    tcase_add_test(tc, test_step_norm2_matches_long_double);
     tcase_add_test(tc, test_schedule_intervals_and_damping);
     tcase_add_test(tc, test_refresh_distance);
     tcase_add_test(tc, test_refresh_interval_branches);

@@ -6,7 +6,9 @@
  * enough") is refused from its PS_DRIFT_MIN_PUSHES-th push on and admitted
  * again once it pushes honest gradients; a member with no noise of its own
  * (a full batch) against a reference with a fixed offset is not refused;
- * members are kept apart by identity and the oldest forgotten; a factored
+ * members are kept apart by identity and the oldest forgotten; when every
+ * worker disagrees with the reference none is refused (each push spared),
+ * and the others are refused once one agrees with it; a factored
  * push (D^T X rows) is judged like its dense form, checked against a
  * brute-force product in double. Random values from a fresh seed printed
  * on failure. */
@@ -145,14 +147,78 @@ START_TEST(test_ps_drift_identities) {
         ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, id, "", g, v, 5.0, &out), 0);
     ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, 1, "", g, v, 5.0, &out), 0);
     ck_assert_int_eq(out.n_judged, 1);
-    /* the same vector every time against an orthogonal reference: z -> 1 / PS_DRIFT_FLOOR */
-    for (int k = 0; k < 30; k++) ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, 7, "", g, v, 5.0, &out), 0);
-    ck_assert_msg(fabs(out.z - 1.0 / PS_DRIFT_FLOOR) < 1e-6, "z %.9g", out.z);
-    ck_assert(out.refuse);
-    ck_assert(fabs(out.e - 1.0) < 1e-12 && fabs(out.g_norm - 1.0) < 1e-12);
-    /* the same with the reference along it: nothing of its own */
+    /* a member whose pushes the reference shares: nothing of its own */
     for (int k = 0; k < 30; k++) ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, 8, "", g, g, 5.0, &out), 0);
-    ck_assert(fabs(out.z) < 1e-9 && !out.refuse);
+    ck_assert(fabs(out.z) < 1e-9 && !out.refuse && !out.spared);
+    /* the same vector every time against an orthogonal reference: z -> 1 / PS_DRIFT_FLOOR; refused from its
+     * PS_DRIFT_MIN_PUSHES-th push while member 8 (within the bound) was judged within PS_DRIFT_RECENT */
+    for (int k = 0; k < 30; k++) {
+        ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, 7, "", g, v, 5.0, &out), 0);
+        ck_assert_int_eq(out.refuse, k + 1 >= PS_DRIFT_MIN_PUSHES);
+        ck_assert(!out.spared);
+    }
+    ck_assert_msg(fabs(out.z - 1.0 / PS_DRIFT_FLOOR) < 1e-6, "z %.9g", out.z);
+    ck_assert(fabs(out.e - 1.0) < 1e-12 && fabs(out.g_norm - 1.0) < 1e-12);
+    /* member 8's verdict grows old: PS_DRIFT_RECENT judgements later member 7 is beyond the bound alone,
+     * spared, not refused */
+    for (int k = 30; k < PS_DRIFT_RECENT + 2; k++)
+        ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, 7, "", g, v, 5.0, &out), 0);
+    ck_assert(!out.refuse && out.spared && out.z > 5.0);
+    ck_assert_int_eq(ps_drift_refusing(d), 0);
+    ps_drift_free(&d);
+}
+END_TEST
+
+/* A reference every member disagrees with (it lags a trajectory every
+ * honest gradient follows): three members pushing along the same direction,
+ * unshared by the reference, are all beyond the bound and none is refused
+ * (each push spared); once one member's pushes agree with the reference,
+ * the other two are refused; a member of another role within the bound
+ * does not count for workers. */
+START_TEST(test_ps_drift_spares_when_all_disagree) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    ps_drift_t *d = ps_drift_new(N);
+    float *u = malloc(N * sizeof *u), *w = malloc(N * sizeof *w), *g = malloc(N * sizeof *g);
+    ck_assert(d && u && w && g);
+    s_unit(&r, u); /* where every member's gradient points */
+    s_unit(&r, w); /* the reference: elsewhere */
+    ps_drift_verdict_t out;
+    for (int k = 0; k < 40; k++) /* another role, always within the bound */
+        ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_STATSD, 1, "", w, w, 5.0, &out), 0);
+    int spared = 0;
+    for (int t = 0; t < 40; t++)
+        for (uint32_t id = 1; id <= 3; id++) {
+            s_noisy(&r, u, 0.05, g);
+            ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, id, "", g, w, 5.0, &out), 0);
+            ck_assert_msg(!out.refuse, "seed %" PRIu64 ": member %u refused at push %d (z %.3g) while every member "
+                          "disagreed with the reference", seed, id, t, out.z);
+            if (t >= PS_DRIFT_MIN_PUSHES) {
+                ck_assert_msg(out.spared && out.z > 5.0, "seed %" PRIu64 ": push %d of member %u: z %.3g, spared %d",
+                              seed, t, id, out.z, out.spared);
+                spared++;
+            }
+        }
+    ck_assert_int_eq(spared, 3 * (40 - PS_DRIFT_MIN_PUSHES));
+    /* member 3 turns to the reference; 1 and 2 keep their direction: refused once 3's z is within the bound */
+    int refused_1 = 0, z3_within = -1;
+    for (int t = 0; t < 60; t++)
+        for (uint32_t id = 1; id <= 3; id++) {
+            s_noisy(&r, id == 3 ? w : u, 0.05, g);
+            ck_assert_int_eq(ps_drift_judge_dense(d, MSG_ROLE_WORKER, id, "", g, w, 5.0, &out), 0);
+            if (id == 3 && !(out.z > 5.0) && z3_within < 0) z3_within = t;
+            if (id == 1 && out.refuse) refused_1++;
+            if (id != 3 && z3_within >= 0 && t > z3_within)
+                ck_assert_msg(out.refuse && !out.spared, "seed %" PRIu64 ": member %u not refused at push %d after member "
+                              "3 came within the bound at %d (z %.3g)", seed, id, t, z3_within, out.z);
+        }
+    ck_assert_msg(z3_within >= 0 && z3_within < 40, "seed %" PRIu64 ": member 3 within the bound at %d", seed, z3_within);
+    ck_assert_int_ge(refused_1, 60 - z3_within - 1);
+    ck_assert_int_eq(ps_drift_refusing(d), 2);
+    free(u);
+    free(w);
+    free(g);
     ps_drift_free(&d);
 }
 END_TEST
@@ -223,6 +289,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_drift_honest_and_biased);
     tcase_add_test(tc, test_ps_drift_full_batch);
     tcase_add_test(tc, test_ps_drift_identities);
+    tcase_add_test(tc, test_ps_drift_spares_when_all_disagree);
     tcase_add_test(tc, test_ps_drift_lowrank);
     suite_add_tcase(s, tc);
     return s;
