@@ -446,6 +446,68 @@ static int s_dec_idnt(s_dec_t *d, ckw_rbuf_t *r) {
     return d->rc;
 }
 
+/* DRFT (see CKW_DRFT_LEN): every member checked (its fields,
+ * ps_drift_validate_one; its floats finite) before the table is replaced
+ * member by member; with st->drift NULL, checked only. n_params must be
+ * this run's when there are members. */
+static int s_dec_drft(s_dec_t *d, ckw_rbuf_t *r) {
+    uint64_t judged = ckw_take_u64(r), np = ckw_take_u64(r);
+    uint32_t n = ckw_take_u32(r);
+    if (r->bad) return s_short(d, "DRFT");
+    if (n > PS_DRIFT_MAX)
+        return s_fail(d, -EBADMSG, "DRFT (reference-gradient histories) holds %u members, more than %d", n, PS_DRIFT_MAX);
+    if ((uint64_t)n * CKW_DRFT_LEN > r->len - r->at) return s_short(d, "DRFT");
+    if (n && np != (uint64_t)d->st->net->n_params)
+        return s_fail(d, -EINVAL, "DRFT (reference-gradient histories): gradients of %" PRIu64 " floats, this run's "
+                      "model has %zu", np, d->st->net->n_params);
+    ps_drift_t *dr = d->apply ? d->st->drift : NULL;
+    if (dr) ps_drift_clear(dr, judged);
+    for (uint32_t i = 0; i < n && d->rc == 0; i++) {
+        ps_drift_saved_t x;
+        memset(&x, 0, sizeof x);
+        uint32_t code = ckw_take_u32(r);
+        x.id = ckw_take_u32(r);
+        const uint8_t *key = ckw_take(r, PS_DRIFT_KEY_LEN);
+        x.judged_at = ckw_take_u64(r);
+        uint32_t flags = ckw_take_u32(r), ne = ckw_take_u32(r), nj = ckw_take_u32(r);
+        x.mu = ckw_take_f64(r);
+        x.s2 = ckw_take_f64(r);
+        x.gbar = ckw_take_f64(r);
+        x.z = ckw_take_f64(r);
+        if (!key || r->bad) return s_short(d, "DRFT");
+        if (code != CKW_ROLE_WORKER && code != CKW_ROLE_STATSD && code != CKW_ROLE_INVERTD)
+            return s_fail(d, -EBADMSG, "DRFT (reference-gradient histories): member %u (id %u) has role code %u", i,
+                          x.id, code);
+        if (flags & ~(CKW_DRFT_M | CKW_DRFT_REFUSING) || ne > INT32_MAX || nj > INT32_MAX)
+            return s_fail(d, -EBADMSG, "DRFT (reference-gradient histories): member %u has unknown flags 0x%x or "
+                          "impossible counts", i, flags);
+        x.role = code == CKW_ROLE_WORKER ? MSG_ROLE_WORKER : code == CKW_ROLE_STATSD ? MSG_ROLE_STATSD
+                                                                                     : MSG_ROLE_INVERTD;
+        memcpy(x.key, key, PS_DRIFT_KEY_LEN);
+        x.has_m = (flags & CKW_DRFT_M) != 0;
+        x.refusing = (flags & CKW_DRFT_REFUSING) != 0;
+        x.n = (int)ne;
+        x.n_judged = (int)nj;
+        char why[200];
+        if (ps_drift_validate_one(&x, judged, why, sizeof why) < 0)
+            return s_fail(d, -EBADMSG, "DRFT (reference-gradient histories): %s", why);
+        if (x.has_m && !ckw_peek_finite(r, (size_t)np))
+            return r->len - r->at < np * sizeof(float) ? s_short(d, "DRFT")
+                                                        : s_fail(d, -EBADMSG, "DRFT (reference-gradient histories): "
+                                                                 "member %u's direction is not finite", i);
+        if (dr) {
+            int rc = 0;
+            float *m = ps_drift_put(dr, &x, &rc);
+            if (!m) return s_fail(d, rc == -ENOMEM ? rc : -EBADMSG, "DRFT (reference-gradient histories): member %u "
+                                  "(id %u) %s", i, x.id, rc == -ENOMEM ? "out of memory" : "appears twice");
+            if (x.has_m) ckw_take_floats(r, m, (size_t)np);
+        } else if (x.has_m) {
+            ckw_take_floats(r, NULL, (size_t)np);
+        }
+    }
+    return d->rc;
+}
+
 static const char *s_tag_name(uint32_t tag, char buf[5]) {
     for (int i = 0; i < 4; i++) {
         char c = (char)(tag >> (8 * i));
@@ -458,7 +520,8 @@ static const char *s_tag_name(uint32_t tag, char buf[5]) {
 /* One pass over the records. */
 static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
     static const uint32_t tags[CKW_N_TAGS] = {CKW_META, CKW_PRMS, CKW_BNST, CKW_SGDV, CKW_KOPT, CKW_FACT,
-                                            CKW_BLCK, CKW_SCHD, CKW_RFSH, CKW_NORM, CKW_OWNR, CKW_IDNT, CKW_HIST};
+                                            CKW_BLCK, CKW_SCHD, CKW_RFSH, CKW_NORM, CKW_OWNR, CKW_IDNT, CKW_HIST,
+                                            CKW_DRFT};
     int seen[CKW_N_TAGS] = {0};
     ckw_rbuf_t all = {.p = payload, .len = len};
     d->flags = 0;
@@ -472,7 +535,8 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         int ti = -1;
         for (int i = 0; i < CKW_N_TAGS; i++)
             if (tags[i] == tag) ti = i;
-        if (ti < 0 || (tag == CKW_OWNR && d->version < 2) || ((tag == CKW_IDNT || tag == CKW_HIST) && d->version < 3))
+        if (ti < 0 || (tag == CKW_OWNR && d->version < 2) || ((tag == CKW_IDNT || tag == CKW_HIST) && d->version < 3) ||
+            (tag == CKW_DRFT && d->version < 4))
             return s_fail(d, -EBADMSG, "unknown record '%s' in a version-%u file", s_tag_name(tag, tn), d->version);
         if (seen[ti]++) return s_fail(d, -EBADMSG, "record '%s' appears twice", s_tag_name(tag, tn));
         if (ti != 0 && !seen[0]) return s_fail(d, -EBADMSG, "record '%s' before META", s_tag_name(tag, tn));
@@ -505,6 +569,7 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
         case CKW_OWNR: s_dec_ownr(d, &r); break;
         case CKW_IDNT: s_dec_idnt(d, &r); break;
         case CKW_HIST: s_dec_hist(d, &r); break;
+        case CKW_DRFT: s_dec_drft(d, &r); break;
         }
         if (!need) return s_fail(d, -EINVAL, "record '%s' is not used by this run's configuration", s_tag_name(tag, tn));
         if (d->rc == 0 && r.at != r.len)
@@ -527,7 +592,8 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
                        {CKW_NORM, 1},
                        {CKW_OWNR, d->version >= 2},
                        {CKW_IDNT, d->version >= 3},
-                       {CKW_HIST, d->version >= 3}};
+                       {CKW_HIST, d->version >= 3},
+                       {CKW_DRFT, d->version >= 4}};
     for (int i = 0; i < CKW_N_TAGS; i++) {
         char tn[5];
         if (req[i].need && !seen[i]) return s_fail(d, -EBADMSG, "record '%s' is missing (truncated file?)", s_tag_name(req[i].tag, tn));
@@ -536,6 +602,8 @@ static int s_walk(s_dec_t *d, const uint8_t *payload, size_t len) {
     if (d->apply && d->version < 2 && d->st->owners) ps_owners_release(d->st->owners);
     /* before version 3 no identity was kept: each starts afresh */
     if (d->apply && d->version < 3 && d->st->idents) ps_idents_release(d->st->idents);
+    /* before version 4 the reference-gradient check kept no history in the file */
+    if (d->apply && d->version < 4 && d->st->drift) ps_drift_clear(d->st->drift, 0);
     if (d->apply && d->version < 3) { /* nor the guards' histories: they start empty */
         if (d->st->clip_hists) memset(d->st->clip_hists, 0, (size_t)d->st->n_clip_hists * sizeof *d->st->clip_hists);
         if (d->st->trace_hists)

@@ -14,7 +14,11 @@
  *   SGD: the velocity; the norms of the last accepted gradients (the
  *   outlier rule's history); under CURVE, which key each member id
  *   belongs to (ps/owner.h: role, member id, the key's Z85 text), so that
- *   after a restart no other key can take a member's id.
+ *   after a restart no other key can take a member's id; what each member
+ *   identity has done (ps/ident.h); the guards' histories (clipped norms,
+ *   statistics traces); the reference-gradient check's histories
+ *   ([ps] heldout_n: each worker's running mean direction and statistic,
+ *   ps/drift.h; n_params floats per worker).
  * Derived from t on resume, not stored: the learning-rate schedule, the KL
  * rule's k = floor(t / kl_decay_every), the interval and damping milestones.
  * Not stored: jobs in flight (no daemon holds them after a restart; blocks
@@ -55,14 +59,16 @@
 #include "common/kfac/kfac_refresh.h"
 #include "common/nn/nn.h"
 #include "common/nn/sgd.h"
+#include "ps/drift.h"
 #include "ps/ident.h"
 #include "ps/member.h"
 #include "ps/owner.h"
 #include "ps/sched.h"
 
 #define PS_CKPT_MAGIC "KFACCKPT"
-#define PS_CKPT_VERSION 3u     /* written; 2: the record OWNR (member ids bound to CURVE keys); 3: IDNT (identities)
-                                  and HIST (the guards' histories) */
+#define PS_CKPT_VERSION 4u     /* written; 2: the record OWNR (member ids bound to CURVE keys); 3: IDNT (identities)
+                                  and HIST (the guards' histories); 4: DRFT (the reference-gradient check's
+                                  histories) */
 #define PS_CKPT_VERSION_MIN 1u /* the oldest read */
 #define PS_CKPT_HEADER_LEN 32u
 
@@ -114,6 +120,8 @@ typedef struct ps_ckpt_state {
     ps_norm_hist_t *trace_hists; /* (n_trace_hists) each factor's statistics traces, or NULL (stored empty) */
     int n_trace_hists;           /* a file that holds another number of either is refused; before version 3:
                                   * restored empty */
+    ps_drift_t *drift;           /* the reference-gradient check's histories (ps/drift.h), or NULL (stored empty,
+                                  * not restored); a file before version 4 restores it empty */
 } ps_ckpt_state_t;
 
 /* Encode st into a new buffer (*out, malloc'd, caller frees; *out_len

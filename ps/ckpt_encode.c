@@ -208,6 +208,38 @@ int ps_ckpt_encode(const ps_ckpt_state_t *st, uint8_t **out, size_t *out_len, ch
         free(v);
     }
     ckw_rec_end(&w, at);
+    at = ckw_rec_begin(&w, CKW_DRFT);
+    {
+        const int n = st->drift ? ps_drift_save(st->drift, NULL, 0) : 0;
+        ps_drift_saved_t *v = n ? calloc((size_t)n, sizeof *v) : NULL;
+        if (n && !v) w.oom = 1;
+        const int k = v ? ps_drift_save(st->drift, v, n) : 0;
+        const size_t np = st->drift ? ps_drift_n_params(st->drift) : 0;
+        ckw_put_u64(&w, st->drift ? ps_drift_judged(st->drift) : 0);
+        ckw_put_u64(&w, (uint64_t)np);
+        ckw_put_u32(&w, (uint32_t)k);
+        for (int i = 0; i < k; i++) {
+            const ps_drift_saved_t *x = &v[i];
+            char key[PS_DRIFT_KEY_LEN] = {0};
+            memcpy(key, x->key, strnlen(x->key, sizeof key - 1));
+            ckw_put_u32(&w, x->role == MSG_ROLE_WORKER   ? CKW_ROLE_WORKER
+                            : x->role == MSG_ROLE_STATSD ? CKW_ROLE_STATSD
+                                                         : CKW_ROLE_INVERTD);
+            ckw_put_u32(&w, x->id);
+            ckw_put(&w, key, sizeof key);
+            ckw_put_u64(&w, x->judged_at);
+            ckw_put_u32(&w, (x->has_m ? CKW_DRFT_M : 0u) | (x->refusing ? CKW_DRFT_REFUSING : 0u));
+            ckw_put_u32(&w, (uint32_t)x->n);
+            ckw_put_u32(&w, (uint32_t)x->n_judged);
+            ckw_put_f64(&w, x->mu);
+            ckw_put_f64(&w, x->s2);
+            ckw_put_f64(&w, x->gbar);
+            ckw_put_f64(&w, x->z);
+            if (x->has_m) ckw_put_floats(&w, x->m, np);
+        }
+        free(v);
+    }
+    ckw_rec_end(&w, at);
     if (w.oom) {
         free(w.p);
         snprintf(err, err_len, "checkpoint: out of memory encoding %zu bytes", w.len);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/net/auth_keys.h"
+#include "ps/drift.h"
 
 /* Record tags: four ASCII letters, read as a little-endian u32. */
 #define CKW_TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
@@ -28,7 +29,18 @@
 #define CKW_OWNR CKW_TAG('O', 'W', 'N', 'R')
 #define CKW_IDNT CKW_TAG('I', 'D', 'N', 'T')
 #define CKW_HIST CKW_TAG('H', 'I', 'S', 'T')
-#define CKW_N_TAGS 13
+#define CKW_DRFT CKW_TAG('D', 'R', 'F', 'T')
+#define CKW_N_TAGS 14
+
+/* DRFT (version 4): the reference-gradient check's histories (ps/drift.h):
+ * u64 the table's judgement count, u64 n_params, u32 n, then n members:
+ * u32 role code (CKW_ROLE_*), u32 member id, PS_DRIFT_KEY_LEN bytes of key
+ * (NUL-padded), u64 judged_at, u32 flags (CKW_DRFT_*), u32 e values seen,
+ * u32 pushes judged, f64 mu, s2, gbar, z, then with CKW_DRFT_M n_params
+ * floats (the running mean direction). */
+#define CKW_DRFT_M 1u
+#define CKW_DRFT_REFUSING 2u
+#define CKW_DRFT_LEN (28u + PS_DRIFT_KEY_LEN + 32u)
 
 /* OWNR: u32 n, then n bindings of CKW_OWNR_LEN bytes each: u32 role code
  * (CKW_ROLE_*), u32 member id, the key's AUTH_KEY_Z85_LEN Z85 characters.

@@ -2,6 +2,7 @@
 #include "ps/drift.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@ typedef struct s_member {
     int used;
     msg_role_t role;
     uint32_t id;
-    char key[64];
+    char key[PS_DRIFT_KEY_LEN];
     uint64_t judged_at;  /* the table's judgement count when it was last judged (for replacement) */
     float *m;            /* (n_params) running mean of its pushes */
     int has_m;
@@ -172,4 +173,110 @@ int ps_drift_refusing(const ps_drift_t *d) {
     int n = 0;
     for (int i = 0; d && i < PS_DRIFT_MAX; i++) n += d->v[i].used && d->v[i].refusing;
     return n;
+}
+
+/* ---- the table in a checkpoint ---- */
+
+uint64_t ps_drift_judged(const ps_drift_t *d) { return d ? d->n_judged : 0; }
+
+size_t ps_drift_n_params(const ps_drift_t *d) { return d ? d->n_params : 0; }
+
+int ps_drift_save(const ps_drift_t *d, ps_drift_saved_t *out, int max) {
+    int k = 0;
+    for (int i = 0; d && i < PS_DRIFT_MAX; i++) {
+        const s_member_t *x = &d->v[i];
+        if (!x->used) continue;
+        if (out && k < max) {
+            ps_drift_saved_t *o = &out[k];
+            memset(o, 0, sizeof *o);
+            o->role = x->role;
+            o->id = x->id;
+            memcpy(o->key, x->key, sizeof o->key);
+            o->key[sizeof o->key - 1] = 0;
+            o->judged_at = x->judged_at;
+            o->has_m = x->has_m;
+            o->refusing = x->refusing;
+            o->n = x->n;
+            o->n_judged = x->n_judged;
+            o->mu = x->mu;
+            o->s2 = x->s2;
+            o->gbar = x->gbar;
+            o->z = x->z;
+            o->m = x->has_m ? x->m : NULL;
+        }
+        k++;
+    }
+    return k;
+}
+
+int ps_drift_validate_one(const ps_drift_saved_t *x, uint64_t n_judged, char *why, size_t why_len) {
+    if (x->role != MSG_ROLE_WORKER && x->role != MSG_ROLE_STATSD && x->role != MSG_ROLE_INVERTD) {
+        snprintf(why, why_len, "member %u: not a member's role", x->id);
+        return -EINVAL;
+    }
+    if (memchr(x->key, 0, sizeof x->key) == NULL) {
+        snprintf(why, why_len, "member %u: its key is not terminated", x->id);
+        return -EINVAL;
+    }
+    if (x->n < 0 || x->n_judged < 0 || x->n > x->n_judged || x->judged_at > n_judged || (x->n > 0 && !x->has_m)) {
+        snprintf(why, why_len, "member %u: impossible counts (%d values, %d judged, last at %llu of %llu)", x->id, x->n,
+                 x->n_judged, (unsigned long long)x->judged_at, (unsigned long long)n_judged);
+        return -EINVAL;
+    }
+    if (!isfinite(x->mu) || !isfinite(x->s2) || !isfinite(x->gbar) || !isfinite(x->z) || x->s2 < 0.0 || x->gbar < 0.0) {
+        snprintf(why, why_len, "member %u: a statistic that is not finite, or a negative variance or norm", x->id);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void ps_drift_clear(ps_drift_t *d, uint64_t n_judged) {
+    for (int i = 0; i < PS_DRIFT_MAX; i++) {
+        float *m = d->v[i].m;
+        memset(&d->v[i], 0, sizeof d->v[i]);
+        d->v[i].m = m; /* kept for reuse */
+    }
+    d->n_judged = n_judged;
+}
+
+float *ps_drift_put(ps_drift_t *d, const ps_drift_saved_t *x, int *rc) {
+    char why[160];
+    *rc = 0;
+    if (ps_drift_validate_one(x, d->n_judged, why, sizeof why) < 0) {
+        *rc = -EINVAL;
+        return NULL;
+    }
+    s_member_t *slot = NULL;
+    for (int i = 0; i < PS_DRIFT_MAX; i++) {
+        s_member_t *y = &d->v[i];
+        if (y->used && y->role == x->role && y->id == x->id && strncmp(y->key, x->key, sizeof y->key) == 0) {
+            *rc = -EINVAL; /* the same identity twice */
+            return NULL;
+        }
+        if (!y->used && !slot) slot = y;
+    }
+    if (!slot) {
+        *rc = -EINVAL; /* more than PS_DRIFT_MAX */
+        return NULL;
+    }
+    if (!slot->m && !(slot->m = malloc((d->n_params ? d->n_params : 1) * sizeof(float)))) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    slot->used = 1;
+    slot->role = x->role;
+    slot->id = x->id;
+    memcpy(slot->key, x->key, sizeof slot->key);
+    slot->key[sizeof slot->key - 1] = 0;
+    slot->judged_at = x->judged_at;
+    slot->has_m = x->has_m;
+    slot->refusing = x->refusing;
+    slot->n = x->n;
+    slot->n_judged = x->n_judged;
+    slot->mu = x->mu;
+    slot->s2 = x->s2;
+    slot->gbar = x->gbar;
+    slot->z = x->z;
+    if (!x->has_m) memset(slot->m, 0, d->n_params * sizeof(float));
+    return slot->m;
 }

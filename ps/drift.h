@@ -107,4 +107,44 @@ int ps_drift_judge_dense(ps_drift_t *d, msg_role_t role, uint32_t id, const char
 /* Members whose pushes are being refused now (their last verdict). */
 int ps_drift_refusing(const ps_drift_t *d);
 
+/* ---- the table in a checkpoint (ps/ckpt.h, record DRFT) ---- */
+
+#define PS_DRIFT_KEY_LEN 64
+
+/* One member's history as a checkpoint holds it. */
+typedef struct ps_drift_saved {
+    msg_role_t role;
+    uint32_t id;
+    char key[PS_DRIFT_KEY_LEN]; /* NUL-terminated */
+    uint64_t judged_at;         /* the table's judgement count when it was last judged */
+    int has_m;                  /* m holds its running mean direction */
+    int refusing;               /* its last verdict */
+    int n, n_judged;            /* e values seen; pushes judged */
+    double mu, s2, gbar, z;
+    const float *m;             /* (n_params) with has_m; borrowed */
+} ps_drift_saved_t;
+
+/* The table's judgement count and gradient length. */
+uint64_t ps_drift_judged(const ps_drift_t *d);
+size_t ps_drift_n_params(const ps_drift_t *d);
+
+/* The members into out (at most max; out NULL: only counted); their m
+ * point into the table (valid until its next change). Returns the number
+ * of members. */
+int ps_drift_save(const ps_drift_t *d, ps_drift_saved_t *out, int max);
+
+/* Whether x can be a member of a table of n_judged judgements (role, key
+ * terminated, counts, finite statistics with s2 and gbar >= 0, judged_at
+ * <= n_judged); its m is not looked at (the caller checks n_params finite
+ * floats). 0, or -EINVAL with the reason in why. */
+int ps_drift_validate_one(const ps_drift_saved_t *x, uint64_t n_judged, char *why, size_t why_len);
+
+/* Replace the whole table by nothing, with judgement count n_judged, then
+ * add members one at a time (ps_drift_put: x validated, at most
+ * PS_DRIFT_MAX, no identity twice; returns the member's m, n_params
+ * floats to fill when x->has_m, or NULL: -ENOMEM / -EINVAL with errno-style
+ * code in *rc). */
+void ps_drift_clear(ps_drift_t *d, uint64_t n_judged);
+float *ps_drift_put(ps_drift_t *d, const ps_drift_saved_t *x, int *rc);
+
 #endif

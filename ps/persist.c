@@ -51,6 +51,7 @@ static void s_state(ps_server_t *s, ps_ckpt_state_t *st) {
     st->idents = s->persist->idents;
     st->clip_hists = ps_guard_layer_norms(s->guard, &st->n_clip_hists);
     st->trace_hists = s->stats_guard ? ps_stats_guard_hists(s->stats_guard, &st->n_trace_hists) : NULL;
+    st->drift = s->drift;
 }
 
 
@@ -144,8 +145,13 @@ int ps_persist_resume(ps_server_t *s, char *err, size_t err_len) {
     /* the wall clock of steps.csv goes on from where it was */
     s->persist->wall_offset_ns = (uint64_t)(st.wall_s * 1e9);
     int n_owners = ps_owners_count(s->persist->owners); /* those of keys no longer listed go once the allowlists are read */
-    log_info("resumed from %s: step %ld, %.1fs of training so far, %d member id%s bound to CURVE keys; metrics are "
+    const int n_drift = s->drift ? ps_drift_save(s->drift, NULL, 0) : 0;
+    char drift[96] = "";
+    if (s->drift)
+        snprintf(drift, sizeof drift, ", %d worker%s' histories against the reference gradient", n_drift,
+                 n_drift == 1 ? "" : "s");
+    log_info("resumed from %s: step %ld, %.1fs of training so far, %d member id%s bound to CURVE keys%s; metrics are "
              "appended to",
-             path, ps_round_version(s->round), st.wall_s, n_owners, n_owners == 1 ? "" : "s");
+             path, ps_round_version(s->round), st.wall_s, n_owners, n_owners == 1 ? "" : "s", drift);
     return 1;
 }

@@ -574,6 +574,12 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
         snprintf(err, err_len, "out of memory");
         goto fail;
     }
+    /* before a resume, which restores the histories into it */
+    if (cfg->heldout_n > 0 && !(s->drift = ps_drift_new(s->model.net->n_params))) {
+        rc = -ENOMEM;
+        snprintf(err, err_len, "out of memory (the workers' histories against the reference gradient)");
+        goto fail;
+    }
     if (cfg->ckpt_resume) {
         /* the checkpoints first: with no out_dir, those of runs/latest */
         if ((rc = s_setup_folders(s, cfg, err, err_len)) < 0) goto fail;
@@ -599,11 +605,6 @@ ps_server_t *ps_server_new(runcfg_t *cfg, int *rc_out, char *err, size_t err_len
     if (cfg->heldout_n > 0 &&
         !(s->heldout = ps_heldout_new(&s->loop, s->model.net->source, cfg, cfg->heldout_n, &rc, why, sizeof why))) {
         snprintf(err, err_len, "%s", why);
-        goto fail;
-    }
-    rc = -ENOMEM;
-    if (cfg->heldout_n > 0 && !(s->drift = ps_drift_new(s->model.net->n_params))) {
-        snprintf(err, err_len, "out of memory (the workers' histories against the reference gradient)");
         goto fail;
     }
     if (s->model.kfac) {

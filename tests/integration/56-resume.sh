@@ -13,7 +13,9 @@
 # daemon is started again with --resume. Passes when, step by step, B's
 # training loss equals A's as printed (for a step written twice, before
 # the stop and after the resume, the later row counts), B resumed from the
-# SIGTERM checkpoint, and the final parameters (the PRMS record of both
+# SIGTERM checkpoint with the 3 workers' histories against kfac-ps's
+# reference gradient (on, with a bound no worker reaches: record DRFT),
+# and the final parameters (the PRMS record of both
 # runs' checkpoint of step 30, bytes compared) are identical. Then run B's
 # newest checkpoint is damaged: --resume reports it and uses the one
 # before; with every file damaged kfac-ps exits 1 instead of starting
@@ -44,6 +46,9 @@ statsd = 0
 invertd = 1
 [ps]
 progress_every = 10
+heldout_n = 256
+heldout_every = 1
+heldout_z = 1e9
 [checkpoint]
 every = 10
 keep = 10
@@ -106,8 +111,8 @@ port=$(h_port) || exit 1
 cluster b2 "$port" --out-dir "$H_DIR/b" --resume
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "run B (resumed): kfac-ps exited with status $H_STATUS"
-grep -q "resumed from .*ckpt-0*$stop.kfc: step $stop" "$H_DIR/b2-ps.log" ||
-  h_fail "run B did not resume from the SIGTERM checkpoint of step $stop"
+grep -q "resumed from .*ckpt-0*$stop.kfc: step $stop.*, 3 workers' histories against the reference gradient" "$H_DIR/b2-ps.log" ||
+  h_fail "run B did not resume from the SIGTERM checkpoint of step $stop with the 3 workers' histories: $(grep "resumed from" "$H_DIR/b2-ps.log")"
 
 losses "$H_DIR/a/steps.csv" >"$H_DIR/loss-a"
 losses "$H_DIR/b/steps.csv" >"$H_DIR/loss-b"
@@ -145,4 +150,4 @@ h_start d-ps "$BUILD/kfac-ps" --config "$H_DIR/run.ini" --bind "tcp://127.0.0.1:
 h_wait "$H_PID" 30
 [ "$H_STATUS" = 1 ] || h_fail "with every checkpoint damaged kfac-ps exited with status $H_STATUS, expected 1"
 grep -q "none of the [0-9]* checkpoint files in .* can be used" "$H_DIR/d-ps.log" || h_fail "no reason given for not starting"
-h_pass "stopped at step $stop, resumed: the same training loss at all $STEPS steps and the same final parameters; a damaged checkpoint falls back to the one before"
+h_pass "stopped at step $stop, resumed: the same training loss at all $STEPS steps and the same final parameters; a damaged checkpoint falls back to the one before; the workers' reference-gradient histories resumed"

@@ -281,7 +281,8 @@ uint8_t *ckfx_with_rec(const uint8_t *buf, size_t len, const char *tag, const ui
         uint64_t rl = 0;
         for (int i = 0; i < 8; i++) rl |= (uint64_t)buf[at + 8 + (size_t)i] << (8 * i);
         if (memcmp(buf + at, tag, 4) == 0) found = 1;
-        else if (version >= 3 || (memcmp(buf + at, "IDNT", 4) != 0 && memcmp(buf + at, "HIST", 4) != 0)) {
+        else if ((version >= 3 || (memcmp(buf + at, "IDNT", 4) != 0 && memcmp(buf + at, "HIST", 4) != 0)) &&
+                 (version >= 4 || memcmp(buf + at, "DRFT", 4) != 0)) {
             memcpy(o + n, buf + at, 16 + (size_t)rl);
             n += 16 + (size_t)rl;
         }

@@ -44,7 +44,8 @@ void ckfx_randomize(rng_t *r, ckfx_world_t *w);
 void ckfx_expect_equal(const ckfx_world_t *a, const ckfx_world_t *b, double inv_now_s);
 /* A checkpoint image (buf, len) with its record `tag` replaced by body
  * (NULL: none) and format version `version` (before 3 also without IDNT
- * and HIST, which it did not know), CRCs recomputed: a new buffer
+ * and HIST, before 4 without DRFT, which it did not know), CRCs
+ * recomputed: a new buffer
  * (*out_len bytes). */
 uint8_t *ckfx_with_rec(const uint8_t *buf, size_t len, const char *tag, const uint8_t *body, size_t body_len,
                        uint32_t version, size_t *out_len);

@@ -1,7 +1,8 @@
 /* tests/ps/test_ps_ckpt_records.c — the checkpoint's records of what
  * outlives a connection or a step (ps/ckpt.c, ps/ckpt_encode.c): the
  * member ids bound to CURVE keys (OWNR), the member identities (IDNT) and
- * the guards' histories (HIST) survive a save and a restore; a file of an
+ * the guards' histories (HIST) and the reference-gradient check's (DRFT)
+ * survive a save and a restore; a file of an
  * older format (without them) loads with none; a cut or corrupt record is
  * refused, naming the file and the record, and leaves the tables as they
  * were. Fresh seed per run (printed on failure). */
@@ -282,12 +283,126 @@ START_TEST(test_ps_ckpt_hists_survive) {
 }
 END_TEST
 
+/* The reference-gradient check's histories (DRFT): a table of 3 workers
+ * after random pushes survives a save and a restore into a table that held
+ * others (the same members, counts and statistics, the directions bit for
+ * bit, and the next push judged alike on both); a version-3 file (no DRFT)
+ * loads with an empty table; another model's gradient length, a role code
+ * and a direction that is not finite are refused, naming the file and the
+ * record, and leave the table as it was. */
+START_TEST(test_ps_ckpt_drift_survives) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    ckfx_world_t a, b;
+    ckfx_world(&a, "sgd", ckfx_model);
+    ckfx_world(&b, "sgd", ckfx_model);
+    const size_t np = a.net->n_params;
+    ps_drift_t *da = ps_drift_new(np), *db = ps_drift_new(np);
+    float *g = malloc(np * sizeof *g), *v = malloc(np * sizeof *v);
+    ck_assert(da && db && g && v);
+    for (int t = 0; t < 15; t++) {
+        for (size_t i = 0; i < np; i++) v[i] = (float)rng_normal(&r);
+        for (uint32_t id = 1; id <= 3; id++) {
+            for (size_t i = 0; i < np; i++) g[i] = (float)(rng_normal(&r) + (id == 3 ? 2.0 : 0.0));
+            ps_drift_verdict_t out;
+            ck_assert_int_eq(ps_drift_judge_dense(da, MSG_ROLE_WORKER, id, id == 2 ? "KEY-2" : "", g, v, 5.0, &out), 0);
+        }
+    }
+    ps_drift_verdict_t o;
+    ck_assert_int_eq(ps_drift_judge_dense(db, MSG_ROLE_WORKER, 77, "", g, v, 5.0, &o), 0); /* replaced on restore */
+    a.st.drift = da;
+    b.st.drift = db;
+    uint8_t *buf;
+    size_t len, blen;
+    char err[600] = "";
+    ck_assert_int_eq(ps_ckpt_encode(&a.st, &buf, &len, err, sizeof err), 0);
+    ck_assert_msg(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err) == 0, "%s", err);
+    ps_drift_saved_t sa[PS_DRIFT_MAX], sb[PS_DRIFT_MAX];
+    ck_assert_int_eq(ps_drift_save(da, sa, PS_DRIFT_MAX), 3);
+    ck_assert_int_eq(ps_drift_save(db, sb, PS_DRIFT_MAX), 3);
+    ck_assert(ps_drift_judged(db) == ps_drift_judged(da));
+    for (int k = 0; k < 3; k++) {
+        ck_assert(sa[k].role == sb[k].role && sa[k].id == sb[k].id && strcmp(sa[k].key, sb[k].key) == 0);
+        ck_assert(sa[k].judged_at == sb[k].judged_at && sa[k].n == sb[k].n && sa[k].n_judged == sb[k].n_judged);
+        ck_assert(sa[k].has_m == sb[k].has_m && sa[k].refusing == sb[k].refusing);
+        ck_assert(sa[k].mu == sb[k].mu && sa[k].s2 == sb[k].s2 && sa[k].gbar == sb[k].gbar && sa[k].z == sb[k].z);
+        ck_assert_msg(memcmp(sa[k].m, sb[k].m, np * sizeof(float)) == 0, "seed %" PRIu64 ": member %d", seed, k);
+    }
+    /* the next push: the same verdict on both tables */
+    ps_drift_verdict_t oa, ob;
+    for (size_t i = 0; i < np; i++) g[i] = (float)(rng_normal(&r) + 2.0);
+    ck_assert_int_eq(ps_drift_judge_dense(da, MSG_ROLE_WORKER, 3, "", g, v, 5.0, &oa), 0);
+    ck_assert_int_eq(ps_drift_judge_dense(db, MSG_ROLE_WORKER, 3, "", g, v, 5.0, &ob), 0);
+    ck_assert(oa.z == ob.z && oa.refuse == ob.refuse && oa.n_judged == ob.n_judged && oa.n_judged == 16);
+    /* version 3 (no DRFT): loads, the table emptied */
+    uint8_t *v3 = ckfx_with_rec(buf, len, "DRFT", NULL, 0, 3, &blen);
+    ck_assert_msg(ps_ckpt_decode(&b.st, v3, blen, 1.0, "v3.kfc", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(ps_drift_save(db, NULL, 0), 0);
+    free(v3);
+    /* damaged records: refused, the table as it was (reloaded from the good file first) */
+    ck_assert_msg(ps_ckpt_decode(&b.st, buf, len, 1.0, "good.kfc", err, sizeof err) == 0, "%s", err);
+    /* the DRFT body: u64 judged, u64 n_params, u32 n, then the members */
+    size_t at = PS_CKPT_HEADER_LEN, body = 0, body_len = 0;
+    while (at < len) {
+        uint64_t rl = 0;
+        for (int i = 0; i < 8; i++) rl |= (uint64_t)buf[at + 8 + (size_t)i] << (8 * i);
+        if (memcmp(buf + at, "DRFT", 4) == 0) {
+            body = at + 16;
+            body_len = (size_t)rl;
+        }
+        at += 16 + (size_t)rl;
+    }
+    ck_assert(body && body_len > 20);
+    uint8_t *bad = malloc(body_len);
+    ck_assert_ptr_nonnull(bad);
+    const struct {
+        size_t off;
+        uint32_t val;
+        int rc;
+        const char *want;
+    } cases[] = {
+        {8, 12345, -EINVAL, "gradients of 12345 floats"},
+        {20, 9, -EBADMSG, "role code 9"},
+        {20 + 28 + PS_DRIFT_KEY_LEN + 32 + 4 * 7, 0x7fc00000u, -EBADMSG, "not finite"}, /* a NaN in member 0's m */
+        {20 + 8 + PS_DRIFT_KEY_LEN + 8, 0x80u, -EBADMSG, "unknown flags"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        memcpy(bad, buf + body, body_len);
+        for (int i = 0; i < 4; i++) bad[cases[c].off + (size_t)i] = (uint8_t)(cases[c].val >> (8 * i));
+        uint8_t *img = ckfx_with_rec(buf, len, "DRFT", bad, body_len, PS_CKPT_VERSION, &blen);
+        int rc = ps_ckpt_decode(&b.st, img, blen, 1.0, "bad.kfc", err, sizeof err);
+        ck_assert_msg(rc == cases[c].rc && strstr(err, "bad.kfc") && strstr(err, "DRFT") && strstr(err, cases[c].want),
+                      "case %zu: rc %d: %s", c, rc, err);
+        ck_assert_int_eq(ps_drift_save(db, sb, PS_DRIFT_MAX), 3); /* untouched */
+        ck_assert(sb[0].id == sa[0].id && memcmp(sa[0].m, sb[0].m, np * sizeof(float)) == 0);
+        free(img);
+    }
+    /* cut short */
+    uint8_t *img = ckfx_with_rec(buf, len, "DRFT", buf + body, body_len - 3, PS_CKPT_VERSION, &blen);
+    ck_assert_int_eq(ps_ckpt_decode(&b.st, img, blen, 1.0, "cut.kfc", err, sizeof err), -EBADMSG);
+    ck_assert_msg(strstr(err, "cut.kfc") && strstr(err, "DRFT"), "%s", err);
+    ck_assert_int_eq(ps_drift_save(db, NULL, 0), 3);
+    free(img);
+    free(bad);
+    free(buf);
+    free(g);
+    free(v);
+    ps_drift_free(&da);
+    ps_drift_free(&db);
+    a.st.drift = b.st.drift = NULL;
+    ckfx_world_free(&a);
+    ckfx_world_free(&b);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_ckpt_records");
     TCase *tc = tcase_create("records");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_ps_ckpt_owners_survive);
     tcase_add_test(tc, test_ps_ckpt_idents_survive);
+    tcase_add_test(tc, test_ps_ckpt_drift_survives);
     tcase_add_test(tc, test_ps_ckpt_hists_survive);
     suite_add_tcase(s, tc);
     return s;
