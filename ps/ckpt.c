@@ -462,6 +462,10 @@ static int s_dec_drft(s_dec_t *d, ckw_rbuf_t *r) {
                       "model has %zu", np, d->st->net->n_params);
     ps_drift_t *dr = d->apply ? d->st->drift : NULL;
     if (dr) ps_drift_clear(dr, judged);
+    struct {
+        uint32_t code, id;
+        uint8_t key[PS_DRIFT_KEY_LEN];
+    } seen[PS_DRIFT_MAX]; /* identities so far: one twice is refused in the check, before anything is replaced */
     for (uint32_t i = 0; i < n && d->rc == 0; i++) {
         ps_drift_saved_t x;
         memset(&x, 0, sizeof x);
@@ -481,6 +485,14 @@ static int s_dec_drft(s_dec_t *d, ckw_rbuf_t *r) {
         if (flags & ~(CKW_DRFT_M | CKW_DRFT_REFUSING) || ne > INT32_MAX || nj > INT32_MAX)
             return s_fail(d, -EBADMSG, "DRFT (reference-gradient histories): member %u has unknown flags 0x%x or "
                           "impossible counts", i, flags);
+        for (uint32_t j = 0; j < i; j++)
+            if (seen[j].code == code && seen[j].id == x.id &&
+                strncmp((const char *)seen[j].key, (const char *)key, PS_DRIFT_KEY_LEN) == 0)
+                return s_fail(d, -EBADMSG, "DRFT (reference-gradient histories): member %u (id %u) appears twice", i,
+                              x.id);
+        seen[i].code = code;
+        seen[i].id = x.id;
+        memcpy(seen[i].key, key, PS_DRIFT_KEY_LEN);
         x.role = code == CKW_ROLE_WORKER ? MSG_ROLE_WORKER : code == CKW_ROLE_STATSD ? MSG_ROLE_STATSD
                                                                                      : MSG_ROLE_INVERTD;
         memcpy(x.key, key, PS_DRIFT_KEY_LEN);

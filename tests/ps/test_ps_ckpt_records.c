@@ -378,6 +378,19 @@ START_TEST(test_ps_ckpt_drift_survives) {
         ck_assert(sb[0].id == sa[0].id && memcmp(sa[0].m, sb[0].m, np * sizeof(float)) == 0);
         free(img);
     }
+    /* an identity twice: member 1's bytes replaced by member 0's */
+    {
+        const size_t L = 28 + PS_DRIFT_KEY_LEN + 32 + np * sizeof(float);
+        ck_assert(body_len >= 20 + 3 * L);
+        memcpy(bad, buf + body, body_len);
+        memcpy(bad + 20 + L, bad + 20, L);
+        uint8_t *twice = ckfx_with_rec(buf, len, "DRFT", bad, body_len, PS_CKPT_VERSION, &blen);
+        int rc = ps_ckpt_decode(&b.st, twice, blen, 1.0, "twice.kfc", err, sizeof err);
+        ck_assert_msg(rc == -EBADMSG && strstr(err, "twice.kfc") && strstr(err, "appears twice"), "rc %d: %s", rc, err);
+        ck_assert_int_eq(ps_drift_save(db, sb, PS_DRIFT_MAX), 3); /* untouched */
+        ck_assert(memcmp(sa[0].m, sb[0].m, np * sizeof(float)) == 0);
+        free(twice);
+    }
     /* cut short */
     uint8_t *img = ckfx_with_rec(buf, len, "DRFT", buf + body, body_len - 3, PS_CKPT_VERSION, &blen);
     ck_assert_int_eq(ps_ckpt_decode(&b.st, img, blen, 1.0, "cut.kfc", err, sizeof err), -EBADMSG);
