@@ -23,11 +23,18 @@
 #   - other paths get 404 and other methods 405; SIGTERM then ends the run
 #     cleanly (the launcher exits 143) with its weights saved, and without
 #     a curvature warning;
-#   - part 2, the same run without kfac-statsd and kfac-invertd and with
-#     [ps] curvature_warn_s = 1: the metrics show kfac_curvature_stale 1
-#     for inverses and statistics with at least 1 idle second each, and
-#     kfac-ps warned once about each (and
-#     once, at step 20, that no kfac-statsd is connected), then SIGTERM.
+#   - the first read's figures are the run's files' own: kfac_train_loss
+#     and kfac_train_accuracy are steps.csv's for step kfac_step, both
+#     kfac_test_loss and kfac_test_accuracy eval.csv's for kfac_eval_step
+#     (within 1e-5, the files' 6 digits), and kfac_wall_seconds is at most
+#     the seconds since the launcher started;
+#   - part 2, the same run with 3 workers and [ps] aggregate = median,
+#     without kfac-statsd and kfac-invertd and with [ps] curvature_warn_s
+#     = 1: the metrics show kfac_curvature_stale 1 for inverses and
+#     statistics with at least 1 idle second each, and steps combined by
+#     the median (kfac_robust_steps_total at least 1, at most kfac_step);
+#     kfac-ps warned once about each (and once, at step 20, that no
+#     kfac-statsd is connected), then SIGTERM.
 . tests/integration/harness.inc
 h_init 22-metrics-endpoint
 command -v curl >/dev/null 2>&1 || h_skip "no curl (apt-get install curl)"
@@ -55,6 +62,7 @@ invertd = 2
 [ps]
 metrics = 127.0.0.1:$mport
 EOF2
+t_launch=$(date +%s)
 h_start launch env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet
 url=http://127.0.0.1:$mport/metrics
 step_of() { awk '$1 == "kfac_step" { print $2 }' "$1"; }
@@ -65,6 +73,22 @@ value_in() {
   v=$(value "$1" "$2")
   awk -v v="$v" -v lo="$3" -v hi="$4" 'BEGIN { exit !(v ~ /^-?[0-9.e+-]+$/ && v + 0 >= lo && v + 0 <= hi) }' ||
     h_fail "$2 is '$v' in ${1##*/}, not a number in [$3, $4]"
+}
+# csv_at FILE KEY VALUE COLUMN: COLUMN of the row of a CSV with a header
+# whose column KEY is VALUE (nothing when there is none)
+csv_at() {
+  awk -F, -v k="$2" -v kv="$3" -v c="$4" 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == k) ki = i; if ($i == c) ci = i }; next }
+    ki && ci && $ki == kv { v = $ci } END { print v }' "$1"
+}
+# same_as FILE SAMPLE CSV KEY VALUE COLUMN: SAMPLE in a reply equals COLUMN
+# of CSV's row where KEY is VALUE (relative 1e-5: the files keep 6 digits),
+# else the test fails
+same_as() {
+  a=$(value "$1" "$2")
+  b=$(csv_at "$3" "$4" "$5" "$6")
+  awk -v a="$a" -v b="$b" 'BEGIN { if (a !~ /^-?[0-9.e+-]+$/ || b !~ /^-?[0-9.e+-]+$/) exit 1
+    d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= 1e-5 * m + 1e-9) }' ||
+    h_fail "$2 is '$a' in ${1##*/}, but ${3##*/} has '$b' for $4 $5 ($6)"
 }
 # dash_metrics FILE: the metric names in a Grafana dashboard's queries (every
 # "expr", and every "query" but the data source variable's plugin type),
@@ -170,7 +194,7 @@ sed 's/rate(kfac_stats_folded_total{/rate(kfac_stats_folds_total{/' "$dash" >"$H
 awk '$1 == "kfac_steps_per_second" && $2 > 0 { f = 1 } END { exit !f }' "$H_DIR/m2.txt" ||
   h_fail "no positive steps/s in the second reply: $(grep '^kfac_steps_per_second' "$H_DIR/m2.txt")"
 [ "$(value "$f" kfac_steps_target)" = 100000 ] || h_fail "kfac_steps_target is '$(value "$f" kfac_steps_target)', not [run] steps = 100000"
-value_in "$f" kfac_wall_seconds 0.001 100000
+value_in "$f" kfac_wall_seconds 0.001 $(($(date +%s) - t_launch + 1))
 awk -v a="$(value "$f" kfac_wall_seconds)" -v b="$(value "$H_DIR/m2.txt" kfac_wall_seconds)" 'BEGIN { exit !(b + 0 > a + 0) }' ||
   h_fail "kfac_wall_seconds did not increase between the two reads"
 value_in "$f" kfac_train_accuracy 0 1
@@ -201,18 +225,28 @@ grep -q "weights of step [0-9]* saved" "$H_DIR/out/logs/ps.log" || h_fail "kfac-
 # makes it true)
 grep -q "no inverse\|no statistics were folded" "$H_DIR/out/logs/ps.log" &&
   h_fail "a curvature warning in a healthy run: $(grep "no inverse\|no statistics were folded" "$H_DIR/out/logs/ps.log")"
+# the first read against the run's own files, complete now that it ended
+s1=$(step_of "$f")
+e1=$(value "$f" kfac_eval_step)
+same_as "$f" kfac_train_loss "$H_DIR/out/steps.csv" step "$s1" train_loss
+same_as "$f" kfac_train_accuracy "$H_DIR/out/steps.csv" step "$s1" train_acc
+same_as "$f" 'kfac_test_loss{params="current"}' "$H_DIR/out/eval.csv" step "$e1" test_loss
+same_as "$f" 'kfac_test_loss{params="polyak"}' "$H_DIR/out/eval.csv" step "$e1" polyak_loss
+same_as "$f" 'kfac_test_accuracy{params="current"}' "$H_DIR/out/eval.csv" step "$e1" test_acc
+same_as "$f" 'kfac_test_accuracy{params="polyak"}' "$H_DIR/out/eval.csv" step "$e1" polyak_acc
 
 # part 2: K-FAC without inverse daemons or a stats worker must not degrade
 # silently: one warning each ([ps] curvature_warn_s = 1), and the metrics
-# show it
+# show it; 3 workers combined by the median (it needs 3) count robust steps
 h_start launch2 env KFAC_BIN="$BUILD" sh deploy/kfac-launch "$H_DIR/run.ini" --port "$port" --nice 0 --quiet \
-  --statsd 0 --invertd 0 --ps.curvature_warn_s 1 --run.out_dir "$H_DIR/out2"
+  --workers 3 --ps.aggregate median --statsd 0 --invertd 0 --ps.curvature_warn_s 1 --run.out_dir "$H_DIR/out2"
 i=0
 stale=""
 while [ $i -lt 300 ]; do
   if curl -s -m 5 -o "$H_DIR/m3.txt" "$url" 2>/dev/null &&
     grep -q '^kfac_curvature_stale{what="inverses"} 1$' "$H_DIR/m3.txt" &&
-    grep -q '^kfac_curvature_stale{what="statistics"} 1$' "$H_DIR/m3.txt"; then
+    grep -q '^kfac_curvature_stale{what="statistics"} 1$' "$H_DIR/m3.txt" &&
+    awk '$1 == "kfac_robust_steps_total" && $2 >= 1 { f = 1 } END { exit !f }' "$H_DIR/m3.txt"; then
     stale=1
     break
   fi
@@ -220,7 +254,8 @@ while [ $i -lt 300 ]; do
   sleep 0.2
   i=$((i + 1))
 done
-[ -n "$stale" ] || h_fail "the metrics never showed kfac_curvature_stale 1 for both inverses and statistics"
+[ -n "$stale" ] || h_fail "the metrics never showed kfac_curvature_stale 1 for both inverses and statistics with a robust step ($(grep '^kfac_robust_steps_total' "$H_DIR/m3.txt"))"
+value_in "$H_DIR/m3.txt" kfac_robust_steps_total 1 "$(step_of "$H_DIR/m3.txt")"
 value_in "$H_DIR/m3.txt" 'kfac_curvature_idle_seconds{what="inverses"}' 1 100000
 value_in "$H_DIR/m3.txt" 'kfac_curvature_idle_seconds{what="statistics"}' 1 100000
 log2=$H_DIR/out2/logs/ps.log
@@ -235,4 +270,4 @@ h_wait "$H_PID" 60
 [ "$(grep -c 'no statistics were folded for' "$log2")" = 1 ] || h_fail "part 2: expected one 'no statistics were folded' warning"
 [ "$(grep -c 'no statistics after 20 steps and no kfac-statsd connected' "$log2")" = 1 ] ||
   h_fail "part 2: expected the 20-step warning once (no kfac-statsd at all)"
-h_pass "Prometheus text at $url, kfac_step $first -> $second, the dashboard's $n_dash metrics all exported, 404/405 for other requests, weights saved on SIGTERM; without curvature daemons one warning each and kfac_curvature_stale 1"
+h_pass "Prometheus text at $url, kfac_step $first -> $second, the dashboard's $n_dash metrics all exported, 404/405 for other requests, weights saved on SIGTERM, losses and accuracies those of steps.csv and eval.csv; without curvature daemons one warning each and kfac_curvature_stale 1, $(value "$H_DIR/m3.txt" kfac_robust_steps_total) steps by the median"

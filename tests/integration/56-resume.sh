@@ -88,7 +88,7 @@ port=$(h_port) || exit 1
 cluster a "$port"
 h_wait "$PS_PID" 120
 [ "$H_STATUS" = 0 ] || h_fail "run A: kfac-ps exited with status $H_STATUS (124: still running after 120 s)"
-[ "$(h_rows "$H_DIR/a/steps.csv")" -eq "$STEPS" ] || h_fail "run A: steps.csv has $(rows "$H_DIR/a/steps.csv") rows"
+[ "$(h_rows "$H_DIR/a/steps.csv")" -eq "$STEPS" ] || h_fail "run A: steps.csv has $(h_rows "$H_DIR/a/steps.csv") rows"
 
 port=$(h_port) || exit 1
 cluster b "$port"

@@ -110,7 +110,7 @@ static void s_fake_ps_thread(void *arg) {
     zmq_msg_init(&id);
     msg_t m;
     memset(&m, 0, sizeof m);
-    if (fake_ps_recv(sock, &id, &m, 10000) == 0 && m.type == MSG_HELLO) {
+    if (fake_ps_recv(sock, &id, &m, (int)check_scaled_ms(10000)) == 0 && m.type == MSG_HELLO) {
         f->ok_hello = m.protocol_version == KFAC_PROTOCOL_VERSION && m.role == MSG_ROLE_WORKER;
         snprintf(f->hello_build, sizeof f->hello_build, "%s", m.hello.build_id ? m.hello.build_id : "");
         f->hello_id = m.sender_id;
@@ -127,7 +127,7 @@ static void s_fake_ps_thread(void *arg) {
         /* The client's first request after Welcome. */
         for (int i = 0; i < 5; i++) {
             memset(&m, 0, sizeof m);
-            if (fake_ps_recv(sock, &id, &m, 10000) < 0) break;
+            if (fake_ps_recv(sock, &id, &m, (int)check_scaled_ms(10000)) < 0) break;
             int t = m.type;
             if (t == MSG_GET_PARAMS && m.sender_id == 42) f->got_get_params = 1;
             msg_clear(&m);

@@ -26,9 +26,15 @@
 #include "common/net/daemon.h"
 #include "common/run/runcfg.h"
 #include "proto/msg.h"
+#include "tests/lib/check_main.h"
 #include "tests/lib/fake_ps.h"
 
 #define S_WORK_MS 150 /* each job's work: long enough for the next inputs to arrive meanwhile */
+
+/* The bound on a wait for the daemon (a message, a hand-shake flag): 10 s
+ * x CK_TIMEOUT_MULTIPLIER, so that on a loaded machine Check's timeout,
+ * not this guard, is what a hang runs into. */
+static int s_wait_ms(void) { return (int)check_scaled_ms(10000); }
 
 /* What the roles saw (the daemon owns and frees their state). */
 static int s_n_stops, s_n_welcomes;
@@ -81,7 +87,7 @@ static void s_work(void *state, compute_ctx_t *cc, client_daemon_job_t *j) {
     (void)state, (void)cc;
     if (j->in.type == MSG_PARAMS && j->in.params.version == 1) {
         atomic_store(&s_v1_started, 1);
-        (void)s_wait_flag(&s_v3_accepted, 10000); /* else the pushes show it */
+        (void)s_wait_flag(&s_v3_accepted, s_wait_ms()); /* else the pushes show it */
     }
     uv_sleep(S_WORK_MS);
     msg_t m;
@@ -136,8 +142,8 @@ static int s_recv(fake_ps_t *f, zmq_msg_t *id, msg_t *m, int timeout_ms) {
 static int s_expect(fake_ps_t *f, zmq_msg_t *id, msg_type_t t, uint64_t want, const char *step) {
     msg_t m;
     if (f->fail[0]) return 0;
-    if (s_recv(f, id, &m, 10000) < 0) {
-        snprintf(f->fail, sizeof f->fail, "%s: no %s within 10 s", step, msg_type_name(t));
+    if (s_recv(f, id, &m, s_wait_ms()) < 0) {
+        snprintf(f->fail, sizeof f->fail, "%s: no %s within %d ms", step, msg_type_name(t), s_wait_ms());
         return 0;
     }
     if (getenv("TEST_DAEMON_DEBUG")) fprintf(stderr, "fake ps: %s: got %s\n", step, msg_type_name(m.type));
@@ -203,8 +209,8 @@ static void s_queue_script(fake_ps_t *f, zmq_msg_t *id) {
 static void s_newest_script(fake_ps_t *f, zmq_msg_t *id) {
     s_expect(f, id, MSG_GET_PARAMS, 0, "after Welcome");
     s_send_params(f, id, 1);
-    if (!s_wait_flag(&s_v1_started, 10000)) {
-        snprintf(f->fail, sizeof f->fail, "the work on Params v1 did not begin within 10 s");
+    if (!s_wait_flag(&s_v1_started, s_wait_ms())) {
+        snprintf(f->fail, sizeof f->fail, "the work on Params v1 did not begin within %d ms", s_wait_ms());
         return;
     }
     s_send_params(f, id, 2);
@@ -219,7 +225,7 @@ static void s_fake_ps_thread(void *arg) {
     zmq_msg_t id;
     zmq_msg_init(&id);
     msg_t m;
-    if (s_recv(f, &id, &m, 10000) < 0 || m.type != MSG_HELLO)
+    if (s_recv(f, &id, &m, s_wait_ms()) < 0 || m.type != MSG_HELLO)
         snprintf(f->fail, sizeof f->fail, "no Hello");
     else {
         msg_clear(&m);
