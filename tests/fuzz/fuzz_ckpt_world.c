@@ -34,6 +34,7 @@ typedef struct {
     ps_owners_t owners;      /* member ids bound to CURVE keys */
     ps_idents_t idents;      /* member identities (record IDNT) */
     ps_norm_hist_t clip[3], trace[4]; /* the guards' histories (record HIST) */
+    ps_drift_t *drift;       /* the reference-gradient check's histories (record DRFT) */
     ps_ckpt_state_t st;
 } s_world_t;
 
@@ -83,6 +84,8 @@ static int s_build(int i, s_world_t *w) {
     w->st.n_clip_hists = 3;
     w->st.trace_hists = w->trace;
     w->st.n_trace_hists = 4;
+    if (!(w->drift = ps_drift_new(w->net->n_params))) return -1;
+    w->st.drift = w->drift;
     return 0;
 }
 
@@ -174,6 +177,23 @@ int fuzz_ckpt_world_randomize(int i, uint64_t seed) {
             for (int q = (int)rng_below(&r, 40); q > 0; q--) ps_norm_hist_add(&w->clip[k], exp(rng_normal(&r)));
         for (int k = 0; k < 4; k++)
             for (int q = (int)rng_below(&r, 40); q > 0; q--) ps_norm_hist_add(&w->trace[k], exp(rng_normal(&r)));
+        /* 0 to 3 workers' histories against a reference, a few pushes each */
+        const size_t np = w->net->n_params;
+        float *dg = malloc(np * sizeof *dg), *dv = malloc(np * sizeof *dv);
+        if (!dg || !dv) {
+            free(dg);
+            free(dv);
+            return -1;
+        }
+        ps_drift_clear(w->drift, 0);
+        for (int q = (int)rng_below(&r, 4) * 3; q > 0; q--) {
+            s_fill(&r, dg, np);
+            s_fill(&r, dv, np);
+            ps_drift_verdict_t out;
+            ps_drift_judge_dense(w->drift, MSG_ROLE_WORKER, 1 + (uint32_t)(q % 3), q % 2 ? "KEY" : "", dg, dv, 5.0, &out);
+        }
+        free(dg);
+        free(dv);
     }
     if (w->sgd) {
         s_fill(&r, w->sgd->v, w->sgd->n);

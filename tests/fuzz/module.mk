@@ -18,7 +18,7 @@ ifeq ($(SAN),fuzz)
 FUZZ_BINS := $(addprefix $(BUILD)/fuzz/,$(FUZZ_HARNESSES)) $(BUILD)/fuzz/fuzz_msg_seeds $(BUILD)/fuzz/fuzz_ckpt_seeds
 # The checkpoint reader is the PS's own code: its objects join those two.
 $(BUILD)/fuzz/fuzz_ckpt $(BUILD)/fuzz/fuzz_ckpt_seeds: $(BUILD)/obj/tests/fuzz/fuzz_ckpt_world.o \
-	$(addprefix $(BUILD)/obj/ps/,ckpt.o ckpt_encode.o ckpt_wire.o sched.o refresh.o member.o owner.o ident.o)
+	$(addprefix $(BUILD)/obj/ps/,ckpt.o ckpt_encode.o ckpt_wire.o sched.o refresh.o member.o owner.o ident.o drift.o)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/fuzz_model.o $(PROTO_LIB) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	@mkdir -p $(@D)
