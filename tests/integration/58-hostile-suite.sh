@@ -310,7 +310,7 @@ if want poison || want stats; then
 # one way the reference lags; no honest worker may be refused for it
 # (docs/security.md: a worker beyond the bound is refused only while
 # another is within it).
-PS_EXTRA="--ps.heldout_n 256"
+PS_EXTRA="--ps.heldout_n 256 --ps.heldout_every 8" # a reference every 8 versions: half the default's arithmetic
 cluster poison-stats "$STEPS"
 PS_EXTRA=""
 wait_steps poison-stats "$JOIN"
