@@ -14,7 +14,7 @@
 #include "common/kfac/kfac_linalg.h"
 #include "common/net/zloop.h"
 #include "ps/verify.h"
-#include "ps/wire.h"
+#include "ps/ingest.h"
 
 #define PS_CURV_SPARES 4 /* inverse holders kept per block for the next checks */
 
@@ -54,7 +54,7 @@ static void s_fold(ps_curv_t *c, ps_curv_task_t *t) {
     const kfac_stats_t *st = t->batch;
     if (t->msg.type == MSG_STATS_PUSH) {
         const msg_stats_push_t *sp = &t->msg.stats_push;
-        if (ps_wire_stats_unpack(c->sh, &sp->stats, (double)sp->n_examples, t->batch, c->unpack_buf, t->err,
+        if (ps_ingest_stats_unpack(c->sh, &sp->stats, (double)sp->n_examples, t->batch, c->unpack_buf, t->err,
                                  sizeof t->err) < 0) {
             t->rc = -EINVAL;
             return;
@@ -105,7 +105,7 @@ static void s_cut(ps_curv_t *c, ps_curv_task_t *t) {
 static void s_check(ps_curv_t *c, ps_curv_task_t *t) {
     const int b = t->block, n = c->k->blocks[b].n;
     t->residual = NAN;
-    int rc = ps_wire_result_load(&t->msg.job_result, n, t->damping, c->F, t->inv, t->err, sizeof t->err);
+    int rc = ps_ingest_result_load(&t->msg.job_result, n, t->damping, c->F, t->inv, t->err, sizeof t->err);
     if (rc < 0) {
         ps_verify_forget(c->verify, b, t->job_id); /* not loadable: nothing to check */
         t->rc = rc;

@@ -7,7 +7,7 @@
 #include "ps/hello.h"
 #include "ps/round.h"
 #include "ps/io.h"
-#include "ps/admit.h"
+#include "ps/greet.h"
 #include "ps/member.h"
 
 #include <errno.h>
@@ -85,10 +85,10 @@ static int s_holder_gone(ps_server_t *s, ps_peer_t *old) {
     return 1;
 }
 
-/* Shard of a new worker or stats worker (ps_admit_rank), said in the log
+/* Shard of a new worker or stats worker (ps_greet_rank), said in the log
  * when it must share one. */
 static void s_assign_rank(ps_server_t *s, ps_peer_t *p) {
-    ps_admit_rank_t r = ps_admit_rank(&s->peers, p, s->cfg->workers, s->cfg->statsd);
+    ps_greet_rank_t r = ps_greet_rank(&s->peers, p, s->cfg->workers, s->cfg->statsd);
     ps_peer_set_rank(p, r.rank, r.n_ranks);
     if (!r.shared) return;
     char name[160];
@@ -113,7 +113,7 @@ static void s_busy(ps_server_t *s, const zloop_peer_t *route, const char *text) 
  * reason in err (err stays empty when the run ended meanwhile). */
 static int s_make_room(ps_server_t *s, msg_role_t role, char *err, size_t err_len) {
     err[0] = 0;
-    int cap = ps_admit_role_cap(role, s->cfg->workers, s->cfg->statsd, PS_MAX_PEERS);
+    int cap = ps_greet_role_cap(role, s->cfg->workers, s->cfg->statsd, PS_MAX_PEERS);
     for (int pass = 0; pass < 2; pass++) {
         int full = pass == 0 ? ps_peers_count(&s->peers, role, 0) >= cap : s->peers.n >= s->peers.cap;
         if (!full) continue;
@@ -215,26 +215,26 @@ int ps_join_log_ok(ps_server_t *s, msg_role_t role, char *more, size_t more_len)
 
 void ps_hello_handle(ps_server_t *s, const zloop_peer_t *route, ps_peer_t *p, const msg_t *m) {
     char err[600];
-    ps_admit_t verdict = ps_admit_hello(m, &s->shape.limits, s->life.phase == PS_PHASE_RUNNING, err, sizeof err);
+    ps_greet_t verdict = ps_greet_hello(m, &s->shape.limits, s->life.phase == PS_PHASE_RUNNING, err, sizeof err);
     switch (verdict) {
-    case PS_ADMIT_REFUSE_VERSION:
-    case PS_ADMIT_REFUSE_BUILD: {
+    case PS_GREET_REFUSE_VERSION:
+    case PS_GREET_REFUSE_BUILD: {
         char rmore[64];
         ps_counters_reject(&s->ctr, MSG_HELLO, MSG_ERR_VERSION);
         if (ps_io_reject_log_ok(s, MSG_HELLO, MSG_ERR_VERSION, rmore, sizeof rmore)) {
-            if (verdict == PS_ADMIT_REFUSE_VERSION) log_warn("refused a %s: %s%s", msg_role_program(m->role), err, rmore);
+            if (verdict == PS_GREET_REFUSE_VERSION) log_warn("refused a %s: %s%s", msg_role_program(m->role), err, rmore);
             else log_warn("refused a %s (pid %u): %s%s", msg_role_program(m->role), m->hello.pid, err, rmore);
         }
         ps_io_send_text(s, route, MSG_REFUSE, err);
         return;
     }
-    case PS_ADMIT_INVALID:
+    case PS_GREET_INVALID:
         ps_io_reject(s, route, p, MSG_HELLO, MSG_ERR_INVALID, "%s", err);
         return;
-    case PS_ADMIT_RUN_OVER:
+    case PS_GREET_RUN_OVER:
         ps_io_send_text(s, route, MSG_SHUTDOWN, s->reason[0] ? s->reason : "the run is over");
         return;
-    case PS_ADMIT_GO:
+    case PS_GREET_GO:
         break;
     }
     char name[160];

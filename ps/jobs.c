@@ -143,7 +143,7 @@ void ps_jobs_cut_done(ps_server_t *s, ps_curv_task_t *t) {
     m.job.layer = (uint32_t)kb->layer;
     m.job.factor = (uint32_t)kb->factor;
     m.job.factor_version = (uint64_t)t->version;
-    m.job.method = ps_wire_method(s->model.kfac->opts.method);
+    m.job.method = ps_ingest_method(s->model.kfac->opts.method);
     m.job.damping = t->damping;
     m.job.n = (uint32_t)kb->n;
     m.job.packed = t->packed;
@@ -285,7 +285,7 @@ void ps_jobs_result(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     const msg_job_result_t *r = &m->job_result;
     char name[160];
     ps_peer_name(p, name, sizeof name);
-    int b = ps_wire_block_of(s->model.kfac, r->layer, r->factor);
+    int b = ps_ingest_block_of(s->model.kfac, r->layer, r->factor);
     if (b < 0) {
         ps_io_reject(s, &p->route, p, MSG_JOB_RESULT, MSG_ERR_INVALID,
                       "job_result: layer %u factor %u is not a block of this model's optimizer", r->layer, r->factor);

@@ -314,7 +314,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
             ps_round_after_reject(s, p, m);
             return;
         }
-        if (ps_wire_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
+        if (ps_ingest_stats_unpack(&s->shape, &g->stats, (double)g->n_examples, p->stats, s->unpack_buf, err,
                                  sizeof err) < 0) {
             ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "%s", err);
             ps_round_after_reject(s, p, m);

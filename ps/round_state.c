@@ -8,7 +8,7 @@
 
 #include "common/nn/nn_par.h"
 #include "ps/member.h"
-#include "ps/wire.h"
+#include "ps/ingest.h"
 
 /* Most workers summed in one round (the PS's peer table holds 1024). */
 #define S_MAX_ORDER 1024
@@ -55,7 +55,7 @@ void ps_round_state_clear(ps_round_t *r, const net_t *net) {
     r->grad_age_sum = 0.0;
     r->grad_age_max = 0;
     r->folded = r->marked = 0;
-    if (r->stats) ps_wire_stats_clear(r->stats);
+    if (r->stats) ps_ingest_stats_clear(r->stats);
     r->stats_have = 0;
 }
 
@@ -268,7 +268,7 @@ int ps_round_state_merge_stats(ps_round_t *r, const ps_peers_t *peers) {
 kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh) {
     kfac_stats_t *merged = r->stats;
     r->stats = fresh;
-    if (fresh) ps_wire_stats_clear(fresh);
+    if (fresh) ps_ingest_stats_clear(fresh);
     return merged;
 }
 

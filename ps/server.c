@@ -7,7 +7,7 @@
 #include "ps/jobs.h"
 #include "ps/persist.h"
 #include "ps/round.h"
-#include "ps/export.h"
+#include "ps/weights.h"
 #include "ps/io.h"
 #include "ps/member.h"
 #include "ps/report.h"
@@ -312,7 +312,7 @@ void ps_srv_shutdown(ps_server_t *s, int exit_code) {
      * signal); a failed one (diverged) leaves no manifest that would call
      * its parameters complete. Weights that cannot be written fail the run. */
     if (s->exit_code == 0) {
-        if (ps_export_weights(s) < 0) s->exit_code = 1;
+        if (ps_weights_export(s) < 0) s->exit_code = 1;
     } else {
         log_warn("the run failed (exit %d): no weights written", s->exit_code);
     }

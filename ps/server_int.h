@@ -18,7 +18,7 @@
  * functions). What is left here is the loop's own state, one handle or
  * embedded struct per unit, and the buffers and limits the model's
  * messages need. The decisions are
- * in units without I/O (ps/round_state.h, ps/member.h, ps/admit.h,
+ * in units without I/O (ps/round_state.h, ps/member.h, ps/greet.h,
  * ps/owner.h, ps/sched.h, ps/guard.h). Not for other modules.
  *
  * Versions: t is the version of the current parameters; the round collects
@@ -62,7 +62,7 @@
 #include "ps/server.h"
 #include "ps/trim.h"
 #include "ps/verify.h"
-#include "ps/wire.h"
+#include "ps/ingest.h"
 #include "common/base/ratelimit.h"
 
 /* The units' own state, defined in their .c files. */

@@ -12,7 +12,8 @@
 # - a daemon folder (ps worker statsd invertd) includes common/, proto/ and
 #   itself, never another daemon; tools/ includes common/, proto/ and its own parts (tools/poke/) only;
 # - ps/round_int.h (the fields of ps_round_t) is included only by the
-#   round's own files, ps/round.c, ps/round_push.c and ps/round_state.c.
+#   round's own files, ps/round.c, ps/round_push.c and ps/round_state.c;
+# - no two headers of those folders have the same basename.
 # tests/ and bench/ may include anything. Prints one line per violation
 # (file:line: what, and the rule) and exits 1 if there was any, else 0.
 set -eu
@@ -77,5 +78,12 @@ if [ -s "${TMPDIR:-/tmp}/kfac-layers.$$" ]; then
   exit 1
 fi
 rm -f "${TMPDIR:-/tmp}/kfac-layers.$$"
+# No two headers share a basename (ps/wire.h beside common/net/wire.h reads
+# as one unit in a log, a debugger or a grep for "wire.h").
+dups=$(printf '%s\n' "$files" | grep '\.h$' | sed 's#.*/##' | sort | uniq -d)
+for h in $dups; do
+  echo "$(printf '%s\n' "$files" | grep "/$h\$" | tr '\n' ' ')share the header name $h: rename one (one name per unit, docs/architecture.md)"
+  bad=1
+done
 [ "$bad" = 0 ] || exit 1
 echo "check-layers: $(echo "$files" | wc -l) files follow the layer rule"

@@ -3,7 +3,7 @@
  * factor shapes and the message limits msg_validate() enforces (kfac-ps,
  * kfac-worker, kfac-statsd), a statistics container in wire form (the
  * worker and the stats worker), and an inverse in JobResult form
- * (kfac-invertd; kfac-ps reads it back with ps/wire.h).
+ * (kfac-invertd; kfac-ps reads it back with ps/ingest.h).
  *
  * Conventions: float32. Symmetric matrices travel as packed upper
  * triangles, row by row (kfac_linalg_packed_index); a batch-norm factor as

@@ -3,7 +3,8 @@
 # ("Layers") holds for the whole tree, and tools/check-layers.sh really
 # catches each kind of violation: a lower layer including a higher one, a
 # common layer other than net including proto/, protobuf-c outside proto/,
-# one daemon including another, and a file directly in common/. Then the
+# one daemon including another, a file directly in common/, and two
+# headers of one name. Then the
 # call rule of tools/check-calls.sh on the build's object files, and the
 # one-writer rule of kfac-ps's state (tools/check-fields.sh) on the tree
 # and on two planted files that write the same field.
@@ -31,6 +32,13 @@ try common/kfac/bad2.c '#include <protobuf-c/protobuf-c.h>' 'protobuf-c types st
 try ps/bad.c           '#include "worker/worker.h"'        'ps/ may include common/, proto/ and ps/ only'
 try common/bad.c       '#include "common/base/log.h"'      'a file directly in common/'
 rm -f "$dir/common/bad.c" "$dir/ps/bad.c"
+printf '/* a */\n' >"$dir/common/net/wire.h"; printf '/* b */\n' >"$dir/ps/wire.h"
+if o=$(sh tools/check-layers.sh "$dir" 2>&1); then
+  echo "05-layers: FAIL: two headers named wire.h passed the checker"; fails=$((fails + 1))
+elif ! printf '%s' "$o" | grep -q "share the header name wire.h"; then
+  echo "05-layers: FAIL: two headers named wire.h: expected a line naming them, got: $o"; fails=$((fails + 1))
+fi
+rm -f "$dir/common/net/wire.h" "$dir/ps/wire.h"
 printf '#include "proto/msg.h"\n#include "common/kfac/kfac_opt.h"\n' >"$dir/common/net/ok.c"
 sh tools/check-layers.sh "$dir" >/dev/null 2>&1 || { echo "05-layers: FAIL: a clean synthetic tree was rejected"; fails=$((fails + 1)); }
 # The call rule (tools/check-calls.sh, from the object files of $BUILD):
@@ -129,4 +137,4 @@ printf '%s' "$o" | grep -q '^p->mb.member is written from round.c: its owner is 
 if printf '%s' "$o" | grep -qE 'p->mb\.(wait|pushed)'; then echo "05-layers: FAIL: member.c's writes or reads elsewhere were counted: $o"; exit 1; fi
 fields="one writer per field of kfac-ps's state and of a peer, the member record in ps/member.c only, the curvature thread's functions called in ps/curv.c only; 4 planted violations caught"
 [ "$fails" = 0 ] || exit 1
-echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 5 kinds of violation caught; calls: $calls; $fields ($(($(date +%s) - t0))s)"
+echo "05-layers: ok: $(printf '%s' "$out" | sed 's/^check-layers: //'); 6 kinds of violation caught; calls: $calls; $fields ($(($(date +%s) - t0))s)"

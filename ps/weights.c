@@ -1,5 +1,5 @@
-/* ps/export.c — see export.h. */
-#include "ps/export.h"
+/* ps/weights.c — see export.h. */
+#include "ps/weights.h"
 
 #include <math.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "common/base/log.h"
 #include "common/run/export.h"
 
-int ps_export_weights(ps_server_t *s) {
+int ps_weights_export(ps_server_t *s) {
     if (!s->metrics || !s->model.net) return 0;
     export_info_t info;
     memset(&info, 0, sizeof info);

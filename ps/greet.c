@@ -1,5 +1,5 @@
-/* ps/admit.c — see admit.h. */
-#include "ps/admit.h"
+/* ps/greet.c — see admit.h. */
+#include "ps/greet.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "common/base/log.h"
 #include "common/base/version.h"
 
-int ps_admit_build_compatible(const char *client_build, char *why, size_t why_len) {
+int ps_greet_build_compatible(const char *client_build, char *why, size_t why_len) {
     /* Compare the first two words: "kfac" and the release. */
     char a[2][64] = {{0}}, b[2][64] = {{0}};
     int na = client_build ? sscanf(client_build, "%63s %63s", a[0], a[1]) : 0;
@@ -20,19 +20,19 @@ int ps_admit_build_compatible(const char *client_build, char *why, size_t why_le
     return 0;
 }
 
-ps_admit_t ps_admit_hello(const msg_t *m, const msg_limits_t *limits, int running, char *err, size_t err_len) {
+ps_greet_t ps_greet_hello(const msg_t *m, const msg_limits_t *limits, int running, char *err, size_t err_len) {
     if (err_len) err[0] = '\0';
     if (m->protocol_version != KFAC_PROTOCOL_VERSION) {
         msg_version_refusal(err, err_len, m->protocol_version, m->role);
-        return PS_ADMIT_REFUSE_VERSION;
+        return PS_GREET_REFUSE_VERSION;
     }
-    if (msg_validate(m, limits, err, err_len) < 0) return PS_ADMIT_INVALID;
-    if (!ps_admit_build_compatible(m->hello.build_id, err, err_len)) return PS_ADMIT_REFUSE_BUILD;
-    if (!running) return PS_ADMIT_RUN_OVER;
-    return PS_ADMIT_GO;
+    if (msg_validate(m, limits, err, err_len) < 0) return PS_GREET_INVALID;
+    if (!ps_greet_build_compatible(m->hello.build_id, err, err_len)) return PS_GREET_REFUSE_BUILD;
+    if (!running) return PS_GREET_RUN_OVER;
+    return PS_GREET_GO;
 }
 
-int ps_admit_role_cap(msg_role_t role, int workers, int statsd, int max_peers) {
+int ps_greet_role_cap(msg_role_t role, int workers, int statsd, int max_peers) {
     switch (role) {
     case MSG_ROLE_WORKER: return 2 * workers > workers + 16 ? 2 * workers : workers + 16;
     case MSG_ROLE_STATSD: return 2 * statsd > statsd + 16 ? 2 * statsd : statsd + 16;
@@ -41,8 +41,8 @@ int ps_admit_role_cap(msg_role_t role, int workers, int statsd, int max_peers) {
     }
 }
 
-ps_admit_rank_t ps_admit_rank(const ps_peers_t *peers, const ps_peer_t *p, int workers, int statsd) {
-    ps_admit_rank_t out = {0, 0, 0};
+ps_greet_rank_t ps_greet_rank(const ps_peers_t *peers, const ps_peer_t *p, int workers, int statsd) {
+    ps_greet_rank_t out = {0, 0, 0};
     if (p->role == MSG_ROLE_WORKER) out.n_ranks = workers;
     else if (p->role == MSG_ROLE_STATSD) out.n_ranks = statsd > 0 ? statsd : 1;
     int n = out.n_ranks;

@@ -1,12 +1,12 @@
-/* tests/ps/test_ps_admit.c — kfac-ps's answer to a Hello (ps/admit.c),
+/* tests/ps/test_ps_greet.c — kfac-ps's answer to a Hello (ps/greet.c),
  * without sockets: another protocol version is refused first, then an
  * invalid Hello, then another release's build, then a Hello after the run
  * ended gets Shutdown; the caps per role; the shard a new worker gets (its
  * own --id when free, else the lowest free, shared round-robin when every
  * shard is taken), and none for an inverse daemon. Then a sequence of
  * Hellos through every admission decision in the order ps/hello.c asks
- * them (ps_admit_hello, ps_owners_check, ps_member_rejoin, the role cap,
- * ps_admit_rank): welcome, a second live holder of an id told to try again
+ * them (ps_greet_hello, ps_owners_check, ps_member_rejoin, the role cap,
+ * ps_greet_rank): welcome, a second live holder of an id told to try again
  * later, a restarted member taking over its silent record, an id of
  * another key refused, a key at members_per_key refused and then allowed
  * to replace its silent record. */
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/base/version.h"
-#include "ps/admit.h"
+#include "ps/greet.h"
 #include "ps/member.h"
 #include "ps/owner.h"
 #include "ps/peers.h"
@@ -35,45 +35,45 @@ static void s_hello(msg_t *m, const char *build) {
     m->hello.pid = 42;
 }
 
-START_TEST(test_ps_admit_hello_order) {
+START_TEST(test_ps_greet_hello_order) {
     msg_limits_t lim = s_limits();
     char err[600];
     msg_t m;
     s_hello(&m, KFAC_BUILD_ID);
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 1, err, sizeof err), PS_ADMIT_GO);
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 0, err, sizeof err), PS_ADMIT_RUN_OVER);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 1, err, sizeof err), PS_GREET_GO);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 0, err, sizeof err), PS_GREET_RUN_OVER);
     /* the same release with another build suffix is welcome */
     char build[128];
     snprintf(build, sizeof build, "%s-other-commit", KFAC_BUILD_ID);
     s_hello(&m, build);
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 1, err, sizeof err), PS_ADMIT_GO);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 1, err, sizeof err), PS_GREET_GO);
     /* another release: refused, before the end of the run is said */
     s_hello(&m, "kfac 999.0");
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 0, err, sizeof err), PS_ADMIT_REFUSE_BUILD);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 0, err, sizeof err), PS_GREET_REFUSE_BUILD);
     ck_assert_ptr_nonnull(strstr(err, "kfac 999.0"));
     s_hello(&m, NULL);
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 1, err, sizeof err), PS_ADMIT_REFUSE_BUILD);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 1, err, sizeof err), PS_GREET_REFUSE_BUILD);
     /* an invalid Hello (a build id over the limit) before the build check */
     char lng[100];
     memset(lng, 'x', sizeof lng - 1);
     lng[sizeof lng - 1] = '\0';
     s_hello(&m, lng);
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 1, err, sizeof err), PS_ADMIT_INVALID);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 1, err, sizeof err), PS_GREET_INVALID);
     ck_assert_ptr_nonnull(strstr(err, "build_id"));
     /* another protocol version before everything */
     m.protocol_version = KFAC_PROTOCOL_VERSION + 1;
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 0, err, sizeof err), PS_ADMIT_REFUSE_VERSION);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 0, err, sizeof err), PS_GREET_REFUSE_VERSION);
     ck_assert(err[0] != '\0');
 }
 END_TEST
 
-START_TEST(test_ps_admit_role_caps) {
-    ck_assert_int_eq(ps_admit_role_cap(MSG_ROLE_WORKER, 4, 0, 1024), 20);    /* 4 + 16 */
-    ck_assert_int_eq(ps_admit_role_cap(MSG_ROLE_WORKER, 100, 0, 1024), 200); /* 2 x 100 */
-    ck_assert_int_eq(ps_admit_role_cap(MSG_ROLE_STATSD, 4, 1, 1024), 17);
-    ck_assert_int_eq(ps_admit_role_cap(MSG_ROLE_STATSD, 4, 30, 1024), 60);
-    ck_assert_int_eq(ps_admit_role_cap(MSG_ROLE_INVERTD, 4, 1, 1024), 512);
-    ck_assert_int_eq(ps_admit_role_cap(MSG_ROLE_NONE, 4, 1, 1024), 16);
+START_TEST(test_ps_greet_role_caps) {
+    ck_assert_int_eq(ps_greet_role_cap(MSG_ROLE_WORKER, 4, 0, 1024), 20);    /* 4 + 16 */
+    ck_assert_int_eq(ps_greet_role_cap(MSG_ROLE_WORKER, 100, 0, 1024), 200); /* 2 x 100 */
+    ck_assert_int_eq(ps_greet_role_cap(MSG_ROLE_STATSD, 4, 1, 1024), 17);
+    ck_assert_int_eq(ps_greet_role_cap(MSG_ROLE_STATSD, 4, 30, 1024), 60);
+    ck_assert_int_eq(ps_greet_role_cap(MSG_ROLE_INVERTD, 4, 1, 1024), 512);
+    ck_assert_int_eq(ps_greet_role_cap(MSG_ROLE_NONE, 4, 1, 1024), 16);
 }
 END_TEST
 
@@ -90,12 +90,12 @@ static ps_peer_t *s_add(ps_peers_t *t, msg_role_t role, uint32_t asked_id, uint3
     return p;
 }
 
-START_TEST(test_ps_admit_ranks) {
+START_TEST(test_ps_greet_ranks) {
     ps_peers_t t;
     ck_assert_int_eq(ps_peers_init(&t, 16), 0);
     /* its own --id when free */
     ps_peer_t *a = s_add(&t, MSG_ROLE_WORKER, 1, 1);
-    ps_admit_rank_t r = ps_admit_rank(&t, a, 3, 0);
+    ps_greet_rank_t r = ps_greet_rank(&t, a, 3, 0);
     ck_assert_int_eq(r.rank, 1);
     ck_assert_int_eq(r.n_ranks, 3);
     ck_assert_int_eq(r.shared, 0);
@@ -103,28 +103,28 @@ START_TEST(test_ps_admit_ranks) {
     a->n_ranks = r.n_ranks;
     /* the same --id again: the lowest free shard */
     ps_peer_t *b = s_add(&t, MSG_ROLE_WORKER, 1, 2);
-    r = ps_admit_rank(&t, b, 3, 0);
+    r = ps_greet_rank(&t, b, 3, 0);
     ck_assert_int_eq(r.rank, 0);
     b->rank = r.rank;
     /* an id beyond the shards: the lowest free one */
     ps_peer_t *c = s_add(&t, MSG_ROLE_WORKER, 7, 3);
-    r = ps_admit_rank(&t, c, 3, 0);
+    r = ps_greet_rank(&t, c, 3, 0);
     ck_assert_int_eq(r.rank, 2);
     c->rank = r.rank;
     /* every shard taken: shared, by its id */
     ps_peer_t *d = s_add(&t, MSG_ROLE_WORKER, 0, 5);
-    r = ps_admit_rank(&t, d, 3, 0);
+    r = ps_greet_rank(&t, d, 3, 0);
     ck_assert_int_eq(r.shared, 1);
     ck_assert_int_eq(r.rank, (5 - 1) % 3);
     /* a stats worker's shards are apart from the workers' (at least 1) */
     ps_peer_t *e = s_add(&t, MSG_ROLE_STATSD, 0, 6);
-    r = ps_admit_rank(&t, e, 3, 0);
+    r = ps_greet_rank(&t, e, 3, 0);
     ck_assert_int_eq(r.rank, 0);
     ck_assert_int_eq(r.n_ranks, 1);
     ck_assert_int_eq(r.shared, 0);
     /* an inverse daemon has no shard */
     ps_peer_t *f = s_add(&t, MSG_ROLE_INVERTD, 2, 7);
-    r = ps_admit_rank(&t, f, 3, 0);
+    r = ps_greet_rank(&t, f, 3, 0);
     ck_assert_int_eq(r.n_ranks, 0);
     ck_assert_int_eq(r.rank, 0);
     ps_peers_release(&t);
@@ -147,7 +147,7 @@ static s_answer_t s_hello_answer(ps_peers_t *t, ps_owners_t *o, uint32_t id, con
     s_hello(&m, KFAC_BUILD_ID);
     m.sender_id = id;
     *out = NULL;
-    ck_assert_int_eq(ps_admit_hello(&m, &lim, 1, err, sizeof err), PS_ADMIT_GO);
+    ck_assert_int_eq(ps_greet_hello(&m, &lim, 1, err, sizeof err), PS_GREET_GO);
     const uint64_t live = 3 * SEC;
     ps_peer_t *h = NULL;
     s_answer_t a = S_WELCOME;
@@ -170,12 +170,12 @@ static s_answer_t s_hello_answer(ps_peers_t *t, ps_owners_t *o, uint32_t id, con
         return S_TAKEOVER;
     case PS_REJOIN_NEW: break;
     }
-    ck_assert_int_lt(ps_peers_count(t, MSG_ROLE_WORKER, 0), ps_admit_role_cap(MSG_ROLE_WORKER, 2, 0, 1024));
+    ck_assert_int_lt(ps_peers_count(t, MSG_ROLE_WORKER, 0), ps_greet_role_cap(MSG_ROLE_WORKER, 2, 0, 1024));
     static uint32_t next_id = 0;
     ps_peer_t *p = s_add(t, MSG_ROLE_WORKER, id, ++next_id);
     p->last_ns = now;
     snprintf(p->key, sizeof p->key, "%s", key);
-    ps_admit_rank_t r = ps_admit_rank(t, p, 2, 0);
+    ps_greet_rank_t r = ps_greet_rank(t, p, 2, 0);
     p->rank = r.rank;
     p->n_ranks = r.n_ranks;
     ck_assert_int_eq(ps_owners_bind(o, t, MSG_ROLE_WORKER, id, key), 0);
@@ -183,7 +183,7 @@ static s_answer_t s_hello_answer(ps_peers_t *t, ps_owners_t *o, uint32_t id, con
     return a;
 }
 
-START_TEST(test_ps_admit_hello_sequence) {
+START_TEST(test_ps_greet_hello_sequence) {
     ps_peers_t t;
     ps_owners_t o = {0};
     ck_assert_int_eq(ps_peers_init(&t, 16), 0);
@@ -220,10 +220,10 @@ END_TEST
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_admit");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_ps_admit_hello_order);
-    tcase_add_test(tc, test_ps_admit_role_caps);
-    tcase_add_test(tc, test_ps_admit_ranks);
-    tcase_add_test(tc, test_ps_admit_hello_sequence);
+    tcase_add_test(tc, test_ps_greet_hello_order);
+    tcase_add_test(tc, test_ps_greet_role_caps);
+    tcase_add_test(tc, test_ps_greet_ranks);
+    tcase_add_test(tc, test_ps_greet_hello_sequence);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,5 @@
-/* ps/wire.c — see wire.h. */
-#include "ps/wire.h"
+/* ps/ingest.c — see wire.h. */
+#include "ps/ingest.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,11 +8,11 @@
 
 #include "common/kfac/kfac_linalg.h"
 
-msg_method_t ps_wire_method(kfac_inv_method_t m) {
+msg_method_t ps_ingest_method(kfac_inv_method_t m) {
     return m == KFAC_INV_EIGEN ? MSG_METHOD_EIGEN : MSG_METHOD_CHOLESKY;
 }
 
-void ps_wire_stats_clear(kfac_stats_t *s) {
+void ps_ingest_stats_clear(kfac_stats_t *s) {
     for (int j = 0; j < s->n_layers; j++)
         for (int f = 0; f < s->layers[j].n_factors; f++) {
             s->layers[j].f[f].n_samples = 0.0;
@@ -20,9 +20,9 @@ void ps_wire_stats_clear(kfac_stats_t *s) {
         }
 }
 
-int ps_wire_stats_unpack(const wire_shape_t *sh, const msg_stats_t *st, double n_examples,
+int ps_ingest_stats_unpack(const wire_shape_t *sh, const msg_stats_t *st, double n_examples,
                          kfac_stats_t *out, float *scratch, char *err, size_t err_len) {
-    ps_wire_stats_clear(out);
+    ps_ingest_stats_clear(out);
     for (size_t l = 0; l < st->n_layers; l++) {
         const msg_layer_stats_t *ml = &st->layers[l];
         int slot = kfac_stats_find(out, (int)ml->layer);
@@ -54,18 +54,18 @@ int ps_wire_stats_unpack(const wire_shape_t *sh, const msg_stats_t *st, double n
     }
     return 0;
 fail:
-    ps_wire_stats_clear(out);
+    ps_ingest_stats_clear(out);
     return -EINVAL;
 }
 
-int ps_wire_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor) {
+int ps_ingest_block_of(const kfac_opt_t *k, uint32_t layer, uint32_t factor) {
     if (!k) return -1;
     for (int b = 0; b < k->n_blocks; b++)
         if ((uint32_t)k->blocks[b].layer == layer && (uint32_t)k->blocks[b].factor == factor) return b;
     return -1;
 }
 
-int ps_wire_result_load(const msg_job_result_t *r, int n, float damping, float *full, kfac_inverse_t *inv,
+int ps_ingest_result_load(const msg_job_result_t *r, int n, float damping, float *full, kfac_inverse_t *inv,
                         char *err, size_t err_len) {
     if (n < 1 || r->n != (uint32_t)n || !inv || inv->n != n) {
         snprintf(err, err_len, "job_result: n=%u, the block has n=%d", r->n, n);
