@@ -9,6 +9,7 @@
 #
 #   sh bench/fast_members.sh [--models "demo wide"] [--members "1 2 4"] [--out DIR]
 #                            [--demo-steps W,K] [--wide-steps W,K] [--arm-timeout S]
+#                            [--transport tcp|ipc]
 #
 #   demo   deploy/examples/mnist-cnn-kfac.ini (models/mnist-cnn.model)
 #   wide   experiments/mnist-cnn.ini with experiments/mnist-cnn-wide-auto.model
@@ -19,6 +20,8 @@
 #          a K-FAC arm's warm-up lasts at least until as many inverses were
 #          installed as the model has blocks to invert
 #   --out  folder of the runs' files (default: a temporary one, removed)
+#   --transport  how the members reach kfac-ps: tcp (tcp://127.0.0.1:PORT,
+#          the default) or ipc (ipc://OUT/ps-N.sock, a Unix socket)
 #   --arm-timeout  seconds an arm may run in all (default 120); an arm
 #          that does not reach W + K steps is measured over what it did
 #
@@ -58,6 +61,7 @@ out=""
 demo_steps=50,1000
 wide_steps=20,100
 arm_timeout=120
+transport=tcp
 while [ $# -gt 0 ]; do
   case $1 in
     --models) models=$2; shift 2 ;;
@@ -66,13 +70,15 @@ while [ $# -gt 0 ]; do
     --demo-steps) demo_steps=$2; shift 2 ;;
     --wide-steps) wide_steps=$2; shift 2 ;;
     --arm-timeout) arm_timeout=$2; shift 2 ;;
-    -h | --help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --transport) transport=$2; shift 2 ;;
+    -h | --help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fast_members.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 for v in "$demo_steps" "$wide_steps"; do
   case $v in [0-9]*,[0-9]*) ;; *) echo "fast_members.sh: steps are W,K (whole numbers)" >&2; exit 2 ;; esac
 done
+case $transport in tcp | ipc) ;; *) echo "fast_members.sh: --transport is tcp or ipc, not '$transport'" >&2; exit 2 ;; esac
 case $arm_timeout$members_list in *[!0-9\ ]*) echo "fast_members.sh: --members and --arm-timeout take whole numbers" >&2; exit 2 ;; esac
 BIN=${KFAC_BIN:-build}
 for b in kfac-ps kfac-statsd kfac-invertd kfac-poke bench/bench_memcpy; do
@@ -157,8 +163,12 @@ run_arm() {
   esac
   dir=$out/$model-$m-$opt
   rm -rf "$dir"
-  port=$(free_port) || { NOTE="no free port"; return; }
-  ep=tcp://127.0.0.1:$port
+  if [ "$transport" = ipc ]; then
+    ep=ipc://$out/ps-$model-$m-$opt.sock
+  else
+    port=$(free_port) || { NOTE="no free port"; return; }
+    ep=tcp://127.0.0.1:$port
+  fi
   total=$((w + k + 100000))
   # shellcheck disable=SC2086
   start "$model-$m-$opt-ps" "$BIN/kfac-ps" --config "$cfg" $extra --run.out_dir "$dir" --run.steps "$total" \
@@ -246,7 +256,7 @@ run_arm() {
 echo "machine: $(awk -F: '/^model name/ { sub(/^ /, "", $2); print $2; exit }' /proc/cpuinfo), $(grep -c ^processor /proc/cpuinfo) logical CPUs"
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo ' (with local changes)')"
 echo "load before: $(uptime)"
-echo "steps per arm: demo $demo_steps, wide $wide_steps (warm-up,measured); members: $members_list"
+echo "steps per arm: demo $demo_steps, wide $wide_steps (warm-up,measured); members: $members_list; transport $transport"
 have_torch=1
 if ! /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null; then
   have_torch=0
