@@ -10,19 +10,15 @@
 #include "common/kfac/kfac_step.h"
 #include "common/kfac/kfac_lowrank.h"
 
+/* A member of the table. Its history is kept in the form a checkpoint
+ * holds it (ps_drift_saved_t), so that ps_drift_save and ps_drift_put copy
+ * it whole and the fields are named in one place; hist.m stays NULL here:
+ * the running mean direction is the table's own m below. hist.key is
+ * always NUL-terminated within its length. */
 typedef struct s_member {
     int used;
-    msg_role_t role;
-    uint32_t id;
-    char key[PS_DRIFT_KEY_LEN];
-    uint64_t judged_at;  /* the table's judgement count when it was last judged (for replacement) */
-    float *m;            /* (n_params) running mean of its pushes */
-    int has_m;
-    int n;               /* e values seen */
-    int n_judged;
-    double mu, s2, gbar;
-    double z;            /* its statistic after its last push */
-    int refusing;
+    ps_drift_saved_t hist; /* identity, counts, statistics; hist.judged_at: for replacement */
+    float *m;              /* (n_params) running mean of its pushes, valid with hist.has_m */
 } s_member_t;
 
 struct ps_drift {
@@ -63,8 +59,8 @@ static s_member_t *s_member(ps_drift_t *d, msg_role_t role, uint32_t id, const c
             if (!free_slot) free_slot = x;
             continue;
         }
-        if (x->role == role && x->id == id && strncmp(x->key, k, sizeof x->key) == 0) return x;
-        if (!oldest || x->judged_at < oldest->judged_at) oldest = x;
+        if (x->hist.role == role && x->hist.id == id && strncmp(x->hist.key, k, sizeof x->hist.key) == 0) return x;
+        if (!oldest || x->hist.judged_at < oldest->hist.judged_at) oldest = x;
     }
     s_member_t *x = free_slot ? free_slot : oldest;
     float *m = x->m;
@@ -72,9 +68,9 @@ static s_member_t *s_member(ps_drift_t *d, msg_role_t role, uint32_t id, const c
     if (!m && !(m = malloc((d->n_params ? d->n_params : 1) * sizeof(float)))) return NULL;
     x->m = m;
     x->used = 1;
-    x->role = role;
-    x->id = id;
-    strncpy(x->key, k, sizeof x->key - 1);
+    x->hist.role = role;
+    x->hist.id = id;
+    strncpy(x->hist.key, k, sizeof x->hist.key - 1);
     return x;
 }
 
@@ -83,53 +79,54 @@ int ps_drift_judge_dense(ps_drift_t *d, msg_role_t role, uint32_t id, const char
     memset(out, 0, sizeof *out);
     s_member_t *x = s_member(d, role, id, key);
     if (!x) return -ENOMEM;
+    ps_drift_saved_t *h = &x->hist;
     const size_t n = d->n_params;
-    x->judged_at = ++d->n_judged;
-    x->n_judged++;
+    h->judged_at = ++d->n_judged;
+    h->n_judged++;
     const double gn = sqrt(kfac_step_norm2(g, n));
     out->g_norm = gn;
-    out->n_judged = x->n_judged;
-    if (x->has_m) {
+    out->n_judged = h->n_judged;
+    if (h->has_m) {
         /* e = <g - v, u>, u = m / ||m|| */
         double gm = kfac_step_dot(g, x->m, n), vm = kfac_step_dot(v, x->m, n), mm = kfac_step_norm2(x->m, n);
         if (mm > 0.0) {
             const double e = (gm - vm) / sqrt(mm);
-            x->n++;
-            const double w = 1.0 / x->n > PS_DRIFT_ALPHA ? 1.0 / x->n : PS_DRIFT_ALPHA;
-            if (x->n == 1) {
-                x->mu = e;
-                x->s2 = 0.0;
-                x->gbar = gn;
+            h->n++;
+            const double w = 1.0 / h->n > PS_DRIFT_ALPHA ? 1.0 / h->n : PS_DRIFT_ALPHA;
+            if (h->n == 1) {
+                h->mu = e;
+                h->s2 = 0.0;
+                h->gbar = gn;
             } else {
                 /* running mean and variance with weight w (West's update) */
-                const double diff = e - x->mu;
-                x->mu += w * diff;
-                x->s2 = (1.0 - w) * (x->s2 + w * diff * diff);
-                x->gbar += w * (gn - x->gbar);
+                const double diff = e - h->mu;
+                h->mu += w * diff;
+                h->s2 = (1.0 - w) * (h->s2 + w * diff * diff);
+                h->gbar += w * (gn - h->gbar);
             }
-            const double floor = PS_DRIFT_FLOOR * x->gbar;
-            const double var = x->s2 * PS_DRIFT_ALPHA / (2.0 - PS_DRIFT_ALPHA) + floor * floor;
+            const double floor = PS_DRIFT_FLOOR * h->gbar;
+            const double var = h->s2 * PS_DRIFT_ALPHA / (2.0 - PS_DRIFT_ALPHA) + floor * floor;
             out->e = e;
-            out->mu = x->mu;
-            out->z = var > 0.0 ? x->mu / sqrt(var) : 0.0;
+            out->mu = h->mu;
+            out->z = var > 0.0 ? h->mu / sqrt(var) : 0.0;
         }
     }
-    x->z = out->z;
-    if (x->n_judged >= PS_DRIFT_MIN_PUSHES && out->z > z_max) {
+    h->z = out->z;
+    if (h->n_judged >= PS_DRIFT_MIN_PUSHES && out->z > z_max) {
         int within = 0; /* another member of its role, judged lately, within the bound */
         for (int i = 0; i < PS_DRIFT_MAX && !within; i++) {
             const s_member_t *y = &d->v[i];
-            within = y != x && y->used && y->role == role && y->n_judged >= PS_DRIFT_MIN_PUSHES &&
-                     d->n_judged - y->judged_at < PS_DRIFT_RECENT && !(y->z > z_max);
+            within = y != x && y->used && y->hist.role == role && y->hist.n_judged >= PS_DRIFT_MIN_PUSHES &&
+                     d->n_judged - y->hist.judged_at < PS_DRIFT_RECENT && !(y->hist.z > z_max);
         }
         out->refuse = within;
         out->spared = !within;
     }
-    x->refusing = out->refuse;
+    h->refusing = out->refuse;
     /* m <- beta m + (1 - beta) g; the first push: m = g */
-    if (!x->has_m) {
+    if (!h->has_m) {
         memcpy(x->m, g, n * sizeof(float));
-        x->has_m = 1;
+        h->has_m = 1;
     } else {
         const float b = (float)PS_DRIFT_BETA, a = 1.0f - b;
         for (size_t i = 0; i < n; i++) x->m[i] = b * x->m[i] + a * g[i];
@@ -171,7 +168,7 @@ int ps_drift_judge(ps_drift_t *d, const net_t *net, msg_role_t role, uint32_t id
 
 int ps_drift_refusing(const ps_drift_t *d) {
     int n = 0;
-    for (int i = 0; d && i < PS_DRIFT_MAX; i++) n += d->v[i].used && d->v[i].refusing;
+    for (int i = 0; d && i < PS_DRIFT_MAX; i++) n += d->v[i].used && d->v[i].hist.refusing;
     return n;
 }
 
@@ -187,22 +184,8 @@ int ps_drift_save(const ps_drift_t *d, ps_drift_saved_t *out, int max) {
         const s_member_t *x = &d->v[i];
         if (!x->used) continue;
         if (out && k < max) {
-            ps_drift_saved_t *o = &out[k];
-            memset(o, 0, sizeof *o);
-            o->role = x->role;
-            o->id = x->id;
-            memcpy(o->key, x->key, sizeof o->key);
-            o->key[sizeof o->key - 1] = 0;
-            o->judged_at = x->judged_at;
-            o->has_m = x->has_m;
-            o->refusing = x->refusing;
-            o->n = x->n;
-            o->n_judged = x->n_judged;
-            o->mu = x->mu;
-            o->s2 = x->s2;
-            o->gbar = x->gbar;
-            o->z = x->z;
-            o->m = x->has_m ? x->m : NULL;
+            out[k] = x->hist;
+            out[k].m = x->hist.has_m ? x->m : NULL;
         }
         k++;
     }
@@ -249,7 +232,8 @@ float *ps_drift_put(ps_drift_t *d, const ps_drift_saved_t *x, int *rc) {
     s_member_t *slot = NULL;
     for (int i = 0; i < PS_DRIFT_MAX; i++) {
         s_member_t *y = &d->v[i];
-        if (y->used && y->role == x->role && y->id == x->id && strncmp(y->key, x->key, sizeof y->key) == 0) {
+        if (y->used && y->hist.role == x->role && y->hist.id == x->id &&
+            strncmp(y->hist.key, x->key, sizeof y->hist.key) == 0) {
             *rc = -EINVAL; /* the same identity twice */
             return NULL;
         }
@@ -264,19 +248,9 @@ float *ps_drift_put(ps_drift_t *d, const ps_drift_saved_t *x, int *rc) {
         return NULL;
     }
     slot->used = 1;
-    slot->role = x->role;
-    slot->id = x->id;
-    memcpy(slot->key, x->key, sizeof slot->key);
-    slot->key[sizeof slot->key - 1] = 0;
-    slot->judged_at = x->judged_at;
-    slot->has_m = x->has_m;
-    slot->refusing = x->refusing;
-    slot->n = x->n;
-    slot->n_judged = x->n_judged;
-    slot->mu = x->mu;
-    slot->s2 = x->s2;
-    slot->gbar = x->gbar;
-    slot->z = x->z;
+    slot->hist = *x;
+    slot->hist.key[sizeof slot->hist.key - 1] = 0;
+    slot->hist.m = NULL; /* the direction is the table's own slot->m */
     if (!x->has_m) memset(slot->m, 0, d->n_params * sizeof(float));
     return slot->m;
 }

@@ -111,7 +111,8 @@ int ps_drift_refusing(const ps_drift_t *d);
 
 #define PS_DRIFT_KEY_LEN 64
 
-/* One member's history as a checkpoint holds it. */
+/* One member's history as a checkpoint holds it; the table keeps each
+ * member in this form too (ps/drift.c), with m apart. */
 typedef struct ps_drift_saved {
     msg_role_t role;
     uint32_t id;

@@ -12,8 +12,8 @@
  *     by rename still raises the callback);
  *   - a file removed raises it too;
  *   - a folder removed and made again is watched again after the callback.
- * The loop is pumped with UV_RUN_NOWAIT in bounded loops (at most 5 s per
- * wait). */
+ * The loop is pumped with UV_RUN_NOWAIT in bounded loops (at most 5 s x
+ * CK_TIMEOUT_MULTIPLIER per wait for a callback). */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +26,7 @@
 
 #include "common/base/log.h"
 #include "common/net/auth_watch.h"
+#include "tests/lib/check_main.h"
 #include "tests/lib/tmpdir.h"
 
 typedef struct {
@@ -56,6 +57,11 @@ static void s_sleep_ms(long ms) {
 static uv_timer_t s_alive;
 
 static void s_on_alive(uv_timer_t *t) { (void)t; }
+
+/* The bound on a wait for a callback: 5 s x CK_TIMEOUT_MULTIPLIER, so that
+ * on a loaded machine Check's timeout (which scales the same way), not
+ * this guard, is what a hang runs into. */
+static long s_wait_ms(void) { return (long)check_scaled_ms(5000); }
 
 /* Pump the loop until seen->n reaches n or max_ms pass. */
 static void s_pump(uv_loop_t *loop, s_seen_t *seen, int n, long max_ms) {
@@ -138,7 +144,7 @@ START_TEST(test_auth_watch_debounces_a_burst) {
     }
     ck_assert_msg(whole, "no burst of 5 writes within the 200 ms debounce in %d tries (this machine is too busy)",
                   tries);
-    s_pump(&loop, &seen, 1, 5000);
+    s_pump(&loop, &seen, 1, s_wait_ms());
     ck_assert_int_eq(seen.n, 1);
     ck_assert_str_eq(seen.what, folder);
     s_pump(&loop, &seen, 2, 600); /* nothing more comes */
@@ -147,7 +153,7 @@ START_TEST(test_auth_watch_debounces_a_burst) {
     char p[400];
     snprintf(p, sizeof p, "%s/k%d-3.pub", folder, tries - 1);
     ck_assert_int_eq(unlink(p), 0);
-    s_pump(&loop, &seen, 2, 5000);
+    s_pump(&loop, &seen, 2, s_wait_ms());
     ck_assert_int_eq(seen.n, 2);
     s_close(&loop, &w);
     s_teardown();
@@ -170,7 +176,7 @@ START_TEST(test_auth_watch_file_means_its_folder) {
     char tmp[320];
     snprintf(tmp, sizeof tmp, "%s/workers.pub.new", s_dir);
     ck_assert_int_eq(rename(tmp, file), 0);
-    s_pump(&loop, &seen, 1, 5000);
+    s_pump(&loop, &seen, 1, s_wait_ms());
     ck_assert_int_eq(seen.n, 1);
     ck_assert_str_eq(seen.what, s_dir);
     s_close(&loop, &w);
@@ -191,11 +197,11 @@ START_TEST(test_auth_watch_folder_made_again) {
     ck_assert_int_eq(auth_watch_count(w), 1);
     ck_assert_int_eq(rmdir(folder), 0);
     ck_assert_int_eq(mkdir(folder, 0755), 0);
-    s_pump(&loop, &seen, 1, 5000);
+    s_pump(&loop, &seen, 1, s_wait_ms());
     ck_assert_int_eq(seen.n, 1);
     ck_assert_int_eq(auth_watch_count(w), 1); /* the new folder is watched */
     s_write(folder, "s1.pub");
-    s_pump(&loop, &seen, 2, 5000);
+    s_pump(&loop, &seen, 2, s_wait_ms());
     ck_assert_int_eq(seen.n, 2);
     s_close(&loop, &w);
     s_teardown();
