@@ -296,13 +296,21 @@ typedef struct msg_limits {
     size_t max_text;          /* bytes in model_text / config_text */
     const msg_model_shape_t *model; /* borrowed; NULL: no model-shape checks */
     uint32_t max_rows;        /* rows of a factored gradient (the batch a worker may use); 0: none accepted */
+    int grad_finite_later;    /* 1: GradPush.grad's floats are not scanned for NaN/Inf here (its length still
+                                 is): the receiver checks them in a pass it makes anyway (kfac-ps: the
+                                 gradient's norm in double, finite exactly when every float is) and names
+                                 the first bad one with msg_first_nonfinite() */
 } msg_limits_t;
 
 /* Defaults: max_n 16384, max_floats 2^28, max_layers 4096, max_factors
- * MSG_MAX_FACTORS, max_string 4096, max_text 1 MiB, model NULL, max_rows 0
+ * MSG_MAX_FACTORS, max_string 4096, max_text 1 MiB, model NULL, max_rows 0, grad_finite_later 0
  * (a GradPush with factored layers is refused: a receiver that takes them
  * sets the batch it allows, and a model: the layers' shapes). */
 void msg_limits_default(msg_limits_t *lim);
+
+/* Index of the first NaN or Inf of x[0..n), or n when every float is
+ * finite: the index msg_validate() names. */
+size_t msg_first_nonfinite(const float *x, size_t n);
 
 /* An upper bound on the encoded size of any message that passes
  * msg_validate() with these limits, for ZMQ_MAXMSGSIZE. With lim->model set

@@ -35,7 +35,7 @@ static void s_err(char *err, size_t err_len, const char *fmt, ...) {
 
 /* Index of the first non-finite float, or n when all are finite. Scans in
  * blocks with an OR of exponent tests (vectorizes), then locates. */
-static size_t s_first_nonfinite(const float *x, size_t n) {
+size_t msg_first_nonfinite(const float *x, size_t n) {
     const size_t block = 4096;
     for (size_t start = 0; start < n; start += block) {
         size_t end = start + block < n ? start + block : n;
@@ -52,10 +52,10 @@ static size_t s_first_nonfinite(const float *x, size_t n) {
     return n;
 }
 
-/* Check one float array: presence, length, finiteness. expect: required
- * length, or 0 for "any length in [min_n, max_floats]". */
-static int s_check_floats(const char *field, const float *x, size_t n, uint64_t min_n,
-                          uint64_t expect, const msg_limits_t *lim, char *err, size_t err_len) {
+/* Check one float array: presence and length. expect: required length,
+ * or 0 for "any length in [min_n, max_floats]". */
+static int s_check_len(const char *field, const float *x, size_t n, uint64_t min_n,
+                       uint64_t expect, const msg_limits_t *lim, char *err, size_t err_len) {
     if (n > 0 && !x) {
         s_err(err, err_len, "%s: %zu floats announced but no data", field, n);
         return -EINVAL;
@@ -72,7 +72,15 @@ static int s_check_floats(const char *field, const float *x, size_t n, uint64_t 
         s_err(err, err_len, "%s: expected at least %" PRIu64 " floats, got %zu", field, min_n, n);
         return -EINVAL;
     }
-    size_t i = s_first_nonfinite(x, n);
+    return 0;
+}
+
+/* s_check_len, then finiteness: the first NaN or Inf is named. */
+static int s_check_floats(const char *field, const float *x, size_t n, uint64_t min_n,
+                          uint64_t expect, const msg_limits_t *lim, char *err, size_t err_len) {
+    int rc = s_check_len(field, x, n, min_n, expect, lim, err, err_len);
+    if (rc < 0) return rc;
+    size_t i = msg_first_nonfinite(x, n);
     if (i < n) {
         s_err(err, err_len, "%s[%zu] is %s", field, i, isnan(x[i]) ? "NaN" : "Inf");
         return -EINVAL;
@@ -302,11 +310,12 @@ static int s_check_stats(const char *field, const msg_stats_t *st, int required,
 }
 
 /* A params/grad/state pair against the model. */
-static int s_check_params_arrays(const char *pfield, const float *p, size_t n_p, const char *sfield,
+static int s_check_params_arrays(const char *pfield, const float *p, size_t n_p, int grad, const char *sfield,
                                  const float *s, size_t n_s, const msg_limits_t *lim, char *err,
                                  size_t err_len) {
     const msg_model_shape_t *md = lim->model;
-    int rc = s_check_floats(pfield, p, n_p, 1, md ? md->n_params : 0, lim, err, err_len);
+    int rc = (grad && lim->grad_finite_later ? s_check_len : s_check_floats)(pfield, p, n_p, 1, md ? md->n_params : 0,
+                                                                         lim, err, err_len);
     if (rc < 0) return rc;
     if (md && n_s != 0 && n_s != md->n_state) {
         s_err(err, err_len, "%s: expected %" PRIu64 " floats (or none), got %zu", sfield, md->n_state, n_s);
@@ -356,12 +365,12 @@ static int s_check_lowrank(const msg_grad_push_t *g, const msg_limits_t *lim, ch
                   i, f->n_rows, f->layer, nd, nx, f->n_d, f->n_x);
             return -EINVAL;
         }
-        size_t bad = s_first_nonfinite(f->d, f->n_d);
+        size_t bad = msg_first_nonfinite(f->d, f->n_d);
         if (bad < f->n_d) {
             s_err(err, err_len, "grad_push.factored[%zu].d[%zu] is %s", i, bad, isnan(f->d[bad]) ? "NaN" : "Inf");
             return -EINVAL;
         }
-        bad = s_first_nonfinite(f->x, f->n_x);
+        bad = msg_first_nonfinite(f->x, f->n_x);
         if (bad < f->n_x) {
             s_err(err, err_len, "grad_push.factored[%zu].x[%zu] is %s", i, bad, isnan(f->x[bad]) ? "NaN" : "Inf");
             return -EINVAL;
@@ -380,7 +389,8 @@ static int s_check_lowrank(const msg_grad_push_t *g, const msg_limits_t *lim, ch
         s_err(err, err_len, "%s: expected no floats, got %zu", field, g->n_grad);
         return -EINVAL;
     }
-    return s_check_floats(field, g->grad, g->n_grad, 1, expect, lim, err, err_len);
+    return (lim->grad_finite_later ? s_check_len : s_check_floats)(field, g->grad, g->n_grad, 1, expect, lim, err,
+                                                                   err_len);
 }
 
 /* ---- one field on its own (its row's check) ----------------------------- */
@@ -465,7 +475,7 @@ static int s_rule_welcome(const msg_t *m, const msg_limits_t *lim, char *err, si
 }
 
 static int s_rule_params(const msg_t *m, const msg_limits_t *lim, char *err, size_t err_len) {
-    int rc = s_check_params_arrays("params.params", m->params.params, m->params.n_params, "params.state",
+    int rc = s_check_params_arrays("params.params", m->params.params, m->params.n_params, 0, "params.state",
                                    m->params.state, m->params.n_state, lim, err, err_len);
     return rc < 0 ? rc : s_check_stats_layers(&m->params, lim, err, err_len);
 }
@@ -487,7 +497,7 @@ static int s_rule_grad_push(const msg_t *m, const msg_limits_t *lim, char *err, 
             return -EINVAL;
         }
         if ((rc = s_check_floats("grad_push.state", g->state, g->n_state, 0, 0, lim, err, err_len)) < 0) return rc;
-    } else if ((rc = s_check_params_arrays("grad_push.grad", g->grad, g->n_grad, "grad_push.state", g->state,
+    } else if ((rc = s_check_params_arrays("grad_push.grad", g->grad, g->n_grad, 1, "grad_push.state", g->state,
                                            g->n_state, lim, err, err_len)) < 0) {
         return rc;
     }

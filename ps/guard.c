@@ -9,6 +9,7 @@ struct ps_guard {
     ps_norm_hist_t norms;       /* norms of recently accepted gradients */
     ps_norm_hist_t push_ns;     /* how long recently accepted gradients took after their round opened (ns) */
     ps_norm_hist_t *layer_norms; /* (n_layers) each layer's (clipped) norms of recently accepted gradients */
+    double *layer_n2;           /* (n_layers) scratch: the judged push's layers' squared norms */
     ps_recover_t *recover;      /* the last good parameters */
     int recoveries_in_a_row;    /* recoveries since the last step */
     ratelimit_t rl[PS_GUARD_LINE_COUNT];
@@ -19,8 +20,9 @@ ps_guard_t *ps_guard_new(int n_layers, size_t n_params, size_t n_state) {
     if (!g) return NULL;
     g->n_layers = n_layers > 0 ? n_layers : 0;
     g->layer_norms = calloc(g->n_layers ? (size_t)g->n_layers : 1, sizeof *g->layer_norms);
+    g->layer_n2 = calloc(g->n_layers ? (size_t)g->n_layers : 1, sizeof *g->layer_n2);
     g->recover = ps_recover_new(n_params, n_state);
-    if (!g->layer_norms || !g->recover) ps_guard_free(&g);
+    if (!g->layer_norms || !g->layer_n2 || !g->recover) ps_guard_free(&g);
     return g;
 }
 
@@ -28,6 +30,7 @@ void ps_guard_free(ps_guard_t **g_p) {
     if (!g_p || !*g_p) return;
     ps_guard_t *g = *g_p;
     free(g->layer_norms);
+    free(g->layer_n2);
     ps_recover_free(&g->recover);
     free(g);
     *g_p = NULL;
@@ -44,6 +47,8 @@ void ps_guard_accepted(ps_guard_t *g, double norm, uint64_t wait_ns) {
     ps_norm_hist_add(&g->norms, norm);
     if (wait_ns > 0) ps_norm_hist_add(&g->push_ns, (double)wait_ns);
 }
+
+double *ps_guard_layer_n2(ps_guard_t *g) { return g->layer_n2; }
 
 double ps_guard_clip(ps_guard_t *g, int layer, double norm, double ratio, double *median, int *n_recent) {
     *median = 0.0;

@@ -69,6 +69,11 @@ void ps_guard_accepted(ps_guard_t *g, double norm, uint64_t wait_ns);
  * *n_recent receive the median and the count before this one. */
 double ps_guard_clip(ps_guard_t *g, int layer, double norm, double ratio, double *median, int *n_recent);
 
+/* n_layers doubles the push being judged keeps its layers' squared norms
+ * in (ps/round_push.c: measured in the pass that checks the gradient, used
+ * by the clip); the guard's, never NULL. */
+double *ps_guard_layer_n2(ps_guard_t *g);
+
 /* The median of how long recently accepted pushes took (ns; 0 while fewer
  * than PS_NORM_MIN_HISTORY), for the stall timeout (ps_member_stall_ns). */
 double ps_guard_push_median_ns(const ps_guard_t *g);

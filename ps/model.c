@@ -61,21 +61,23 @@ void ps_model_release(ps_model_t *m) {
     memset(m, 0, sizeof *m);
 }
 
-int ps_model_update(ps_model_t *m, const float *grad, const kfac_lowrank_set_t *lowrank, long t, double *step_size,
-                    size_t *bad_index) {
+int ps_model_update(ps_model_t *m, const float *grad, int grad_finite, const kfac_lowrank_set_t *lowrank, long t,
+                    double *step_size, size_t *bad_index) {
     *step_size = 0.0;
     if (m->kfac) {
         kfac_step_info_t info;
         memset(&info, 0, sizeof info);
-        int rc = kfac_opt_step_lowrank(m->kfac, m->net->params, grad, lowrank, t, &info);
+        int rc = (grad_finite ? kfac_opt_step_finite : kfac_opt_step_lowrank)(m->kfac, m->net->params, grad, lowrank,
+                                                                                 t, &info);
         if (rc < 0) return rc;
         *step_size = info.step;
         m->last = info;
         return 0;
     }
-    /* Two passes over the parameters on the update's pool: the check, then
-     * sgd_step's rule and the Polyak average fused (kfac_step_tail). */
-    const size_t bad = kfac_step_copy_finite(NULL, grad, m->net->n_params, m->update_par);
+    /* Two passes over the parameters on the update's pool: the check
+     * (unless the caller's pass made it), then sgd_step's rule and the
+     * Polyak average fused (kfac_step_tail). */
+    const size_t bad = grad_finite ? m->net->n_params : kfac_step_copy_finite(NULL, grad, m->net->n_params, m->update_par);
     if (bad < m->net->n_params) {
         *bad_index = bad;
         return -ERANGE;

@@ -58,9 +58,11 @@ void ps_model_release(ps_model_t *m);
  * receives the step's size (K-FAC: the step taken; SGD: the learning rate).
  * Returns 0; a negative errno when K-FAC's direction is not finite; -ERANGE
  * with *bad_index set when SGD's mean gradient is not (a mean of finite
- * gradients can still overflow). The parameters are unchanged on failure. */
-int ps_model_update(ps_model_t *m, const float *grad, const kfac_lowrank_set_t *lowrank, long t, double *step_size,
-                    size_t *bad_index);
+ * gradients can still overflow). The parameters are unchanged on failure.
+ * grad_finite: the caller checked every float of grad finite (the mean's
+ * own pass, ps_round_state_average), so the update makes no pass to check. */
+int ps_model_update(ps_model_t *m, const float *grad, int grad_finite, const kfac_lowrank_set_t *lowrank, long t,
+                    double *step_size, size_t *bad_index);
 
 /* The Polyak average of the iterates (n_params, borrowed), or NULL while
  * none has been taken. */

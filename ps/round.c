@@ -424,12 +424,13 @@ static void s_step_damping(ps_server_t *s, int rc) {
  * the workers' batch-norm state. Fills the row's step size and inverse
  * ages. Returns 0, or -1 when the run must stop (too many non-finite
  * updates in a row; s->reason says why). */
-static int s_step_update(ps_server_t *s, ps_step_row_t *row) {
+static int s_step_update(ps_server_t *s, ps_step_row_t *row, int grad_finite) {
     double step_size = 0.0, t_math = clock_now_ms();
     size_t bad = 0;
     if (s->model.kfac) /* the quadratic model's g^T m and the inverse-age bound (ps/damping.h) */
         ps_damping_before_step(s->damping, s->model.kfac, s->round->grad_acc, &s->round->lowrank, s->round->t);
-    const int rc = ps_model_update(&s->model, s->round->grad_acc, &s->round->lowrank, s->round->t, &step_size, &bad);
+    const int rc = ps_model_update(&s->model, s->round->grad_acc, grad_finite, &s->round->lowrank, s->round->t,
+                                   &step_size, &bad);
     if (s->model.kfac) s_step_damping(s, rc);
     if (rc < 0) {
         ps_counters_bump(&s->ctr, PS_CTR_STEP_FAILURES);
@@ -544,18 +545,18 @@ static void s_step_publish(ps_server_t *s) {
 }
 
 /* The round's gradients into the step's gradient: the weighted mean, or
- * the robust rule of [ps] aggregate. */
-static void s_aggregate(ps_server_t *s) {
-    if (s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN) {
-        ps_round_state_average(s->round, s->model.net, &s->peers, s->model.update_par);
-        return;
-    }
+ * the robust rule of [ps] aggregate. Returns 1 when its pass found every
+ * float of it finite (the update then makes no pass to check), else 0. */
+static int s_aggregate(ps_server_t *s) {
+    if (s->cfg->aggregate == RUNCFG_AGGREGATE_MEAN)
+        return ps_round_state_average(s->round, s->model.net, &s->peers, s->model.update_par) ==
+               s->model.net->n_params;
     int median = s->cfg->aggregate == RUNCFG_AGGREGATE_MEDIAN;
     int k = ps_round_state_robust(s->round, s->model.net, &s->peers, median ? -1 : s->cfg->aggregate_trim,
                                   s->model.update_par);
     if (k > 0) {
         ps_counters_bump(&s->ctr, PS_CTR_ROBUST_STEPS);
-        return;
+        return 0;
     }
     ps_counters_bump(&s->ctr, PS_CTR_ROBUST_FALLBACKS);
     uint64_t skipped = 0;
@@ -564,6 +565,7 @@ static void s_aggregate(ps_server_t *s) {
                  " such steps so far)",
                  s->round->t, s->round->n_grads, median ? "median" : "trimmed_mean",
                  median ? 3 : 2 * s->cfg->aggregate_trim + 1, ps_counter(&s->ctr, PS_CTR_ROBUST_FALLBACKS));
+    return 0;
 }
 
 /* The step of a complete round: average, update, record, publish. */
@@ -580,8 +582,8 @@ static void s_apply_step(ps_server_t *s) {
      * outlier: good ones to come back to (ps/guard.h). */
     ps_guard_step(s->guard, s->round->norm_rejects, s->round->steps_done, s->model.net->params, s->model.net->state,
                   s->round->t, clock_now_ms() * 1e-3);
-    s_aggregate(s);
-    if (s_step_update(s, &row) < 0) {
+    const int grad_finite = s_aggregate(s);
+    if (s_step_update(s, &row, grad_finite) < 0) {
         ps_round_request_shutdown(s, 1);
         return;
     }

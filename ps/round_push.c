@@ -22,17 +22,36 @@
 #include "common/base/log.h"
 #include "common/base/ratelimit.h"
 
-/* [ps] grad_clip_ratio: each weighted layer's slice of p's held gradient
- * is scaled down to ratio x the median norm of that layer's recent accepted
- * slices when it is longer (a bound a clean run's gradients do not reach:
- * its trajectory is unchanged), and its (clipped) norm is recorded. A
- * member can then move no layer by more than that bound a step, however it
- * spreads its gradient over the layers. */
 /* ||D^T X||_F^2 of a factored layer of a push, by Gram products. */
 static double s_msg_lowrank_norm2(const net_t *net, const msg_lowrank_t *f) {
     const layer_t *l = &net->layers[f->layer];
     const int out = l->out, in = l->in_c * l->in_h * l->in_w, n = (int)f->n_rows;
     return kfac_lowrank_inner(f->d, out, f->x, in, n, f->d, out, f->x, in, n, out, in);
+}
+
+/* The squared norm of push g's gradient, layer by layer into n2 (a factored
+ * layer's weights as ||D^T X||^2), and their sum: one pass over the message.
+ * The arena is each layer's weights then its bias, in layer order
+ * (common/nn/nn.h), and g->grad is that less the factored layers' weights
+ * (msg_validate checked the lengths and the order). */
+static double s_push_norm2(const net_t *net, const msg_grad_push_t *g, double *n2) {
+    size_t at = 0, k = 0;
+    double total = 0.0;
+    for (int li = 0; li < net->n_layers; li++) {
+        const layer_t *l = &net->layers[li];
+        double x;
+        if (k < g->n_lowrank && (int)g->lowrank[k].layer == li) {
+            x = s_msg_lowrank_norm2(net, &g->lowrank[k++]);
+        } else {
+            x = kfac_step_norm2(g->grad + at, l->n_w);
+            at += l->n_w;
+        }
+        x += kfac_step_norm2(g->grad + at, l->n_b);
+        at += l->n_b;
+        n2[li] = x;
+        total += x;
+    }
+    return total;
 }
 
 /* Does the step use factored gradients as they come? With K-FAC and the
@@ -82,7 +101,14 @@ static int s_hold_grad(ps_server_t *s, ps_peer_t *p, msg_grad_push_t *g) {
     return 0;
 }
 
-static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
+/* [ps] grad_clip_ratio: each weighted layer's slice of p's held gradient
+ * is scaled down to ratio x the median norm of that layer's recent accepted
+ * slices when it is longer (a bound a clean run's gradients do not reach:
+ * its trajectory is unchanged), and its (clipped) norm is recorded. A
+ * member can then move no layer by more than that bound a step, however it
+ * spreads its gradient over the layers. n2: the layers' squared norms
+ * (s_push_norm2, of the push p now holds). */
+static void s_clip_layers(ps_server_t *s, ps_peer_t *p, const double *n2) {
     if (!(s->cfg->grad_clip_ratio > 0.0)) return;
     const net_t *net = s->model.net;
     for (int li = 0; li < net->n_layers; li++) {
@@ -91,9 +117,7 @@ static void s_clip_layers(ps_server_t *s, ps_peer_t *p) {
         float *w = p->grad + l->w_off, *b = l->n_b ? p->grad + l->b_off : NULL;
         kfac_lowrank_t *e = p->lowrank.v ? kfac_lowrank_set_find(&p->lowrank, li) : NULL;
         if (e && e->n_rows <= 0) e = NULL;
-        double n2 = e ? kfac_lowrank_norm2(e) : 0.0; /* the weight slice is zero then: dW = D^T X */
-        n2 += kfac_step_norm2(w, l->n_w) + kfac_step_norm2(b, l->n_b);
-        double norm = sqrt(n2), med = 0.0;
+        double norm = sqrt(n2[li]), med = 0.0;
         int n_recent = 0;
         const double bound = ps_guard_clip(s->guard, li, norm, s->cfg->grad_clip_ratio, &med, &n_recent);
         if (bound > 0.0) {
@@ -222,10 +246,21 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
         ps_round_after_reject(s, p, m);
         return;
     }
-    /* What one member may put into the round: at most a batch of examples,
-     * a norm near the recent ones (msg_validate rejected NaN and Inf). */
-    double norm2 = kfac_step_norm2(g->grad, g->n_grad);
-    for (size_t i = 0; i < g->n_lowrank; i++) norm2 += s_msg_lowrank_norm2(s->model.net, &g->lowrank[i]);
+    /* What one member may put into the round: finite floats, at most a
+     * batch of examples, a norm near the recent ones. msg_validate left the
+     * dense gradient's NaN and Inf to this pass (the server's limits,
+     * grad_finite_later): a sum of squares in double is finite exactly when
+     * every float is, so the norm checks them without a pass of its own. */
+    double *layer_n2 = ps_guard_layer_n2(s->guard);
+    double norm2 = s_push_norm2(s->model.net, g, layer_n2);
+    if (!isfinite(norm2)) {
+        const size_t bad = msg_first_nonfinite(g->grad, g->n_grad);
+        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.grad%s[%zu] is %s",
+                     g->n_lowrank ? " (without the factored weights)" : "", bad,
+                     bad < g->n_grad && isnan(g->grad[bad]) ? "NaN" : "Inf");
+        ps_round_after_reject(s, p, m);
+        return;
+    }
     double norm = sqrt(norm2), med = 0.0;
     int n_recent = 0;
     switch (ps_guard_check_grad(s->guard, g->n_examples, s->cfg->batch, norm, s->cfg->grad_norm_max_ratio, &med,
@@ -341,7 +376,7 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
         ps_round_after_reject(s, p, m);
         return;
     }
-    s_clip_layers(s, p);
+    s_clip_layers(s, p, layer_n2);
     const int has_state = ns && g->n_state == ns;
     if (has_state) memcpy(p->state, g->state, ns * sizeof(float));
     p->loss = g->loss;

@@ -3,9 +3,12 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/kfac/kfac_linalg.h"
 #include "common/nn/nn_par.h"
 #include "ps/member.h"
 #include "ps/ingest.h"
@@ -213,7 +216,8 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
 /* The mean's dense pass: acc[i] <- (acc[i] + w[0] g[0][i] + ... + w[k-1]
  * g[k-1][i]) * scale, added in that order (rank order) for every i: one
  * pass over the parameters, split over par's threads, the same sums on
- * any number of them. */
+ * any number of them. Each block of the result is checked finite while it
+ * is in the cache: first gets the smallest index that is not (n if none). */
 typedef struct {
     float *acc;
     size_t n;
@@ -221,6 +225,7 @@ typedef struct {
     const float *w;
     int k;
     float scale;
+    atomic_size_t first;
 } sum_job_t;
 
 static void s_sum_part(void *arg, int part, int n_parts) {
@@ -240,14 +245,22 @@ static void s_sum_part(void *arg, int part, int n_parts) {
             for (size_t i = b; i < e; i++) acc[i] += w * g[i];
         }
         for (size_t i = b; i < e; i++) acc[i] *= j->scale;
+        if (kfac_linalg_all_finite(acc + b, e - b)) continue;
+        size_t i = b;
+        while (isfinite(acc[i])) i++;
+        size_t cur = atomic_load(&j->first);
+        while (i < cur && !atomic_compare_exchange_weak(&j->first, &cur, i)) {
+        }
     }
 }
 
-static void s_sum_dense(float *acc, size_t n, const float *const *g, const float *w, int k, float scale, nn_par_t *par) {
-    sum_job_t j = {acc, n, g, w, k, scale};
+static size_t s_sum_dense(float *acc, size_t n, const float *const *g, const float *w, int k, float scale,
+                          nn_par_t *par) {
+    sum_job_t j = {acc, n, g, w, k, scale, n};
     /* small models stay on the calling thread (kfac_step.c's STEP_PAR_MIN) */
     if (n >= (1 << 18) && nn_par_threads(par) > 1) nn_par_run(par, s_sum_part, &j);
     else s_sum_part(&j, 0, 1);
+    return atomic_load(&j.first);
 }
 
 void ps_round_state_commit_grad(ps_round_t *r, const net_t *net, ps_peer_t *p) { s_commit(r, net, p, 1, 0, 1); }
@@ -272,7 +285,7 @@ kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh) {
     return merged;
 }
 
-void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers, nn_par_t *par) {
+size_t ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers, nn_par_t *par) {
     ps_peer_t *order[S_MAX_ORDER];
     const float *g[S_MAX_ORDER];
     float w[S_MAX_ORDER];
@@ -289,8 +302,9 @@ void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *p
     }
     /* g = (grad_acc + sum_i n_examples_i grad_i) / sum(n_examples): the
      * example-weighted mean gradient */
-    s_sum_dense(r->grad_acc, net->n_params, g, w, k, (float)(1.0 / r->acc_n), par);
+    const size_t bad = s_sum_dense(r->grad_acc, net->n_params, g, w, k, (float)(1.0 / r->acc_n), par);
     for (int i = 0; i < r->lowrank.n; i++) kfac_lowrank_scale(&r->lowrank.v[i], (float)(1.0 / r->acc_n));
+    return bad;
 }
 
 float ps_round_robust_value(float *v, int k, int trim) {

@@ -201,8 +201,10 @@ kfac_stats_t *ps_round_state_swap_stats(ps_round_t *r, kfac_stats_t *fresh);
  * complete round). The dense gradients go in by one pass over the
  * parameters (each coordinate's sum in rank order, then scaled), split
  * over par's threads (common/nn/nn_par.h, borrowed; NULL: the calling
- * thread); the result does not depend on their number. */
-void ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers, struct nn_par *par);
+ * thread); the result does not depend on their number. Returns the index
+ * of the mean's first NaN or Inf, n_params when every float is finite (the
+ * check is part of the pass). */
+size_t ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t *peers, struct nn_par *par);
 
 /* The step's gradient, robust to hostile workers ([ps] aggregate): the
  * held gradients not yet summed (dense: the server densifies factored

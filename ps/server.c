@@ -430,6 +430,7 @@ static int s_setup_model(ps_server_t *s, char *err, size_t err_len) {
     }
     /* factored fc gradients (GradPush.factored): at most a batch of rows each */
     s->shape.limits.max_rows = c->batch > 0 ? (uint32_t)c->batch : 0;
+    s->shape.limits.grad_finite_later = 1; /* ps_round_grad_push checks them with the gradient's norm */
     s->unpack_buf = calloc(s->shape.max_layer_floats, sizeof(float));
     s->guard = ps_guard_new(s->model.net->n_layers, s->model.net->n_params, s->model.net->n_state);
     if (!(s->round = ps_round_new(s->model.net, s->model.kfac != NULL)) || !s->unpack_buf || !s->guard) {

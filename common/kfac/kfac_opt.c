@@ -505,8 +505,21 @@ int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac
     return kfac_opt_step_lowrank(k, params, grads, NULL, t, info);
 }
 
+static int s_step(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
+                  kfac_step_info_t *info, int grads_finite);
+
 int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
                           kfac_step_info_t *info) {
+    return s_step(k, params, grads, lr, t, info, 0);
+}
+
+int kfac_opt_step_finite(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
+                         kfac_step_info_t *info) {
+    return s_step(k, params, grads, lr, t, info, 1);
+}
+
+static int s_step(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
+                  kfac_step_info_t *info, int grads_finite) {
     const size_t n = k->net->n_params;
     const kfac_opts_t *o = &k->opts;
     /* Low-rank weight gradients: kept factored where usable (the weight
@@ -532,8 +545,9 @@ int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, cons
         }
     }
     /* The gradient: the caller's, or a copy that the densified entries
-     * change. Either way one pass checks it, on the pool. */
-    if (kfac_step_copy_finite(n_dense ? k->g : NULL, grads, n, k->par) < n) return -EDOM;
+     * change. Either way one pass checks it, on the pool (none when the
+     * caller checked it and no copy is needed). */
+    if ((n_dense || !grads_finite) && kfac_step_copy_finite(n_dense ? k->g : NULL, grads, n, k->par) < n) return -EDOM;
     const float *g = n_dense ? k->g : grads;
     for (int i = 0; n_dense && i < lr->n; i++) {
         const kfac_lowrank_t *e = &lr->v[i];

@@ -234,6 +234,12 @@ int kfac_opt_step(kfac_opt_t *k, float *params, const float *grads, long t, kfac
 int kfac_opt_step_lowrank(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
                           kfac_step_info_t *info);
 
+/* kfac_opt_step_lowrank for a caller that has checked every float of grads
+ * finite (kfac-ps, in the pass that averaged them): the pass that checks
+ * the gradient is left out where nothing else reads it first. */
+int kfac_opt_step_finite(kfac_opt_t *k, float *params, const float *grads, const kfac_lowrank_set_t *lr, long t,
+                         kfac_step_info_t *info);
+
 /* Inverse ages at version t over blocks that hold inverses: mean and max
  * (max = -1 when none). */
 void kfac_opt_inverse_age(const kfac_opt_t *k, long t, double *mean, long *max);

@@ -421,14 +421,15 @@ START_TEST(test_kfac_opt_step_tail_on_a_pool) {
     o.weight_decay = 0.01;
     o.wd_mode = KFAC_WD_DECOUPLED;
     o.polyak_decay = 0.95;
-    kfac_opt_t *k1 = s_opt_with(net, &o, batch), *k3 = s_opt_with(net, &o, batch);
+    kfac_opt_t *k1 = s_opt_with(net, &o, batch), *k3 = s_opt_with(net, &o, batch), *kf = s_opt_with(net, &o, batch);
     nn_par_t *par = nn_par_new(3);
     ck_assert_ptr_nonnull(par);
     kfac_opt_set_par(k3, par);
     float *w1 = s_alloc(n * sizeof(float)), *w3 = s_alloc(n * sizeof(float)), *g = s_alloc(n * sizeof(float));
     float *w0 = s_alloc(n * sizeof(float)), *m0 = s_alloc(n * sizeof(float)), *a0 = s_alloc(n * sizeof(float));
     double *rw = NEWD(n), *rm = NEWD(n), *ra = NEWD(n);
-    for (size_t i = 0; i < n; i++) w1[i] = w3[i] = (float)rng_normal(&r);
+    float *wf = s_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) w1[i] = w3[i] = wf[i] = (float)rng_normal(&r);
     int clipped = 0;
     for (long t = 0; t < 3; t++) {
         for (size_t i = 0; i < n; i++) g[i] = (float)rng_normal(&r);
@@ -438,6 +439,13 @@ START_TEST(test_kfac_opt_step_tail_on_a_pool) {
         kfac_step_info_t i1, i3;
         ck_assert_int_eq(kfac_opt_step(k1, w1, g, t, &i1), 0);
         ck_assert_int_eq(kfac_opt_step(k3, w3, g, t, &i3), 0);
+        /* a caller that checked g finite: no check pass, the same floats */
+        kfac_step_info_t i_f;
+        ck_assert_int_eq(kfac_opt_step_finite(kf, wf, g, NULL, t, &i_f), 0);
+        ck_assert_msg(memcmp(wf, w1, n * sizeof(float)) == 0 && memcmp(kf->mom, k1->mom, n * sizeof(float)) == 0 &&
+                          i_f.step == i1.step,
+                      "step %ld: kfac_opt_step_finite differs from kfac_opt_step (seed %llu)", t,
+                      (unsigned long long)seed);
         ck_assert_int_eq(i1.n_layers_identity, 0);
         /* the oracle, from k1's direction */
         double sum = 0.0;
@@ -481,7 +489,9 @@ START_TEST(test_kfac_opt_step_tail_on_a_pool) {
     nn_par_free(&par);
     kfac_opt_free(&k1);
     kfac_opt_free(&k3);
+    kfac_opt_free(&kf);
     kfac_stats_free(&batch);
+    free(wf);
     free(w1), free(w3), free(g), free(w0), free(m0), free(a0), free(rw), free(rm), free(ra);
     net_free(&net);
 }

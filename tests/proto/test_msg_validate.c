@@ -184,6 +184,56 @@ START_TEST(test_msg_validate_nonfinite_names_field) {
 }
 END_TEST
 
+/* grad_finite_later: a GradPush's dense gradient keeps its length check
+ * but not its NaN/Inf scan (the receiver's); every other array keeps both.
+ * msg_first_nonfinite names the index the scan would have named. */
+START_TEST(test_msg_validate_grad_finite_later) {
+    msgfx_ctx_t c;
+    msgfx_ctx_init(&c);
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    int passed = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        msg_t m;
+        msgfx_random_msg(&c, MSG_GRAD_PUSH, &m);
+        if (m.grad_push.n_grad == 0) {
+            msg_clear(&m);
+            continue;
+        }
+        size_t k = rng_below(&c.rng, (uint32_t)m.grad_push.n_grad);
+        m.grad_push.grad[k] = bad[rep % 3];
+        char err[256];
+        c.lim.grad_finite_later = 0;
+        ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+        c.lim.grad_finite_later = 1;
+        ck_assert_msg(s_validate_wire(&c, &m, err, sizeof err) == 0, "seed %llu: %s", (unsigned long long)c.seed, err);
+        ck_assert_uint_eq(msg_first_nonfinite(m.grad_push.grad, m.grad_push.n_grad), k);
+        /* its length is still checked */
+        m.grad_push.n_grad--;
+        ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+        ck_assert_msg(strstr(err, "grad_push.grad") != NULL, "%s", err);
+        m.grad_push.n_grad++;
+        /* and the state's floats still are scanned */
+        m.grad_push.grad[k] = 1.0f;
+        if (m.grad_push.n_state > 0) {
+            m.grad_push.state[0] = NAN;
+            ck_assert_int_eq(s_validate_wire(&c, &m, err, sizeof err), -EINVAL);
+            ck_assert_str_eq(err, "grad_push.state[0] is NaN");
+        }
+        c.lim.grad_finite_later = 0;
+        passed++;
+        msg_clear(&m);
+    }
+    ck_assert_int_gt(passed, 6);
+    float x[9000];
+    for (size_t i = 0; i < 9000; i++) x[i] = (float)i;
+    ck_assert_uint_eq(msg_first_nonfinite(x, 9000), 9000);
+    x[8191] = INFINITY;
+    x[8500] = NAN;
+    ck_assert_uint_eq(msg_first_nonfinite(x, 9000), 8191);
+    ck_assert_uint_eq(msg_first_nonfinite(x, 8191), 8191);
+}
+END_TEST
+
 /* The sizes sent with a tensor must match its data (protobuf-c does not
  * check), and the model's shapes. */
 START_TEST(test_msg_validate_dims_mismatch) {
@@ -596,6 +646,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_msg_validate_protocol_version);
     tcase_add_test(tc, test_msg_validate_role);
     tcase_add_test(tc, test_msg_validate_nonfinite_names_field);
+    tcase_add_test(tc, test_msg_validate_grad_finite_later);
     tcase_add_test(tc, test_msg_validate_dims_mismatch);
     tcase_add_test(tc, test_msg_validate_limits);
     tcase_add_test(tc, test_msg_validate_factored_grad);

@@ -52,13 +52,13 @@ START_TEST(test_ps_model_sgd_update) {
     size_t bad = n;
     kfac_lowrank_set_t none;
     memset(&none, 0, sizeof none);
-    ck_assert_int_eq(ps_model_update(&m, g, &none, 0, &step, &bad), -ERANGE);
+    ck_assert_int_eq(ps_model_update(&m, g, 0, &none, 0, &step, &bad), -ERANGE);
     ck_assert_uint_eq(bad, k);
     ck_assert(step == 0.0);
     ck_assert_msg(memcmp(p0, m.net->params, n * sizeof *p0) == 0, "seed %" PRIu64 ": parameters changed", seed);
     ck_assert_ptr_null(ps_model_polyak(&m));
     g[k] = keep;
-    ck_assert_int_eq(ps_model_update(&m, g, &none, 0, &step, &bad), 0);
+    ck_assert_int_eq(ps_model_update(&m, g, 0, &none, 0, &step, &bad), 0);
     ck_assert_msg(fabs(step - 0.25) < 1e-12, "step size %g", step);
     for (size_t i = 0; i < n; i++) {
         double want = (double)p0[i] - 0.25 * (double)g[i];

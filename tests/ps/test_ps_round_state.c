@@ -513,7 +513,7 @@ START_TEST(test_ps_round_state_pool_same_floats) {
             ck_assert_int_eq(ps_round_state_init(&rs[q], net, 0), 0);
             if (gone >= 0) ps_round_state_commit_grad(&rs[q], net, p[q][gone]);
             if (median) ck_assert_int_eq(ps_round_state_robust(&rs[q], net, &t[q], -1, q ? par : NULL), n);
-            else ps_round_state_average(&rs[q], net, &t[q], q ? par : NULL);
+            else ck_assert_uint_eq(ps_round_state_average(&rs[q], net, &t[q], q ? par : NULL), net->n_params);
         }
         ck_assert_msg(memcmp(rs[0].grad_acc, rs[1].grad_acc, net->n_params * sizeof(float)) == 0,
                       "seed %" PRIu64 ": the %s on 3 threads differs from one thread", seed, median ? "median" : "mean");
@@ -557,6 +557,52 @@ START_TEST(test_ps_round_state_pool_same_floats) {
 }
 END_TEST
 
+/* The mean's pass names its first NaN or Inf (the update then makes no
+ * pass of its own to check): a planted NaN or Inf in one push, and two
+ * finite values whose weighted sum overflows, at random places, on one
+ * thread and on three, against a scan of the result. */
+START_TEST(test_ps_round_state_average_names_nonfinite) {
+    uint64_t seed = test_seed();
+    rng_t r;
+    rng_seed(&r, seed);
+    char err[256];
+    net_t *net = net_parse("input 1x64x64\nfc name=f1 out=72\nsoftmax_xent\n", "test", 4, err, sizeof err);
+    ck_assert_msg(net != NULL, "%s", err);
+    nn_par_t *par = nn_par_new(3);
+    ck_assert_ptr_nonnull(par);
+    for (int trial = 0; trial < 6; trial++) {
+        const int n = 2 + (int)rng_below(&r, 3);
+        s_push_t w[MAX_W];
+        s_random_pushes(&r, net, w, n);
+        size_t a = rng_below(&r, (uint32_t)net->n_params), b = rng_below(&r, (uint32_t)net->n_params);
+        const size_t want = a < b ? a : b;
+        if (trial % 3 == 0) { /* NaN and Inf in two pushes */
+            w[0].grad[a] = NAN;
+            w[1].grad[b] = -INFINITY;
+        } else { /* finite, but their sum is not (3e38 x examples / examples) */
+            for (int k = 0; k < n; k++) w[k].grad[a] = w[k].grad[b] = 3e38f;
+        }
+        for (int q = 0; q < 2; q++) {
+            ps_peers_t t;
+            ps_round_t rs;
+            ck_assert_int_eq(ps_peers_init(&t, MAX_W), 0);
+            for (int k = 0; k < n; k++) s_add(&t, net, &w[k]);
+            ck_assert_int_eq(ps_round_state_init(&rs, net, 0), 0);
+            const size_t got = ps_round_state_average(&rs, net, &t, q ? par : NULL);
+            size_t scan = 0;
+            while (scan < net->n_params && isfinite(rs.grad_acc[scan])) scan++;
+            ck_assert_msg(got == scan && got == want, "seed %" PRIu64 ": trial %d on %d thread(s): named %zu, the first "
+                          "non-finite is %zu, planted at %zu", seed, trial, q ? 3 : 1, got, scan, want);
+            ps_round_state_release(&rs);
+            ps_peers_release(&t);
+        }
+        s_free_pushes(w, n);
+    }
+    nn_par_free(&par);
+    net_free(&net);
+}
+END_TEST
+
 Suite *make_suite(void) {
     Suite *s = suite_create("ps_round_state");
     TCase *tc = tcase_create("round_state");
@@ -567,6 +613,7 @@ Suite *make_suite(void) {
     tcase_add_test(tc, test_ps_round_state_robust_state);
     tcase_add_test(tc, test_ps_round_state_merge_stats_weighted);
     tcase_add_test(tc, test_ps_round_state_pool_same_floats);
+    tcase_add_test(tc, test_ps_round_state_average_names_nonfinite);
     suite_add_tcase(s, tc);
     return s;
 }
