@@ -13,6 +13,7 @@ struct ps_round {
     uint64_t steps_run;            /* steps applied by this process: round 0's rules (every worker that asks is a
                                       member, the start-up gate) hold for the first round after a resume too */
     float *grad_acc;               /* (n_params) sum of n_examples * gradient; the mean after averaging */
+    int acc_zero;                  /* grad_acc reads as zeros (cleared without a pass: the first sum writes it) */
     kfac_lowrank_set_t lowrank;    /* the factored fc weight gradients, rows of every worker in rank
                                       order, D scaled as grad_acc (common/kfac/kfac_lowrank.h): the
                                       gradient is grad_acc plus D^T X in those weight slices */

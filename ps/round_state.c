@@ -21,6 +21,7 @@ int ps_round_state_init(ps_round_t *r, const net_t *net, int with_stats) {
     r->pver[0] = r->pver[1] = -1;
     size_t np = net->n_params ? net->n_params : 1, ns = net->n_state ? net->n_state : 1;
     r->grad_acc = calloc(np, sizeof(float));
+    r->acc_zero = 1;
     r->state_acc = calloc(ns, sizeof(float));
     if (!r->grad_acc || !r->state_acc || kfac_lowrank_set_init(&r->lowrank, net) < 0 ||
         (with_stats && !(r->stats = kfac_stats_new(net)))) {
@@ -48,8 +49,15 @@ void ps_round_state_drop_params(ps_round_t *r) {
     }
 }
 
-void ps_round_state_clear(ps_round_t *r, const net_t *net) {
+/* grad_acc's zeros made real, before a sum that only adds into it. */
+static void s_acc_touch(ps_round_t *r, const net_t *net) {
+    if (!r->acc_zero) return;
     memset(r->grad_acc, 0, net->n_params * sizeof(float));
+    r->acc_zero = 0;
+}
+
+void ps_round_state_clear(ps_round_t *r, const net_t *net) {
+    r->acc_zero = 1; /* no pass: the mean's pass writes every float (s_sum_part) */
     kfac_lowrank_set_clear(&r->lowrank);
     if (net->n_state) memset(r->state_acc, 0, net->n_state * sizeof(float));
     r->acc_n = r->acc_loss = r->state_n = r->acc_wn = 0.0;
@@ -185,7 +193,10 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
     const double aw = kfac_age_weight(r->age_rule, r->t - (long)p->grad_version);
     const float w = (float)((double)p->n_examples * aw);
     /* grad_acc += n_examples * age weight * grad  (n_params floats) */
-    if (with_grad && !dense_later) cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
+    if (with_grad && !dense_later) {
+        s_acc_touch(r, net);
+        cblas_saxpy((int)net->n_params, w, p->grad, 1, r->grad_acc, 1);
+    }
     /* factored layers: their rows, D scaled by n_examples, after those summed before */
     for (int i = 0; with_grad && i < p->lowrank.n; i++) {
         const kfac_lowrank_t *e = &p->lowrank.v[i];
@@ -196,6 +207,7 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
             float *W = malloc(sizeof(float) * (size_t)e->n_out * e->n_in);
             if (W) {
                 kfac_lowrank_densify(&tmp, W, 0.0f);
+                s_acc_touch(r, net);
                 cblas_saxpy(e->n_out * e->n_in, w, W, 1, r->grad_acc + e->w_off, 1);
                 free(W);
             }
@@ -216,8 +228,10 @@ static void s_commit(ps_round_t *r, const net_t *net, ps_peer_t *p, int with_gra
 /* The mean's dense pass: acc[i] <- (acc[i] + w[0] g[0][i] + ... + w[k-1]
  * g[k-1][i]) * scale, added in that order (rank order) for every i: one
  * pass over the parameters, split over par's threads, the same sums on
- * any number of them. Each block of the result is checked finite while it
- * is in the cache: first gets the smallest index that is not (n if none). */
+ * any number of them; with zero (acc reads as zeros) the first gradient
+ * is written instead of added, so no pass clears acc. Each block of the
+ * result is checked finite while it is in the cache: first gets the
+ * smallest index that is not (n if none). */
 typedef struct {
     float *acc;
     size_t n;
@@ -225,6 +239,7 @@ typedef struct {
     const float *w;
     int k;
     float scale;
+    int zero; /* acc reads as zeros: the first gradient is written, not added */
     atomic_size_t first;
 } sum_job_t;
 
@@ -240,7 +255,15 @@ static void s_sum_part(void *arg, int part, int n_parts) {
     for (size_t b = lo; b < hi; b += 2048) {
         const size_t e = b + 2048 < hi ? b + 2048 : hi;
         float *acc = j->acc;
-        for (int q = 0; q < j->k; q++) {
+        int q = 0;
+        if (j->zero && j->k > 0) {
+            const float *g = j->g[0], w = j->w[0];
+            for (size_t i = b; i < e; i++) acc[i] = w * g[i];
+            q = 1;
+        } else if (j->zero) {
+            memset(acc + b, 0, (e - b) * sizeof(float));
+        }
+        for (; q < j->k; q++) {
             const float *g = j->g[q], w = j->w[q];
             for (size_t i = b; i < e; i++) acc[i] += w * g[i];
         }
@@ -254,9 +277,9 @@ static void s_sum_part(void *arg, int part, int n_parts) {
     }
 }
 
-static size_t s_sum_dense(float *acc, size_t n, const float *const *g, const float *w, int k, float scale,
+static size_t s_sum_dense(float *acc, int zero, size_t n, const float *const *g, const float *w, int k, float scale,
                           nn_par_t *par) {
-    sum_job_t j = {acc, n, g, w, k, scale, n};
+    sum_job_t j = {acc, n, g, w, k, scale, zero, n};
     /* small models stay on the calling thread (kfac_step.c's STEP_PAR_MIN) */
     if (n >= (1 << 18) && nn_par_threads(par) > 1) nn_par_run(par, s_sum_part, &j);
     else s_sum_part(&j, 0, 1);
@@ -302,7 +325,8 @@ size_t ps_round_state_average(ps_round_t *r, const net_t *net, const ps_peers_t 
     }
     /* g = (grad_acc + sum_i n_examples_i grad_i) / sum(n_examples): the
      * example-weighted mean gradient */
-    const size_t bad = s_sum_dense(r->grad_acc, net->n_params, g, w, k, (float)(1.0 / r->acc_n), par);
+    const size_t bad = s_sum_dense(r->grad_acc, r->acc_zero, net->n_params, g, w, k, (float)(1.0 / r->acc_n), par);
+    r->acc_zero = 0;
     for (int i = 0; i < r->lowrank.n; i++) kfac_lowrank_scale(&r->lowrank.v[i], (float)(1.0 / r->acc_n));
     return bad;
 }
@@ -365,7 +389,8 @@ int ps_round_state_robust(ps_round_t *r, const net_t *net, const ps_peers_t *pee
         return 0;
     }
     for (int j = 0; j < k; j++) x[j] = order[j]->grad;
-    s_robust_all(r->grad_acc, net->n_params, x, k, trim, par);
+    s_robust_all(r->grad_acc, net->n_params, x, k, trim, par); /* writes every float */
+    r->acc_zero = 0;
     /* The batch-norm state by the same rule, over the pushes that carry it
      * (a mean would let one member's finite but huge values through). */
     int ks = 0;

@@ -309,8 +309,17 @@ START_TEST(test_ps_round_state_commit_once) {
     ck_assert(rs.acc_n == 0 && rs.acc_loss == 0 && rs.state_n == 0 && rs.acc_correct == 0);
     ck_assert_int_eq(rs.n_grads, 0);
     ck_assert_int_eq(rs.folded + rs.marked, 0);
-    for (size_t i = 0; i < net->n_params; i++) ck_assert(rs.grad_acc[i] == 0.0f);
+    ck_assert_int_eq(rs.acc_zero, 1); /* grad_acc reads as zeros without a pass over it */
     for (size_t i = 0; i < net->n_state; i++) ck_assert(rs.state_acc[i] == 0.0f);
+    /* a gradient summed before the step (a worker that left) lands on zeros */
+    p[1]->mb.committed = 0;
+    ps_round_state_commit_grad(&rs, net, p[1]);
+    ck_assert_int_eq(rs.acc_zero, 0);
+    for (size_t i = 0; i < net->n_params; i++)
+        ck_assert_msg(rs.grad_acc[i] == (float)w[1].n_examples * w[1].grad[i], "seed %" PRIu64 ": grad_acc[%zu] = %g",
+                      seed, i, (double)rs.grad_acc[i]);
+    rs.acc_n = rs.acc_loss = rs.state_n = rs.acc_wn = 0.0;
+    rs.acc_correct = 0;
     ck_assert_int_eq((int)rs.t, 7);
     ck_assert_uint_eq(rs.steps_done, 7);
 
