@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
         status = AUTH_EXIT_CONFIG;
         goto done;
     }
-    blas_set_threads(cfg.ps_threads);
+    blas_set_threads(cfg.daemon[RUNCFG_ROLE_PS].threads);
     int new_rc = runcfg_data_prepare(&cfg, err, sizeof err); /* idx | npy normalization, sent in Welcome */
     ps_server_t *s = new_rc < 0 ? NULL : ps_server_new(&cfg, &new_rc, err, sizeof err);
     if (!s) {

@@ -96,11 +96,11 @@ static int s_welcome(client_daemon_t *d, const msg_welcome_t *w, const runcfg_t 
         if (rc == -ENOMEM) log_error("out of memory"); /* -EINVAL: compute_setup_init said why */
         return rc;
     }
-    st->device = cfg->statsd_device;
+    st->device = cfg->daemon[RUNCFG_ROLE_STATSD].device;
     /* Its own stream: the whole training split, seeded from the run seed and
      * this daemon's id (its --id, so a run is reproducible; the id the PS
      * assigned when --id is 0), batches of [statsd] batch (or [data] batch). */
-    int local_id = client_daemon_config(d)->statsd_id;
+    int local_id = client_daemon_config(d)->daemon[RUNCFG_ROLE_STATSD].id;
     uint64_t id = local_id > 0 ? (uint64_t)local_id : client_id(client_daemon_client(d));
     st->rank = 0;
     st->n_ranks = 1;

@@ -202,11 +202,11 @@ static int s_welcome(client_daemon_t *d, const msg_welcome_t *w, const runcfg_t 
         if (rc == -ENOMEM) log_error("out of memory"); /* -EINVAL: compute_setup_init said why */
         return rc;
     }
-    st->device = cfg->device;
+    st->device = cfg->daemon[RUNCFG_ROLE_WORKER].device;
     st->skip_batches = w->params_version; /* the data position of a worker present since step 0 */
     s->have_pushed = 0;
     s->delay_ms = cfg->worker_delay_ms;
-    rng_seed(&s->delay_rng, cfg->seed * 1000003ULL + (uint64_t)cfg->worker_id);
+    rng_seed(&s->delay_rng, cfg->seed * 1000003ULL + (uint64_t)cfg->daemon[RUNCFG_ROLE_WORKER].id);
     return CLIENT_DAEMON_WELCOME_SETUP;
 }
 

@@ -78,12 +78,7 @@ static const char *s_program(runcfg_role_t role) {
 }
 
 int client_local_id(const runcfg_t *cfg, runcfg_role_t role) {
-    switch (role) {
-    case RUNCFG_ROLE_WORKER: return cfg->worker_id;
-    case RUNCFG_ROLE_STATSD: return cfg->statsd_id;
-    case RUNCFG_ROLE_INVERTD: return cfg->invertd_id;
-    default: return 0;
-    }
+    return (unsigned)role < RUNCFG_ROLE_COUNT ? cfg->daemon[role].id : 0;
 }
 
 /* ---- start-up ------------------------------------------------------------------ */

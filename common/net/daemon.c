@@ -443,9 +443,7 @@ static const client_handlers_t s_handlers = {
 /* ---- life cycle ------------------------------------------------------------------ */
 
 static void s_priority_init(client_daemon_t *d, runcfg_role_t cfg_role, const runcfg_t *cfg) {
-    runcfg_priority_t pr = cfg_role == RUNCFG_ROLE_STATSD    ? cfg->statsd_priority
-                           : cfg_role == RUNCFG_ROLE_INVERTD ? cfg->invertd_priority
-                                                             : RUNCFG_PRIORITY_NORMAL;
+    runcfg_priority_t pr = cfg->daemon[cfg_role].priority;
     d->prio = pr;
     if (cfg_role == RUNCFG_ROLE_STATSD || cfg_role == RUNCFG_ROLE_INVERTD)
         log_info("[%s] priority = %s: the compute thread %s", cfg_role == RUNCFG_ROLE_STATSD ? "statsd" : "invertd",
@@ -481,9 +479,7 @@ static void s_priority_init(client_daemon_t *d, runcfg_role_t cfg_role, const ru
 
 /* The role's section: where its math runs and its OpenBLAS threads. */
 static int s_prepare(runcfg_role_t role, const runcfg_t *cfg) {
-    backend_kind_t dev = role == RUNCFG_ROLE_WORKER   ? cfg->device
-                         : role == RUNCFG_ROLE_STATSD ? cfg->statsd_device
-                                                      : BACKEND_CPU; /* kfac-invertd: LAPACK */
+    backend_kind_t dev = cfg->daemon[role].device; /* kfac-invertd: the CPU (LAPACK) */
     char why[256];
     /* --device cuda must fail before anything starts when no GPU can answer;
      * auto is resolved (with one log line) when the backend is made. */
@@ -491,9 +487,7 @@ static int s_prepare(runcfg_role_t role, const runcfg_t *cfg) {
         log_error("--device cuda: %s; use --device cpu or auto", why);
         return -1;
     }
-    client_blas_threads(role == RUNCFG_ROLE_WORKER   ? cfg->worker_threads
-                        : role == RUNCFG_ROLE_STATSD ? cfg->statsd_threads
-                                                     : cfg->invertd_threads);
+    client_blas_threads(cfg->daemon[role].threads);
     return 0;
 }
 

@@ -145,11 +145,11 @@ static const config_option_t s_table[] = {
     O("ps", "heartbeat_ms", OPT_UINT64, heartbeat_ms, "1000", 10, 1e9, "heartbeat interval"),
     O("ps", "job_timeout_ms", OPT_UINT64, job_timeout_ms, "30000", 10, 1e9, "an inversion job is handed out again after this"),
     O("ps", "progress_every", OPT_UINT64, progress_every, "50", 1, 1e9, "steps between progress lines"),
-    O("ps", "threads", OPT_INT, ps_threads, "1", 1, 256, "OpenBLAS threads of the PS"),
+    O("ps", "threads", OPT_INT, daemon[RUNCFG_ROLE_PS].threads, "1", 1, 256, "OpenBLAS threads of the PS"),
     O("ps", "update_threads", OPT_INT, ps_update_threads, "0", 0, 256,
       "threads of the update (K-FAC or SGD): its large products and its passes over the parameters split over "
       "them (0: every CPU the PS may run on; 1: the loop thread alone)"),
-    O("ps", "cpus", OPT_STRING, ps_cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
+    O("ps", "cpus", OPT_STRING, daemon[RUNCFG_ROLE_PS].cpus, "", 0, 256, "CPU list to pin the PS to, e.g. 0 or 0-1 (empty: no pinning)"),
     /* [security]: CURVE keys (docs/security.md). Every daemon reads the whole
      * section (so a typo is an error everywhere) and uses its own keys; it is
      * never sent in Welcome. Values are paths of key files (tools/kfac-keygen). */
@@ -226,25 +226,25 @@ static const config_option_t s_table[] = {
     O("checkpoint", "keep", OPT_INT, ckpt_keep, "3", 1, 1000000, "checkpoint files kept (the newest)"),
     O("checkpoint", "resume", OPT_BOOL, ckpt_resume, "false", 0, 0,
       "on start (--resume), go on from the newest valid checkpoint in dir (none there: start afresh)"),
-    O("worker", "id", OPT_INT, worker_id, "0", 0, 1000000,
+    O("worker", "id", OPT_INT, daemon[RUNCFG_ROLE_WORKER].id, "0", 0, 1000000,
       "stable member id: the data shard it asks for; restarted with the same id it gets its shard and its place in "
       "the round back (while another live worker holds the id, it is told so and tries again later)"),
-    O("worker", "threads", OPT_INT, worker_threads, "1", 1, 256, "OpenBLAS threads"),
-    E("worker", "device", device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
-    O("worker", "cpus", OPT_STRING, worker_cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
-    O("statsd", "id", OPT_INT, statsd_id, "0", 0, 1000000, "stats worker id"),
-    O("statsd", "threads", OPT_INT, statsd_threads, "1", 1, 256, "OpenBLAS threads"),
+    O("worker", "threads", OPT_INT, daemon[RUNCFG_ROLE_WORKER].threads, "1", 1, 256, "OpenBLAS threads"),
+    E("worker", "device", daemon[RUNCFG_ROLE_WORKER].device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
+    O("worker", "cpus", OPT_STRING, daemon[RUNCFG_ROLE_WORKER].cpus, "", 0, 256, "CPU list to pin the worker to (empty: no pinning)"),
+    O("statsd", "id", OPT_INT, daemon[RUNCFG_ROLE_STATSD].id, "0", 0, 1000000, "stats worker id"),
+    O("statsd", "threads", OPT_INT, daemon[RUNCFG_ROLE_STATSD].threads, "1", 1, 256, "OpenBLAS threads"),
     O("statsd", "batch", OPT_INT, statsd_batch, "0", 0, RUNCFG_STATSD_BATCH_MAX, "mini-batch for statistics (0: data.batch)"),
-    O("statsd", "cpus", OPT_STRING, statsd_cpus, "", 0, 256, "CPU list to pin the stats worker to (empty: no pinning)"),
-    E("statsd", "device", statsd_device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
-    O("invertd", "id", OPT_INT, invertd_id, "0", 0, 1000000, "inverse daemon id"),
-    O("invertd", "threads", OPT_INT, invertd_threads, "1", 1, 256, "OpenBLAS threads"),
+    O("statsd", "cpus", OPT_STRING, daemon[RUNCFG_ROLE_STATSD].cpus, "", 0, 256, "CPU list to pin the stats worker to (empty: no pinning)"),
+    E("statsd", "device", daemon[RUNCFG_ROLE_STATSD].device, "auto", s_devices, "auto (GPU when one answers), cpu or cuda"),
+    O("invertd", "id", OPT_INT, daemon[RUNCFG_ROLE_INVERTD].id, "0", 0, 1000000, "inverse daemon id"),
+    O("invertd", "threads", OPT_INT, daemon[RUNCFG_ROLE_INVERTD].threads, "1", 1, 256, "OpenBLAS threads"),
     O("invertd", "delay_ms", OPT_UINT64, invertd_delay_ms, "0", 0, 1e9, "injected delay per job (staleness studies)"),
     O("worker", "delay_ms", OPT_UINT64, worker_delay_ms, "0", 0, 1e9,
       "mean of an injected delay before each gradient push, drawn uniformly from [0, 2 x delay_ms] (a slow worker, "
       "for gradient staleness studies)"),
     O("invertd", "max_n", OPT_INT, invertd_max_n, "0", 0, 1000000, "largest factor accepted (0: any)"),
-    O("invertd", "cpus", OPT_STRING, invertd_cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
+    O("invertd", "cpus", OPT_STRING, daemon[RUNCFG_ROLE_INVERTD].cpus, "", 0, 256, "CPU list to pin the inverse daemon to (empty: no pinning)"),
     /* the run's output folder and live view (docs/operations.md) */
     O("run", "force", OPT_BOOL, force, "false", 0, 0,
       "overwrite a previous run in out_dir (otherwise a folder holding steps.csv, eval.csv or manifest.json is refused)"),
@@ -260,10 +260,10 @@ static const config_option_t s_table[] = {
       "only CPU time nothing else wants; may starve on a busy host) or normal"),
     O("ps", "eval_threads", OPT_INT, ps_eval_threads, "2", 1, 64,
       "threads of each evaluation (the net's own threads over the batch)"),
-    E("statsd", "priority", statsd_priority, "yield", s_curv_priorities,
+    E("statsd", "priority", daemon[RUNCFG_ROLE_STATSD].priority, "yield", s_curv_priorities,
       "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 1 s: a floor on a "
       "busy host), idle (SCHED_IDLE only: may starve on a busy host), low (nice 10) or normal"),
-    E("invertd", "priority", invertd_priority, "yield", s_curv_priorities,
+    E("invertd", "priority", daemon[RUNCFG_ROLE_INVERTD].priority, "yield", s_curv_priorities,
       "compute thread: yield (SCHED_IDLE, lifted to nice 10 while a job gets under a tenth of a CPU for 1 s: a floor on a "
       "busy host), idle (SCHED_IDLE only: may starve on a busy host), low (nice 10) or normal"),
 };
@@ -339,6 +339,12 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
 int runcfg_load_checked(runcfg_t *c, runcfg_role_t role, int argc, char **argv, runcfg_check_fn check, char *err,
                         size_t err_len) {
     memset(c, 0, sizeof *c);
+    /* what no section's key sets (runcfg_daemon_t) */
+    for (int r = 0; r < RUNCFG_ROLE_COUNT; r++) {
+        c->daemon[r].threads = 1;
+        c->daemon[r].device = r == RUNCFG_ROLE_INVERTD ? BACKEND_CPU : BACKEND_AUTO;
+        c->daemon[r].priority = RUNCFG_PRIORITY_NORMAL;
+    }
     int dump = 0;
     int rc = config_read(runcfg_spec(role), c, argc, argv, stdout, &dump, err, err_len);
     if (rc != 0) return rc;
@@ -488,13 +494,12 @@ int runcfg_validate(const runcfg_t *c, char *err, size_t err_len) {
     if (rc < 0) return rc;
     /* CPU lists: syntax here (a usage error); whether the CPUs exist is
      * checked where the daemon pins itself (affinity_apply). */
-    static const char *const names[] = {"[ps] cpus", "[worker] cpus", "[statsd] cpus", "[invertd] cpus"};
-    const char *lists[] = {c->ps_cpus, c->worker_cpus, c->statsd_cpus, c->invertd_cpus};
-    for (int i = 0; i < 4; i++) {
+    for (int r = RUNCFG_ROLE_PS; r <= RUNCFG_ROLE_INVERTD; r++) {
         cpu_set_t set;
         char msg[400];
-        if (affinity_parse(lists[i], &set, msg, sizeof msg) < 0) {
-            snprintf(err, err_len, "%s: %s", names[i], msg);
+        const char *what = NULL, *list = runcfg_cpus(c, (runcfg_role_t)r, &what);
+        if (affinity_parse(list, &set, msg, sizeof msg) < 0) {
+            snprintf(err, err_len, "%s: %s", what, msg);
             return -EINVAL;
         }
     }
@@ -556,16 +561,11 @@ int runcfg_kfac_schedule(const runcfg_t *c, kfac_schedule_t *s, char *err, size_
 }
 
 const char *runcfg_cpus(const runcfg_t *c, runcfg_role_t role, const char **what) {
-    const char *list = NULL, *name = "cpus";
-    switch (role) {
-    case RUNCFG_ROLE_PS: list = c->ps_cpus; name = "[ps] cpus"; break;
-    case RUNCFG_ROLE_WORKER: list = c->worker_cpus; name = "[worker] cpus"; break;
-    case RUNCFG_ROLE_STATSD: list = c->statsd_cpus; name = "[statsd] cpus"; break;
-    case RUNCFG_ROLE_INVERTD: list = c->invertd_cpus; name = "[invertd] cpus"; break;
-    default: break;
-    }
-    if (what) *what = name;
-    return list ? list : "";
+    static const char *const names[RUNCFG_ROLE_COUNT] = {"[ps] cpus", "[worker] cpus", "[statsd] cpus",
+                                                         "[invertd] cpus", "cpus"};
+    const int r = (unsigned)role < RUNCFG_ROLE_COUNT ? (int)role : RUNCFG_ROLE_TRAIN;
+    if (what) *what = names[r];
+    return r != RUNCFG_ROLE_TRAIN && c->daemon[r].cpus ? c->daemon[r].cpus : "";
 }
 
 char *runcfg_shared_text(const runcfg_t *c) {

@@ -73,6 +73,21 @@ typedef enum {
 typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCFG_ROLE_INVERTD,
                RUNCFG_ROLE_TRAIN, RUNCFG_ROLE_COUNT } runcfg_role_t;
 
+/* What a daemon's own section says about the process itself, one record
+ * per role (cfg->daemon[role]: [ps], [worker], [statsd], [invertd]), so
+ * that code shared by the daemons reads its role's record instead of
+ * choosing among parallel fields. A key a section does not have keeps the
+ * record's value from runcfg_load (id 0, threads 1, cpus "", device auto
+ * for the worker and the stats worker and cpu for kfac-invertd, priority
+ * normal for kfac-ps and the worker). */
+typedef struct runcfg_daemon {
+    int id;                      /* [worker|statsd|invertd] id: the member id asked for (0: any) */
+    int threads;                 /* OpenBLAS threads */
+    char *cpus;                  /* CPU list to pin to ("": no pinning) */
+    backend_kind_t device;       /* where the math runs ([worker|statsd] device) */
+    runcfg_priority_t priority;  /* of the compute thread ([statsd|invertd] priority) */
+} runcfg_daemon_t;
+
 /* The largest [statsd] batch: also what kfac-ps accepts as a statistics
  * push's n_examples (it does not know the statistics workers' own batch). */
 #define RUNCFG_STATSD_BATCH_MAX 65536
@@ -153,9 +168,7 @@ typedef struct runcfg {
     uint64_t heartbeat_ms;
     uint64_t job_timeout_ms;
     uint64_t progress_every;  /* steps between progress lines */
-    int ps_threads;          /* OpenBLAS threads of the PS */
     int ps_update_threads;   /* preconditioning threads (0: every CPU available) */
-    char *ps_cpus;           /* CPU list the PS is pinned to ("": none) */
     runcfg_priority_t ps_eval_priority; /* of the evaluation thread(s) */
     int ps_eval_threads;     /* threads of each evaluation */
     double grad_norm_max_ratio;  /* reject gradients this far from the median norm (0: off) */
@@ -190,25 +203,14 @@ typedef struct runcfg {
     char *allow_invertd;
     bool insecure;           /* kfac-ps: may bind beyond loopback without keys */
     int members_per_key;     /* kfac-ps, CURVE: clients one key may hold at once (0: any) */
-    /* [worker] */
-    int worker_id;
-    int worker_threads;
-    backend_kind_t device;
-    char *worker_cpus;       /* CPU list ("": no pinning) */
+    /* each daemon's id, threads, CPUs, device and priority ([ps] threads
+     * and cpus, [worker] id, threads, device, cpus, ...) */
+    runcfg_daemon_t daemon[RUNCFG_ROLE_COUNT];
     /* [statsd] */
-    int statsd_id;
-    int statsd_threads;
     int statsd_batch;        /* 0: the data batch; at most RUNCFG_STATSD_BATCH_MAX */
-    char *statsd_cpus;       /* CPU list ("": no pinning) */
-    backend_kind_t statsd_device;
-    runcfg_priority_t statsd_priority; /* of the compute thread */
     /* [invertd] */
-    int invertd_id;
-    int invertd_threads;
     uint64_t invertd_delay_ms;  /* injected delay per job (staleness studies) */
     int invertd_max_n;
-    char *invertd_cpus;      /* CPU list ("": no pinning) */
-    runcfg_priority_t invertd_priority; /* of the compute thread */
     /* the run's output and live view */
     bool force;              /* [run] force: a new run may replace the one in out_dir */
     char *ps_metrics;        /* [ps] metrics: HOST:PORT of the Prometheus endpoint ("": off) */

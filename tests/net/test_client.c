@@ -53,8 +53,8 @@ START_TEST(test_client_config_local_keys_win) {
     ck_assert_uint_eq(out.steps, 77);
     ck_assert_str_eq(out.data_dir, "/local/data"); /* this host's */
     ck_assert_str_eq(out.log_level, "debug");
-    ck_assert_int_eq(out.worker_threads, 3); /* the daemon's own section */
-    ck_assert_int_eq(out.worker_id, 4);
+    ck_assert_int_eq(out.daemon[RUNCFG_ROLE_WORKER].threads, 3); /* the daemon's own section */
+    ck_assert_int_eq(out.daemon[RUNCFG_ROLE_WORKER].id, 4);
     runcfg_release(&out);
 
     /* A key this build does not know: refused, naming the Welcome. */

@@ -27,9 +27,9 @@ static int s_load(runcfg_t *c, runcfg_role_t role, int argc, const char *const *
 /* The id field of a role, or NULL for kfac-ps and kfac-train. */
 static int *s_id(runcfg_t *c, runcfg_role_t role) {
     switch (role) {
-    case RUNCFG_ROLE_WORKER: return &c->worker_id;
-    case RUNCFG_ROLE_STATSD: return &c->statsd_id;
-    case RUNCFG_ROLE_INVERTD: return &c->invertd_id;
+    case RUNCFG_ROLE_WORKER:
+    case RUNCFG_ROLE_STATSD:
+    case RUNCFG_ROLE_INVERTD: return &c->daemon[role].id;
     default: return NULL;
     }
 }
@@ -62,7 +62,7 @@ START_TEST(test_runcfg_env_precedence_every_role) {
         if ((id = s_id(&c, role))) ck_assert_int_eq(*id, 41);
         /* the ids of the other roles are not touched */
         if (role != RUNCFG_ROLE_WORKER && role != RUNCFG_ROLE_PS && role != RUNCFG_ROLE_TRAIN)
-            ck_assert_int_eq(c.worker_id, 0);
+            ck_assert_int_eq(c.daemon[RUNCFG_ROLE_WORKER].id, 0);
         runcfg_release(&c);
 
         const char *a_cli[] = {"--config", path, "--cluster.ps", "tcp://10.0.0.7:7000", "--data.dir", "/cli"};
