@@ -255,9 +255,13 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     double norm2 = s_push_norm2(s->model.net, g, layer_n2);
     if (!isfinite(norm2)) {
         const size_t bad = msg_first_nonfinite(g->grad, g->n_grad);
-        ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.grad%s[%zu] is %s",
-                     g->n_lowrank ? " (without the factored weights)" : "", bad,
-                     bad < g->n_grad && isnan(g->grad[bad]) ? "NaN" : "Inf");
+        if (bad < g->n_grad)
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.grad%s[%zu] is %s",
+                         g->n_lowrank ? " (without the factored weights)" : "", bad,
+                         isnan(g->grad[bad]) ? "NaN" : "Inf");
+        else /* finite floats: a factored layer's D^T X overflows */
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                         "the gradient's norm is not finite: its factored layers' D^T X overflows a float");
         ps_round_after_reject(s, p, m);
         return;
     }
