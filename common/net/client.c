@@ -542,7 +542,7 @@ void client_free(client_t **cp) {
 
 int client_config_from_text(const runcfg_t *local, runcfg_role_t cfg_role, const char *text, runcfg_t *out,
                             char *err, size_t err_len) {
-    memset(out, 0, sizeof *out);
+    runcfg_init(out);
     const config_spec_t *spec = runcfg_spec(cfg_role);
     int rc = config_defaults(spec, out, err, err_len);
     if (rc < 0) return rc;

@@ -336,8 +336,7 @@ const config_spec_t *runcfg_spec(runcfg_role_t role) {
     return s;
 }
 
-int runcfg_load_checked(runcfg_t *c, runcfg_role_t role, int argc, char **argv, runcfg_check_fn check, char *err,
-                        size_t err_len) {
+void runcfg_init(runcfg_t *c) {
     memset(c, 0, sizeof *c);
     /* what no section's key sets (runcfg_daemon_t) */
     for (int r = 0; r < RUNCFG_ROLE_COUNT; r++) {
@@ -345,6 +344,11 @@ int runcfg_load_checked(runcfg_t *c, runcfg_role_t role, int argc, char **argv, 
         c->daemon[r].device = r == RUNCFG_ROLE_INVERTD ? BACKEND_CPU : BACKEND_AUTO;
         c->daemon[r].priority = RUNCFG_PRIORITY_NORMAL;
     }
+}
+
+int runcfg_load_checked(runcfg_t *c, runcfg_role_t role, int argc, char **argv, runcfg_check_fn check, char *err,
+                        size_t err_len) {
+    runcfg_init(c);
     int dump = 0;
     int rc = config_read(runcfg_spec(role), c, argc, argv, stdout, &dump, err, err_len);
     if (rc != 0) return rc;

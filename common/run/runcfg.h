@@ -77,7 +77,7 @@ typedef enum { RUNCFG_ROLE_PS = 0, RUNCFG_ROLE_WORKER, RUNCFG_ROLE_STATSD, RUNCF
  * per role (cfg->daemon[role]: [ps], [worker], [statsd], [invertd]), so
  * that code shared by the daemons reads its role's record instead of
  * choosing among parallel fields. A key a section does not have keeps the
- * record's value from runcfg_load (id 0, threads 1, cpus "", device auto
+ * record's value from runcfg_init (id 0, threads 1, cpus "", device auto
  * for the worker and the stats worker and cpu for kfac-invertd, priority
  * normal for kfac-ps and the worker). */
 typedef struct runcfg_daemon {
@@ -224,6 +224,11 @@ const config_spec_t *runcfg_spec(runcfg_role_t role);
 /* A daemon's own checks across options (kfac-ps: ps_config_check): 0, or
  * a negative errno with the message in err. */
 typedef int (*runcfg_check_fn)(const runcfg_t *c, char *err, size_t err_len);
+
+/* An empty configuration: zeros, and the daemon records' values that no
+ * key sets (runcfg_daemon_t). runcfg_load starts from it; so must any
+ * code that fills a runcfg_t with config_defaults/config_parse_text. */
+void runcfg_init(runcfg_t *c);
 
 /* config_load() with the role's spec, then runcfg_validate() and check
  * (NULL: none), --dump-config included: the configuration is printed only

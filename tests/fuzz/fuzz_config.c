@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const config_spec_t *spec = runcfg_spec((runcfg_role_t)r);
         if (!spec) continue;
         runcfg_t c;
-        memset(&c, 0, sizeof c);
+        runcfg_init(&c);
         if (config_defaults(spec, &c, err, sizeof err) == 0 &&
             config_parse_text(spec, &c, text, "fuzz.ini", err, sizeof err) == 0 &&
             runcfg_validate(&c, err, sizeof err) == 0) {
