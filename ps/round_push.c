@@ -199,6 +199,28 @@ int ps_round_push_share(const ps_server_t *s, const ps_peer_t *p) {
 void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
     msg_grad_push_t *g = &m->grad_push;
     char err[600];
+    /* Finite floats first, as msg_validate would have refused them: it left
+     * the dense gradient's NaN and Inf to this pass (the server's limits,
+     * grad_finite_later), since a sum of squares in double is finite
+     * exactly when every float is; the norm then serves the rules below
+     * and the clip (layer_n2). */
+    double *layer_n2 = ps_guard_layer_n2(s->guard);
+    double norm2 = s_push_norm2(s->model.net, g, layer_n2);
+    if (!isfinite(norm2)) {
+        const size_t bad = msg_first_nonfinite(g->grad, g->n_grad);
+        if (bad < g->n_grad)
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.grad%s[%zu] is %s",
+                         g->n_lowrank ? " (without the factored weights)" : "", bad,
+                         isnan(g->grad[bad]) ? "NaN" : "Inf");
+        else /* finite floats: a factored layer's Gram products overflow */
+            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
+                         "the gradient's norm is not finite: its factored layers' norm (Gram products of D and X) "
+                         "overflows");
+        ps_round_after_reject(s, p, m);
+        return;
+    }
+    double norm = sqrt(norm2), med = 0.0;
+    int n_recent = 0;
     if (p->ident->demoted) {
         ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
                      "this worker stalled %d times ([ps] stall_max_drops): it is no member of the rounds again",
@@ -246,27 +268,8 @@ void ps_round_grad_push(ps_server_t *s, ps_peer_t *p, msg_t *m) {
         ps_round_after_reject(s, p, m);
         return;
     }
-    /* What one member may put into the round: finite floats, at most a
-     * batch of examples, a norm near the recent ones. msg_validate left the
-     * dense gradient's NaN and Inf to this pass (the server's limits,
-     * grad_finite_later): a sum of squares in double is finite exactly when
-     * every float is, so the norm checks them without a pass of its own. */
-    double *layer_n2 = ps_guard_layer_n2(s->guard);
-    double norm2 = s_push_norm2(s->model.net, g, layer_n2);
-    if (!isfinite(norm2)) {
-        const size_t bad = msg_first_nonfinite(g->grad, g->n_grad);
-        if (bad < g->n_grad)
-            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID, "grad_push.grad%s[%zu] is %s",
-                         g->n_lowrank ? " (without the factored weights)" : "", bad,
-                         isnan(g->grad[bad]) ? "NaN" : "Inf");
-        else /* finite floats: a factored layer's D^T X overflows */
-            ps_io_reject(s, &p->route, p, MSG_GRAD_PUSH, MSG_ERR_INVALID,
-                         "the gradient's norm is not finite: its factored layers' D^T X overflows a float");
-        ps_round_after_reject(s, p, m);
-        return;
-    }
-    double norm = sqrt(norm2), med = 0.0;
-    int n_recent = 0;
+    /* What one member may put into the round: at most a batch of examples,
+     * a norm near the recent ones (norm: measured at the top, with the floats). */
     switch (ps_guard_check_grad(s->guard, g->n_examples, s->cfg->batch, norm, s->cfg->grad_norm_max_ratio, &med,
                                 &n_recent)) {
     case PS_GRAD_TOO_MANY_EXAMPLES:

@@ -218,7 +218,7 @@ START_TEST(test_ps_greet_hello_sequence) {
 END_TEST
 
 Suite *make_suite(void) {
-    Suite *s = suite_create("ps_admit");
+    Suite *s = suite_create("ps_greet");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_ps_greet_hello_order);
     tcase_add_test(tc, test_ps_greet_role_caps);

@@ -95,7 +95,7 @@ static int s_recv(void *sock, msg_t *m) {
  * cannot be read: still a valid n_examples). */
 static uint64_t s_batch_of(const char *config_text) {
     runcfg_t cfg;
-    memset(&cfg, 0, sizeof cfg);
+    runcfg_init(&cfg);
     const config_spec_t *spec = runcfg_spec(RUNCFG_ROLE_WORKER);
     char err[512];
     uint64_t batch = 1;
