@@ -258,6 +258,11 @@ int poke_fast_worker(void *sock, const poke_cfg_t *c, rng_t *r) {
         }
     }
     if (say_bye) {
+        /* the socket lingers 0 ms (kfac-poke.c): the Bye gets up to 2 s to
+         * leave before it closes, or a busy host's I/O thread may not have
+         * sent it and kfac-ps sees a closed connection instead */
+        int linger = 2000;
+        zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
         msg_init(&m, MSG_BYE, MSG_ROLE_WORKER, id);
         m.bye.text = (char *)why; /* borrowed: encode only reads */
         s_send(sock, &m);
