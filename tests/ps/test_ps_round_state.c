@@ -493,6 +493,15 @@ START_TEST(test_ps_round_state_robust_state) {
 }
 END_TEST
 
+/* A model large enough that the round's passes go to a pool (1 << 18
+ * parameters and more). */
+static net_t *s_pool_net(void) {
+    char err[256];
+    net_t *net = net_parse("input 1x64x64\nfc name=f1 out=72\nsoftmax_xent\n", "test", 4, err, sizeof err);
+    ck_assert_msg(net != NULL, "%s", err);
+    return net;
+}
+
 /* The mean and the median of a model large enough that the round's
  * passes are split over a pool of 3 threads: the same floats as on the
  * calling thread alone, a worker summed before the step (it left)
@@ -502,9 +511,7 @@ START_TEST(test_ps_round_state_pool_same_floats) {
     uint64_t seed = test_seed();
     rng_t r;
     rng_seed(&r, seed);
-    char err[256];
-    net_t *net = net_parse("input 1x64x64\nfc name=f1 out=72\nsoftmax_xent\n", "test", 4, err, sizeof err);
-    ck_assert_msg(net != NULL, "%s", err);
+    net_t *net = s_pool_net();
     ck_assert_uint_gt(net->n_params, 1 << 18); /* the pool's threshold */
     nn_par_t *par = nn_par_new(3);
     ck_assert_ptr_nonnull(par);
@@ -574,9 +581,7 @@ START_TEST(test_ps_round_state_average_names_nonfinite) {
     uint64_t seed = test_seed();
     rng_t r;
     rng_seed(&r, seed);
-    char err[256];
-    net_t *net = net_parse("input 1x64x64\nfc name=f1 out=72\nsoftmax_xent\n", "test", 4, err, sizeof err);
-    ck_assert_msg(net != NULL, "%s", err);
+    net_t *net = s_pool_net();
     nn_par_t *par = nn_par_new(3);
     ck_assert_ptr_nonnull(par);
     for (int trial = 0; trial < 6; trial++) {
